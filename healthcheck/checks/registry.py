@@ -1,0 +1,103 @@
+"""The check registry: one decorated function per check, discovered from the modules of this package.
+
+A check is a pure function ``fn(snapshot, expectations, thresholds) -> list[Finding]``:
+no I/O, no clock (the snapshot carries ``taken_at``), no globals. ``thresholds`` is the decorator's
+defaults overlaid with the config's overrides for this check. Adding a check = one decorated function in
+one module of ``healthcheck/checks/`` + its test; nothing else to edit.
+"""
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..model import Finding, Snapshot, Status
+
+CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
+# Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.
+SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions")
+# Contexts a check runs in unless it says otherwise / the config overrides: everything but the prolog,
+# whose budget is tens of milliseconds.
+DEFAULT_CONTEXTS = frozenset({"check", "slurm-check", "burnin"})
+FAST_CONTEXTS = frozenset(CONTEXTS) - {"epilog"}
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    func: Callable[..., list[Finding]]
+    needs: tuple[str, ...]
+    contexts: frozenset[str]
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    # Called even when a needed source is absent (e.g. gpu.count fails when GPUs are expected
+    # but none could be seen); otherwise the runner reports SKIP for it.
+    handles_missing: bool = False
+
+
+_REGISTRY: dict[str, CheckSpec] = {}
+
+
+def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_CONTEXTS,
+          thresholds: dict[str, Any] | None = None, handles_missing: bool = False):
+    """Register ``fn`` as check ``name``. Its docstring's first paragraph is its documentation."""
+    needs = tuple(needs)
+    for source in needs:
+        if source not in SOURCES:
+            raise ValueError(f"check {name}: unknown source {source!r}")
+    contexts = frozenset(contexts)
+    if not contexts <= set(CONTEXTS):
+        raise ValueError(f"check {name}: unknown contexts {sorted(contexts - set(CONTEXTS))}")
+
+    def register(fn):
+        if name in _REGISTRY and _REGISTRY[name].func.__qualname__ != fn.__qualname__:
+            raise ValueError(f"check {name} registered twice")
+        doc = (fn.__doc__ or "").strip().split("\n\n")[0]
+        _REGISTRY[name] = CheckSpec(name, fn, needs, contexts, dict(thresholds or {}),
+                                    " ".join(doc.split()), handles_missing)
+        return fn
+
+    return register
+
+
+def load_all() -> dict[str, CheckSpec]:
+    """Import every check module of this package once; return the registry (name -> spec)."""
+    from . import __path__ as pkg_path
+
+    for mod in pkgutil.iter_modules(pkg_path):
+        if mod.name != "registry" and not mod.name.startswith("_"):
+            importlib.import_module(f"{__package__}.{mod.name}")
+    return dict(sorted(_REGISTRY.items()))
+
+
+def select(specs: dict[str, CheckSpec], context: str, enabled: list[str] | None = None,
+           only: list[str] | None = None) -> list[CheckSpec]:
+    """The checks to run in ``context``: the config's glob list for that context when it has one,
+    else each check's own default contexts; then narrowed by ``--only`` globs."""
+    if enabled is not None:
+        chosen = [s for s in specs.values() if any(fnmatch.fnmatchcase(s.name, g) for g in enabled)]
+    else:
+        chosen = [s for s in specs.values() if context in s.contexts or context == "check"]
+    if only:
+        chosen = [s for s in chosen if any(fnmatch.fnmatchcase(s.name, g) for g in only)]
+    return chosen
+
+
+# ------------------------------------------------------------------ helpers for check authors
+
+
+def finding(spec_name: str, status: Status, message: str, component: str | None = None,
+            **metrics: float) -> Finding:
+    return Finding(spec_name, status, message, component,
+                   {k: float(v) for k, v in metrics.items() if v is not None})
+
+
+def skip(name: str, message: str, component: str | None = None) -> list[Finding]:
+    return [Finding(name, Status.SKIP, message, component)]
+
+
+def present_gpus(snapshot: Snapshot):
+    """GPUs that answered (lost ones are judged by gpu.lost alone)."""
+    return [g for g in (snapshot.gpus or []) if not g.lost]

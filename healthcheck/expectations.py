@@ -1,0 +1,73 @@
+"""What a node is expected to look like: the resolved view of the config for one node.
+
+Loaded and validated by :mod:`healthcheck.config`; read (never changed) by the checks. Every field is
+optional: a check whose expectation is unset judges only what needs no expectation (uncorrected ECC,
+pending remaps, width below the device's own max, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class XidRule:
+    xid: int
+    action: str  # "fail" | "warn" | "ignore"
+    name: str = ""
+    # Count events no older than this many seconds before the snapshot (0 = since boot / whole log).
+    window_s: float = 0.0
+    # Act only when at least this many events fall in the window (storms of warn-level classes).
+    min_count: int = 1
+
+
+@dataclass(frozen=True)
+class XidPolicy:
+    rules: dict[int, XidRule] = field(default_factory=dict)
+    # Action for an Xid the policy does not list.
+    unknown_action: str = "warn"
+    unknown_window_s: float = 0.0
+
+    def rule(self, xid: int) -> XidRule:
+        found = self.rules.get(xid)
+        if found is not None:
+            return found
+        return XidRule(xid, self.unknown_action, "unlisted Xid", self.unknown_window_s, 1)
+
+
+@dataclass(frozen=True)
+class PcieExpect:
+    gen: int | None = None
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    node_class: str | None = None
+    gpu_count: int | None = None
+    gpu_model: str | None = None  # substring match against the GPU name ("H100 80GB HBM3")
+    nvlinks_per_gpu: int | None = None
+    # PCIe expectations per device kind ("gpu", "hca", "nvswitch") and per PCI address.
+    pcie_by_kind: dict[str, PcieExpect] = field(default_factory=dict)
+    pcie_by_address: dict[str, PcieExpect] = field(default_factory=dict)
+    ib_port_count: int | None = None
+    ib_rate_gbps: float | None = None
+    ib_link_layer: str | None = None
+    ib_devices: tuple[str, ...] | None = None  # exact device names expected (mlx5_0, ...)
+    hca_firmware: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)  # driver, cuda, nccl, ofed, rdma_core, kernel, vbios
+    services: tuple[str, ...] = ()
+    mounts: tuple[str, ...] = ()  # mount points that must be present (and rw unless listed in ro_mounts)
+    ro_mounts: tuple[str, ...] = ()
+    cpu_sockets: int | None = None
+    cpu_cores: int | None = None
+    cpu_threads: int | None = None
+    mem_total_gib: float | None = None
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> key -> value
+    checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # context -> check globs
+    xid_policy: XidPolicy = field(default_factory=XidPolicy)
+
+    def thresholds_for(self, check: str, defaults: dict[str, Any]) -> dict[str, Any]:
+        merged = dict(defaults)
+        merged.update(self.thresholds.get(check, {}))
+        return merged

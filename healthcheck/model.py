@@ -1,0 +1,415 @@
+"""The shared language of healthcheck: what probes produce and what checks judge.
+
+Everything here is plain data (dataclasses of str/int/float/bool/list/dict) and round-trips through
+JSON: ``Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap``.
+
+Conventions every producer (NVML probe, nvidia-smi parsers, sysfs probes, bundle reader) follows:
+- ``None`` means "not known / not reported by this source / not supported by this hardware".
+  A field an older GPU lacks stays ``None``; checks treat ``None`` as "cannot judge this field".
+- A list-valued source that is ``None`` on the Snapshot (``gpus``, ``ib_ports``, ...) means the source
+  was not probed at all (absent tool, absent bundle file); an empty list means "probed, found none".
+- Units are in field names: ``_c`` degrees Celsius, ``_w`` watts, ``_mib`` MiB, ``_s`` seconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """Result of one check on one component. Ordered by severity for the verdict."""
+
+    PASS = "pass"
+    SKIP = "skip"
+    WARN = "warn"
+    ERROR = "error"
+    FAIL = "fail"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+    def __str__(self) -> str:  # "fail", not "Status.FAIL"
+        return self.value
+
+
+_SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
+
+
+def worst(statuses) -> Status:
+    """The most severe status; PASS when there is nothing to judge, SKIP when everything skipped."""
+    statuses = list(statuses)
+    if not statuses:
+        return Status.PASS
+    if all(s is Status.SKIP for s in statuses):
+        return Status.SKIP
+    return max(statuses, key=lambda s: (s.severity, s is not Status.SKIP))
+
+
+# --------------------------------------------------------------------------------------------- GPU
+
+
+@dataclass
+class NvLink:
+    link: int
+    active: bool | None = None
+    speed_gbps: float | None = None  # per-link speed as reported (GB/s)
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+    crc_flit_errors: int | None = None
+    crc_data_errors: int | None = None
+
+
+@dataclass
+class GpuProcess:
+    pid: int
+    name: str | None = None
+    used_memory_mib: float | None = None
+
+
+@dataclass
+class GpuInfo:
+    """One GPU as seen by NVML or nvidia-smi. Only ``index`` is always set."""
+
+    index: int
+    pci_bus_id: str | None = None  # normalised "0000:07:00.0" (lower-case, 4-digit domain)
+    uuid: str | None = None
+    serial: str | None = None
+    name: str | None = None
+    vbios: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    # The GPU could not be queried at all ("Unable to determine the device handle", "GPU is lost").
+    lost: bool = False
+    error: str | None = None
+    # ECC
+    ecc_mode_current: bool | None = None
+    ecc_mode_pending: bool | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    # Page retirement (pre-Ampere) and row remapping (Ampere and newer)
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remap_correctable: int | None = None
+    remap_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    # Thermals
+    temperature_c: float | None = None
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    temp_max_operating_c: float | None = None  # "GPU Max Operating Temp" / NVML GPU_MAX
+    mem_temperature_c: float | None = None
+    mem_temp_max_c: float | None = None
+    # Active clock event (throttle) reasons, canonical names: see THROTTLE_REASONS.
+    throttle_reasons: list[str] | None = None
+    # Power
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    # PCIe (from the GPU's own view)
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_count: int | None = None
+    # NVLink; None when the GPU has no NVLink / not reported
+    nvlinks: list[NvLink] | None = None
+    persistence_mode: bool | None = None
+    processes: list[GpuProcess] | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    # GPU fabric (NVSwitch systems, Hopper and newer): state is one of FABRIC_STATES
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+    # The driver says the GPU needs a reset (NVML GPU recovery action / "Pending" remap needs reset)
+    reset_required: bool | None = None
+    recovery_action: str | None = None
+
+    @property
+    def component(self) -> str:
+        return f"gpu{self.index}"
+
+
+# Canonical throttle / clock event reason names (NVML nvmlClocksEventReason* / nvidia-smi XML tags).
+THROTTLE_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clocks_setting",
+)
+
+FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+
+
+# -------------------------------------------------------------------------------------- Kernel log
+
+
+@dataclass
+class KernelEvent:
+    """One NVIDIA-related kernel-log event.
+
+    kind: "xid", "fallen_off_bus", "rm_init_failed".
+    timestamp: seconds since boot (dmesg raw) -> ``uptime_s``; wall clock -> ``time`` (ISO 8601, naive
+    local or with offset as printed). Either may be None.
+    """
+
+    kind: str
+    pci_bus_id: str | None = None  # normalised like GpuInfo.pci_bus_id when the log names it
+    xid: int | None = None
+    pid: int | None = None
+    process: str | None = None
+    message: str = ""
+    uptime_s: float | None = None
+    time: str | None = None
+    line: str = ""
+
+
+# ----------------------------------------------------------------------------------- InfiniBand
+
+
+@dataclass
+class IbPort:
+    device: str  # mlx5_0
+    port: int
+    state: str | None = None  # ACTIVE, DOWN, INIT, ARMED (upper-case, no numeric prefix)
+    phys_state: str | None = None  # LinkUp, Polling, Disabled, ...
+    rate_gbps: float | None = None
+    link_layer: str | None = None  # InfiniBand | Ethernet
+    firmware: str | None = None
+    hca_type: str | None = None
+    pci_bus_id: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def component(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
+# ------------------------------------------------------------------------------------------ PCIe
+
+
+@dataclass
+class PcieLink:
+    """A PCIe device's link as the kernel sees it (sysfs)."""
+
+    pci_bus_id: str
+    kind: str  # "gpu" | "hca" | "nvswitch"
+    vendor: str | None = None  # "0x10de"
+    device: str | None = None
+    speed_current_gts: float | None = None
+    speed_max_gts: float | None = None
+    width_current: int | None = None
+    width_max: int | None = None
+    name: str | None = None  # mlx5_0 for HCAs when known
+
+    @property
+    def gen_current(self) -> int | None:
+        return gts_to_gen(self.speed_current_gts)
+
+    @property
+    def gen_max(self) -> int | None:
+        return gts_to_gen(self.speed_max_gts)
+
+
+_GEN_BY_GTS = ((2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6), (128.0, 7))
+
+
+def gts_to_gen(gts: float | None) -> int | None:
+    if gts is None:
+        return None
+    for speed, gen in _GEN_BY_GTS:
+        if abs(gts - speed) < 0.01:
+            return gen
+    return None
+
+
+# ------------------------------------------------------------------------------------------ Host
+
+
+@dataclass
+class Mount:
+    device: str
+    mountpoint: str
+    fstype: str
+    options: list[str] = field(default_factory=list)
+    # statvfs figures where they were read (None for pseudo filesystems or when not read)
+    size_bytes: int | None = None
+    free_bytes: int | None = None
+    inodes_total: int | None = None
+    inodes_free: int | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return "ro" in self.options
+
+
+@dataclass
+class HostInfo:
+    hostname: str | None = None
+    cpu_sockets: int | None = None
+    cpu_cores: int | None = None  # physical cores
+    cpu_threads: int | None = None  # logical CPUs online
+    cpu_model: str | None = None
+    mem_total_kib: int | None = None
+    mem_available_kib: int | None = None
+    swap_total_kib: int | None = None
+    swap_free_kib: int | None = None
+    load_1m: float | None = None
+    load_5m: float | None = None
+    load_15m: float | None = None
+    uptime_s: float | None = None
+    mounts: list[Mount] | None = None
+    services: dict[str, bool] | None = None  # name -> running
+    processes: list[dict[str, Any]] | None = None  # {"pid", "user", "uid", "comm"}
+
+
+# -------------------------------------------------------------------------------------- Snapshot
+
+
+@dataclass
+class ProbeError:
+    """A probe that could not deliver. kind: "error" (raised / unreadable), "timeout" (deadline
+    passed), "hang" (a GPU/driver call did not return: the driver is wedged)."""
+
+    kind: str
+    message: str
+
+
+@dataclass
+class Snapshot:
+    node: str
+    taken_at: str  # ISO 8601 UTC
+    source: str = "live"  # "live" or "bundle:<path>"
+    gpus: list[GpuInfo] | None = None
+    gpu_source: str | None = None  # "nvml", "nvidia-smi-xml", "nvidia-smi-text"
+    # NVIDIA GPUs the PCI bus shows (sysfs), independent of the driver: catches GPUs NVML lost.
+    gpu_pci_devices: list[str] | None = None
+    kernel_events: list[KernelEvent] | None = None
+    ib_ports: list[IbPort] | None = None
+    pcie_links: list[PcieLink] | None = None
+    host: HostInfo | None = None
+    versions: dict[str, str] | None = None
+    probe_errors: dict[str, ProbeError] = field(default_factory=dict)
+    probe_durations_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Snapshot":
+        return _from_dict(cls, data)
+
+
+# ------------------------------------------------------------------------------- Findings, verdict
+
+
+@dataclass
+class Finding:
+    check: str
+    status: Status
+    message: str
+    component: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "status": self.status.value,
+            "message": self.message,
+            "component": self.component,
+            "metrics": dict(self.metrics),
+        }
+
+
+@dataclass
+class Verdict:
+    node: str
+    status: Status
+    findings: list[Finding]
+    started_at: str
+    duration_s: float
+    context: str = "check"
+
+    @classmethod
+    def of(cls, node: str, findings: list[Finding], started_at: str, duration_s: float,
+           context: str = "check") -> "Verdict":
+        return cls(node, worst(f.status for f in findings), findings, started_at, duration_s, context)
+
+    @property
+    def failing(self) -> list[Finding]:
+        return [f for f in self.findings if f.status is Status.FAIL]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "status": self.status.value,
+            "context": self.context,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 6),
+            "results": [f.to_dict() for f in self.findings],
+        }
+
+
+# ------------------------------------------------------------------------------- dict -> dataclass
+
+
+def _from_dict(cls, data):
+    """Rebuild a dataclass tree from plain dicts, following the type hints (no eval of input)."""
+    if data is None:
+        return None
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key not in names:
+            continue  # tolerate fields written by a newer version
+        kwargs[key] = _convert(hints[key], value)
+    return cls(**kwargs)
+
+
+def _convert(hint, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        return _convert(non_none[0], value) if len(non_none) == 1 else value
+    if dataclasses.is_dataclass(hint):
+        return _from_dict(hint, value)
+    if hint is Status:
+        return Status(value)
+    if origin is list:
+        return [_convert(args[0], v) for v in value] if args else list(value)
+    if origin is dict:
+        return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
+    return value
+
+
+def normalize_pci_bus_id(bus_id: str | None) -> str | None:
+    """'00000000:07:00.0' (NVML), '0000:07:00.0' (sysfs), '07:00.0' (lspci/kernel) -> '0000:07:00.0'."""
+    if not bus_id:
+        return None
+    text = bus_id.strip().lower()
+    parts = text.split(":")
+    if len(parts) == 2:  # bus:dev.fn
+        parts = ["0000"] + parts
+    if len(parts) != 3:
+        return text
+    domain, bus, devfn = parts
+    domain = domain[-4:].rjust(4, "0")
+    if "." not in devfn:
+        devfn = devfn + ".0"
+    return f"{domain}:{bus.rjust(2, '0')}:{devfn}"
