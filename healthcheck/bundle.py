@@ -1,0 +1,254 @@
+"""Bundles: what the probes read, recorded so the same judgement runs anywhere.
+
+Layout (every file optional; checks whose sources are absent report skip)::
+
+    meta.json             hostname, time, tool versions, what was collected and what failed
+    nvml.json             the GPUs as NVML reported them (GpuInfo list)
+    nvidia-smi-q-x.xml    `nvidia-smi -q -x`
+    nvidia-smi-q.txt      `nvidia-smi -q`
+    dmesg.txt             `dmesg` (kernel ring buffer)
+    ibstat.txt            `ibstat`
+    statvfs.json          {mountpoint: [size_bytes, free_bytes, inodes_total, inodes_free]}
+    versions.json         the versions probe's result (library versions cannot be re-read offline)
+    sys/...  proc/...     the sysfs and procfs files the probes read, same relative paths, no symlinks
+
+GPU facts come from nvml.json, else the XML, else the text output, in that order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
+
+from .model import GpuInfo, ProbeError, Snapshot
+
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_MEMBERS = 200_000
+
+
+class BundleError(ValueError):
+    pass
+
+
+# ------------------------------------------------------------------------------------- reading
+
+
+@contextmanager
+def opened(path: str | os.PathLike) -> Iterator[Path]:
+    """The bundle as a directory: itself, or a safely extracted .tar.gz in a temporary directory."""
+    p = Path(path)
+    if p.is_dir():
+        yield p
+        return
+    if not p.is_file():
+        raise BundleError(f"{p}: no such bundle (a directory or a .tar.gz written by `healthcheck collect`)")
+    with tempfile.TemporaryDirectory(prefix="healthcheck-bundle-") as tmp:
+        _extract(p, Path(tmp))
+        entries = list(Path(tmp).iterdir())
+        # `collect --output x.tar.gz` stores one top folder; accept a flat archive too.
+        root = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(tmp)
+        yield root
+
+
+def _extract(archive: Path, target: Path) -> None:
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = []
+            total = 0
+            for count, member in enumerate(tar):
+                if count >= MAX_MEMBERS:
+                    raise BundleError(f"{archive}: more than {MAX_MEMBERS} entries")
+                name = member.name
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise BundleError(f"{archive}: refusing entry outside the bundle: {name!r}")
+                if not (member.isfile() or member.isdir()):
+                    raise BundleError(f"{archive}: refusing non-regular entry {name!r} (links, devices)")
+                total += member.size
+                if member.size > MAX_MEMBER_BYTES or total > 4 * MAX_MEMBER_BYTES:
+                    raise BundleError(f"{archive}: entry {name!r} too large")
+                members.append(member)
+            tar.extractall(target, members=members, filter="data")
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BundleError(f"{archive}: not a readable .tar.gz bundle: {exc}") from exc
+
+
+def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = ()) -> Snapshot:
+    with opened(path) as root:
+        return _read(root, str(path), services)
+
+
+def _text(root: Path, name: str) -> str | None:
+    f = root / name
+    if not f.is_file():
+        return None
+    return f.read_bytes().decode("utf-8", "replace")
+
+
+def _read(root: Path, label: str, services: tuple[str, ...]) -> Snapshot:
+    meta = {}
+    raw_meta = _text(root, "meta.json")
+    if raw_meta is not None:
+        try:
+            meta = json.loads(raw_meta)
+        except ValueError as exc:
+            raise BundleError(f"{label}: meta.json is not JSON: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise BundleError(f"{label}: meta.json must hold an object")
+    node = str(meta.get("hostname") or root.name)
+    snap = Snapshot(node=node, taken_at=str(meta.get("time") or ""), source=f"bundle:{label}")
+    sys_root, proc_root = root / "sys", root / "proc"
+
+    def guarded(source: str, fn):
+        try:
+            setattr(snap, source, fn())
+        except Exception as exc:  # noqa: BLE001 - any reader failure is data for the checks
+            snap.probe_errors[source] = ProbeError("error", f"{type(exc).__name__}: {exc}")
+
+    if (sys_root / "bus" / "pci" / "devices").is_dir():
+        from .probes.nvml import nvidia_gpu_present
+        from .probes.pcie import probe_pcie_links
+
+        guarded("gpu_pci_devices", lambda: nvidia_gpu_present(str(sys_root)))
+        guarded("pcie_links", lambda: probe_pcie_links(str(sys_root)))
+    guarded("gpus", lambda: _gpus(root, snap))
+    dmesg = _text(root, "dmesg.txt")
+    if dmesg is not None:
+        from .parsers.kernel_log import parse_kernel_log
+
+        guarded("kernel_events", lambda: parse_kernel_log(dmesg))
+    guarded("ib_ports", lambda: _ib_ports(root, sys_root))
+    if proc_root.is_dir():
+        guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
+    guarded("versions", lambda: _versions(root, sys_root, proc_root, snap))
+    for source, err in (meta.get("probe_errors") or {}).items():
+        if getattr(snap, source, None) is None and source not in snap.probe_errors:
+            snap.probe_errors[source] = ProbeError(err.get("kind", "error"), err.get("message", ""))
+    return snap
+
+
+def _gpus(root: Path, snap: Snapshot):
+    raw = _text(root, "nvml.json")
+    if raw is not None:
+        data = json.loads(raw)
+        if not isinstance(data, list):
+            raise BundleError("nvml.json must hold a list of GPUs")
+        snap.gpu_source = "nvml"
+        from .model import _from_dict
+
+        return [_from_dict(GpuInfo, g) for g in data]
+    from .parsers.nvidia_smi import parse_nvidia_smi
+
+    for name, source in (("nvidia-smi-q-x.xml", "nvidia-smi-xml"), ("nvidia-smi-q.txt", "nvidia-smi-text")):
+        text = _text(root, name)
+        if text is not None:
+            snap.gpu_source = source
+            try:
+                return parse_nvidia_smi(text).gpus
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from exc
+    return None
+
+
+def _ib_ports(root: Path, sys_root: Path):
+    if (sys_root / "class" / "infiniband").is_dir() or (sys_root / "bus").is_dir():
+        from .probes.infiniband import probe_ib_ports
+
+        return probe_ib_ports(str(sys_root))
+    text = _text(root, "ibstat.txt")
+    if text is None:
+        return None
+    from .parsers.ibstat import parse_ibstat
+
+    result = parse_ibstat(text)
+    return getattr(result, "ports", result)
+
+
+def _host(root: Path, proc_root: Path, sys_root: Path, services, node: str):
+    from .probes.host import probe_host
+
+    figures = json.loads(_text(root, "statvfs.json") or "{}")
+
+    def statvfs(mountpoint: str):
+        if mountpoint not in figures:
+            raise FileNotFoundError(mountpoint)
+        return _Statvfs(*figures[mountpoint])
+
+    return probe_host(proc_root=str(proc_root), sys_root=str(sys_root), services=services,
+                      statvfs=statvfs, hostname=node)
+
+
+class _Statvfs:
+    """Quacks like os.statvfs_result for the four figures the host probe reads."""
+
+    def __init__(self, size: int, free: int, inodes: int, inodes_free: int):
+        self.f_frsize = self.f_bsize = 1
+        self.f_blocks, self.f_bavail, self.f_bfree = size, free, free
+        self.f_files, self.f_favail, self.f_ffree = inodes, inodes_free, inodes_free
+
+
+def _versions(root: Path, sys_root: Path, proc_root: Path, snap: Snapshot):
+    raw = _text(root, "versions.json")
+    if raw is not None:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise BundleError("versions.json must hold an object")
+        return {str(k): str(v) for k, v in data.items()}
+    if not (sys_root.is_dir() or proc_root.is_dir()):
+        return None
+    from .probes.versions import probe_versions
+
+    return probe_versions(sys_root=str(sys_root), proc_root=str(proc_root), lib_dirs=(), gpus=snap.gpus)
+
+
+# ------------------------------------------------------------------------------------ writing
+
+
+def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
+                 sysfs_root: str = "/sys", proc_root: str = "/proc", statvfs=os.statvfs,
+                 meta_extra: dict | None = None) -> Path:
+    """Write a bundle from a live snapshot plus the raw tool outputs ``raw`` (file name -> text)."""
+    out = Path(output)
+    tarball = out.name.endswith((".tar.gz", ".tgz"))
+    with tempfile.TemporaryDirectory(prefix="healthcheck-collect-") as tmp:
+        folder = Path(tmp) / (out.name.split(".")[0] if tarball else out.name)
+        if not tarball:
+            if out.exists() and (not out.is_dir() or any(out.iterdir())):
+                raise BundleError(f"{out}: exists and is not empty; choose a new path")
+            folder = out
+        folder.mkdir(parents=True, exist_ok=True)
+        from .bundle_files import copy_proc, copy_sys
+
+        copy_sys(Path(sysfs_root), folder / "sys")
+        copy_proc(Path(proc_root), folder / "proc")
+        for name, text in raw.items():
+            (folder / name).write_text(text)
+        if snap.gpus is not None and snap.gpu_source == "nvml":
+            (folder / "nvml.json").write_text(json.dumps([asdict(g) for g in snap.gpus], indent=1))
+        if snap.versions is not None:
+            (folder / "versions.json").write_text(json.dumps(snap.versions, indent=1, sort_keys=True))
+        (folder / "statvfs.json").write_text(json.dumps(_statvfs_figures(snap, statvfs), indent=1))
+        meta = {"hostname": snap.node, "time": snap.taken_at, "files": sorted(raw),
+                "probe_errors": {k: asdict(v) for k, v in snap.probe_errors.items()}}
+        meta.update(meta_extra or {})
+        (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        if tarball:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            partial = out.with_name(out.name + ".partial")
+            with tarfile.open(partial, "w:gz") as tar:
+                tar.add(folder, arcname=folder.name)
+            os.replace(partial, out)
+    return out
+
+
+def _statvfs_figures(snap: Snapshot, statvfs) -> dict[str, list[int]]:
+    figures = {}
+    for mount in (snap.host.mounts if snap.host and snap.host.mounts else []):
+        if mount.size_bytes is not None and mount.free_bytes is not None:
+            figures[mount.mountpoint] = [mount.size_bytes, mount.free_bytes,
+                                         mount.inodes_total or 0, mount.inodes_free or 0]
+    return figures

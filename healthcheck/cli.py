@@ -1,0 +1,319 @@
+"""The `healthcheck` command: a thin shell over the library. Heavy imports stay inside the commands.
+
+Exit codes: 0 healthy (pass/warn/skip/error), 1 a check failed, 2 usage or config error, 3 internal error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import click
+
+EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
+CONFIG_ENV = "HEALTHCHECK_CONFIG"
+DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
+
+
+class UsageFailure(click.ClickException):
+    exit_code = EXIT_USAGE
+
+
+def _load_config(path: str | None):
+    """The config named by --config, $HEALTHCHECK_CONFIG, or /etc/healthcheck/healthcheck.toml if present."""
+    from .config import ConfigError, load
+
+    path = path or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    if path is None:
+        return None
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def _expectations(config, node: str):
+    from .config import ConfigError, default_expectations
+
+    try:
+        return config.expectations_for(node) if config else default_expectations()
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="healthcheck")
+def cli():
+    """Health checks, bundles and expectations for GPU nodes of a Slurm cluster.
+
+    \b
+    Example:
+      healthcheck check                      # judge this node with live probes
+      healthcheck check --bundle node7.tar.gz --format json
+    """
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--bundle", type=click.Path(exists=True), help="Judge a recorded bundle instead of this node.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text",
+              show_default=True)
+@click.option("--only", multiple=True, metavar="GLOB", help="Run only checks matching GLOB (repeatable).")
+@click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]),
+              default="check", show_default=True, help="Which context's check list to run.")
+@click.option("--node", help="Node name for class matching (default: this host / the bundle's host).")
+@click.option("--sysfs-root", default="/sys", show_default=True, help="Read sysfs from here (live only).")
+@click.option("--proc-root", default="/proc", show_default=True, help="Read procfs from here (live only).")
+@click.option("-v", "--verbose", is_flag=True, help="Show every component, passes included.")
+def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, verbose):
+    """Probe this node (or read a bundle) and judge it.
+
+    Exit status: 0 healthy, 1 a check failed, 2 usage or config error, 3 internal error.
+
+    \b
+    Example:
+      healthcheck check --only 'gpu.*' --format json
+      healthcheck check --bundle /tmp/gpu017.tar.gz --config /etc/healthcheck/healthcheck.toml
+    """
+    from .output import exit_code, render
+    from .runner import judge, utc_now_iso
+
+    started, t0 = utc_now_iso(), time.monotonic()
+    config = _load_config(config_path)
+    if bundle:
+        from .bundle import BundleError, snapshot_from_bundle
+
+        try:
+            snap = snapshot_from_bundle(bundle)
+        except BundleError as exc:
+            raise UsageFailure(str(exc)) from exc
+        node = node or snap.node
+        exp = _expectations(config, node)
+        if exp.services:
+            snap = snapshot_from_bundle(bundle, services=exp.services)
+        snap.node = node
+    else:
+        from .probes.live import LiveOptions, short_hostname, snapshot_live
+
+        node = node or short_hostname()
+        exp = _expectations(config, node)
+        snap = snapshot_live(LiveOptions(sysfs_root, proc_root, exp.services, node=node), started)
+    verdict = judge(snap, exp, context, list(only) or None, started_at=started, started_monotonic=t0)
+    click.echo(render(verdict, fmt, color=fmt == "text" and sys.stdout.isatty(), verbose=verbose), nl=False)
+    _exit(exit_code(verdict))
+
+
+@cli.command()
+@click.option("--output", "-o", required=True, type=click.Path(),
+              help="Directory (new or empty) or a file name ending in .tar.gz.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--sysfs-root", default="/sys", show_default=True)
+@click.option("--proc-root", default="/proc", show_default=True)
+def collect(output, config_path, sysfs_root, proc_root):
+    """Record what the probes read into a bundle, for `check --bundle` anywhere.
+
+    \b
+    Example:
+      healthcheck collect --output /tmp/$(hostname -s)-$(date +%F).tar.gz
+    """
+    from .bundle import BundleError
+    from .collect import collect_bundle
+
+    config = _load_config(config_path)
+    from .probes.live import short_hostname
+
+    exp = _expectations(config, short_hostname())
+    try:
+        path, notes = collect_bundle(output, sysfs_root, proc_root, exp.services)
+    except BundleError as exc:
+        raise UsageFailure(str(exc)) from exc
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"bundle written: {path}")
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(["nvidia-smi", "kernel-log", "ibstat"]))
+@click.argument("file", type=click.File("rb"))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed facts as JSON.")
+def parse(kind, file, as_json):
+    """Parse a recorded tool output and print the facts found (nvidia-smi: XML or -q text, detected).
+
+    \b
+    Example:
+      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --json
+      healthcheck parse kernel-log /var/log/kern.log
+    """
+    import dataclasses
+    import json
+
+    from .parsers import ParseError
+    from .parsers.describe import describe
+
+    text = file.read().decode("utf-8", "replace")
+    try:
+        if kind == "nvidia-smi":
+            from .parsers.nvidia_smi import parse_nvidia_smi
+
+            result = parse_nvidia_smi(text)
+        elif kind == "kernel-log":
+            from .parsers.kernel_log import parse_kernel_log
+
+            result = parse_kernel_log(text)
+        else:
+            from .parsers.ibstat import parse_ibstat
+
+            result = parse_ibstat(text)
+    except ParseError as exc:
+        raise UsageFailure(f"{file.name}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps(_plain(result, dataclasses), indent=2))
+    else:
+        click.echo(describe(kind, result))
+
+
+def _plain(value, dataclasses):
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(v, dataclasses) for v in value]
+    return value
+
+
+@cli.group()
+def config():
+    """Write, validate and show the expectations file.
+
+    \b
+    Example:
+      healthcheck config generate --nodes 'gpu[001-128]' > /etc/healthcheck/healthcheck.toml
+    """
+
+
+@config.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False))
+def config_validate(path):
+    """Check an expectations file; errors name the file and line (exit 2).
+
+    \b
+    Example:
+      healthcheck config validate /etc/healthcheck/healthcheck.toml
+    """
+    from .config import ConfigError, load
+
+    try:
+        cfg = load(path)
+        cfg.expectations_for("__validate__")
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+    from .config import overlapping_classes
+
+    for a, b, sample in overlapping_classes(cfg):
+        click.echo(f"warning: {path}: classes {a!r} and {b!r} both match {sample} ({a!r} wins)", err=True)
+    click.echo(f"{path}: ok ({len(cfg.classes)} node classes)")
+
+
+@config.command("show")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--node", help="Node name (default: this host).")
+def config_show(config_path, node):
+    """Print the effective expectations for a node (defaults merged with its class) as JSON.
+
+    \b
+    Example:
+      healthcheck config show --config site.toml --node gpu017
+    """
+    import dataclasses
+    import json
+
+    from .probes.live import short_hostname
+
+    node = node or short_hostname()
+    exp = _expectations(_load_config(config_path), node)
+    data = dataclasses.asdict(exp)
+    data["xid_policy"] = {"unknown_action": exp.xid_policy.unknown_action,
+                          "rules": {str(k): dataclasses.asdict(v) for k, v in exp.xid_policy.rules.items()}}
+    click.echo(json.dumps({"node": node, **data}, indent=2, default=list))
+
+
+@config.command("generate")
+@click.option("--bundle", type=click.Path(exists=True), help="Generate from a bundle instead of this node.")
+@click.option("--nodes", help="Node-set pattern for the class (default: the node's name).")
+@click.option("--class-name", default="generated", show_default=True)
+@click.option("--sysfs-root", default="/sys", show_default=True)
+@click.option("--proc-root", default="/proc", show_default=True)
+def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
+    """Write the expectations of a known-good node (or bundle) as TOML on stdout.
+
+    \b
+    Example:
+      healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml
+    """
+    from .generate import generate_toml
+    from .runner import utc_now_iso
+
+    if bundle:
+        from .bundle import BundleError, snapshot_from_bundle
+
+        try:
+            snap = snapshot_from_bundle(bundle, services=_KNOWN_SERVICES)
+        except BundleError as exc:
+            raise UsageFailure(str(exc)) from exc
+    else:
+        from .probes.live import LiveOptions, snapshot_live
+
+        snap = snapshot_live(LiveOptions(sysfs_root, proc_root, _KNOWN_SERVICES), utc_now_iso())
+    click.echo(generate_toml(snap, class_name, nodes or snap.node), nl=False)
+
+
+_KNOWN_SERVICES = ("slurmd", "munged", "nvidia-persistenced", "nv-fabricmanager", "nv-hostengine",
+                   "sshd", "opensm", "chronyd", "ntpd", "dcgm-exporter", "node_exporter")
+
+
+@cli.command("checks")
+@click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]))
+def checks_cmd(context):
+    """List the checks: name, contexts, default thresholds and what each judges.
+
+    \b
+    Example:
+      healthcheck checks --context prolog
+    """
+    from .checks.registry import load_all
+
+    for spec in load_all().values():
+        if context and context not in spec.contexts:
+            continue
+        thresholds = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
+        click.echo(f"{spec.name}  [{', '.join(sorted(spec.contexts))}]")
+        click.echo(f"    {spec.description}")
+        if thresholds:
+            click.echo(f"    thresholds: {thresholds}")
+
+
+def _exit(code: int) -> None:
+    import threading
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A probe thread still stuck in the GPU driver must not hold the process at interpreter shutdown.
+    if any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        os._exit(code)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="healthcheck", standalone_mode=True)
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug of ours: say so, exit 3, no traceback unless asked
+        if os.environ.get("HEALTHCHECK_DEBUG"):
+            raise
+        click.echo(f"healthcheck: internal error: {type(exc).__name__}: {exc} "
+                   "(set HEALTHCHECK_DEBUG=1 for the traceback)", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    main()

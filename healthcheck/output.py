@@ -1,0 +1,109 @@
+"""Render a verdict: text for people, JSON (the contract), Prometheus text exposition format."""
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+
+from .model import Status, Verdict, worst
+
+STATUS_CODE = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
+
+
+def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(verdict.to_dict(), indent=2) + "\n"
+    if fmt == "prometheus":
+        return prometheus(verdict)
+    return text(verdict, color, verbose)
+
+
+def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
+    """One line per non-passing component; one line per check whose components all passed."""
+    def paint(status: Status) -> str:
+        label = status.value.upper().ljust(5)
+        if not color:
+            return label
+        colors = {Status.FAIL: "31;1", Status.ERROR: "35;1", Status.WARN: "33", Status.SKIP: "2",
+                  Status.PASS: "32"}
+        return f"\033[{colors[status]}m{label}\033[0m"
+
+    by_check: OrderedDict[str, list] = OrderedDict()
+    for f in verdict.findings:
+        by_check.setdefault(f.check, []).append(f)
+    lines = [f"{verdict.node}: {paint(verdict.status).strip()}  "
+             f"({len(by_check)} checks, {verdict.duration_s:.3f} s, context {verdict.context})"]
+    width = max((len(c) for c in by_check), default=10)
+    for check, findings in by_check.items():
+        status = worst(f.status for f in findings)
+        shown = [f for f in findings if verbose or f.status not in (Status.PASS,)]
+        if status in (Status.PASS, Status.SKIP) and not verbose:
+            if status is Status.SKIP and all(f.status is Status.SKIP for f in findings):
+                lines.append(f"  {paint(Status.SKIP)} {check.ljust(width)}  {findings[0].message}")
+            else:
+                comps = [f.component for f in findings if f.component]
+                what = f"{len(comps)} components ok" if comps else findings[0].message
+                lines.append(f"  {paint(Status.PASS)} {check.ljust(width)}  {what}")
+            continue
+        for f in shown:
+            if f.status is Status.SKIP and not verbose:
+                continue
+            comp = f" [{f.component}]" if f.component else ""
+            lines.append(f"  {paint(f.status)} {check.ljust(width)}  {f.message}{comp}")
+    return "\n".join(lines) + "\n"
+
+
+_METRIC_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _label(value: str | None) -> str:
+    return (value or "").replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def prometheus(verdict: Verdict) -> str:
+    """Text exposition format for node_exporter's textfile collector.
+
+    healthcheck_check_status{check,component}  0 ok/skip, 1 warn, 2 error, 3 fail
+    healthcheck_<check>_<metric>{component}     every numeric metric of every finding
+    healthcheck_node_status, healthcheck_run_duration_seconds, healthcheck_last_run_timestamp_seconds
+    """
+    node = _label(verdict.node)
+    out = [
+        "# HELP healthcheck_check_status Result of one check on one component: "
+        "0 pass/skip, 1 warn, 2 error (checker could not judge), 3 fail.",
+        "# TYPE healthcheck_check_status gauge",
+    ]
+    for f in verdict.findings:
+        out.append(f'healthcheck_check_status{{node="{node}",check="{_label(f.check)}",'
+                   f'component="{_label(f.component)}",status="{f.status.value}"}} {STATUS_CODE[f.status]}')
+    series: OrderedDict[str, list[str]] = OrderedDict()
+    for f in verdict.findings:
+        for key, value in f.metrics.items():
+            name = _METRIC_NAME.sub("_", f"healthcheck_{f.check}_{key}").lower()
+            series.setdefault(name, []).append(
+                f'{name}{{node="{node}",component="{_label(f.component)}"}} {float(value):g}')
+    for name, samples in series.items():
+        out.append(f"# TYPE {name} gauge")
+        out.extend(samples)
+    out += [
+        "# HELP healthcheck_node_status Worst status of the run (codes as healthcheck_check_status).",
+        "# TYPE healthcheck_node_status gauge",
+        f'healthcheck_node_status{{node="{node}",context="{_label(verdict.context)}"}} '
+        f"{STATUS_CODE[verdict.status]}",
+        "# TYPE healthcheck_run_duration_seconds gauge",
+        f'healthcheck_run_duration_seconds{{node="{node}"}} {verdict.duration_s:.6f}',
+    ]
+    from datetime import datetime
+
+    try:
+        ts = datetime.fromisoformat(verdict.started_at).timestamp()
+        out += ["# TYPE healthcheck_last_run_timestamp_seconds gauge",
+                f'healthcheck_last_run_timestamp_seconds{{node="{node}"}} {ts:.0f}']
+    except ValueError:
+        pass
+    return "\n".join(out) + "\n"
+
+
+def exit_code(verdict: Verdict) -> int:
+    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail."""
+    return 1 if verdict.status is Status.FAIL else 0

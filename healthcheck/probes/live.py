@@ -1,0 +1,167 @@
+"""Probe the running machine: every probe in its own daemon thread with a deadline, so a hung GPU
+driver or NFS mount costs the deadline and becomes data (``probe_errors``), never a hung run.
+
+Heavy modules (pynvml) are imported only when the PCI bus shows an NVIDIA GPU.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..model import ProbeError, Snapshot
+
+DEFAULT_DEADLINES_S = {
+    "gpus": 10.0,
+    "kernel_events": 3.0,
+    "ib_ports": 3.0,
+    "pcie_links": 3.0,
+    "host": 5.0,
+    "versions": 3.0,
+}
+
+
+@dataclass
+class LiveOptions:
+    sysfs_root: str = "/sys"
+    proc_root: str = "/proc"
+    services: tuple[str, ...] = ()
+    deadlines_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEADLINES_S))
+    node: str | None = None
+    nvml: Any = None  # a pynvml-like module (tests); None = import pynvml when needed
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+class _Bounded(threading.Thread):
+    def __init__(self, fn: Callable[[], Any]):
+        super().__init__(daemon=True)
+        self.fn, self.result, self.error, self.duration = fn, None, None, 0.0
+
+    def run(self) -> None:
+        start = time.monotonic()
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # becomes data in the snapshot
+            self.error = exc
+        self.duration = time.monotonic() - start
+
+
+def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
+                snap: Snapshot, hang_kinds: dict[str, str] | None = None) -> None:
+    """Run ``jobs`` concurrently; store results on ``snap`` by name, failures in ``snap.probe_errors``."""
+    threads = {name: _Bounded(fn) for name, fn in jobs.items()}
+    start = time.monotonic()
+    for thread in threads.values():
+        thread.start()
+    for name, thread in threads.items():
+        remaining = deadlines.get(name, 5.0) - (time.monotonic() - start)
+        thread.join(max(0.0, remaining))
+        if thread.is_alive():
+            kind = (hang_kinds or {}).get(name, "timeout")
+            snap.probe_errors[name] = ProbeError(kind, f"no answer within {deadlines.get(name, 5.0):g} s")
+            snap.probe_durations_s[name] = round(time.monotonic() - start, 6)
+            continue
+        snap.probe_durations_s[name] = round(thread.duration, 6)
+        if thread.error is not None:
+            snap.probe_errors[name] = ProbeError("error", f"{type(thread.error).__name__}: {thread.error}")
+        else:
+            setattr(snap, name, thread.result)
+
+
+def snapshot_live(opts: LiveOptions, taken_at: str) -> Snapshot:
+    from .nvml import nvidia_gpu_present
+
+    snap = Snapshot(node=opts.node or short_hostname(), taken_at=taken_at, source="live")
+    try:
+        snap.gpu_pci_devices = nvidia_gpu_present(opts.sysfs_root)
+    except OSError as exc:
+        snap.probe_errors["gpu_pci_devices"] = ProbeError("error", str(exc))
+    has_gpu = bool(snap.gpu_pci_devices)
+
+    jobs: dict[str, Callable[[], Any]] = {
+        "ib_ports": lambda: _ib(opts),
+        "pcie_links": lambda: _pcie(opts),
+        "host": lambda: _host(opts),
+    }
+    if has_gpu:
+        jobs["gpus"] = lambda: _gpus(opts, snap)
+        jobs["kernel_events"] = _kernel_events
+    # A GPU call that does not return means the driver is wedged: a failure of its own kind.
+    run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"})
+    run_bounded({"versions": lambda: _versions(opts, snap)}, opts.deadlines_s, snap)
+    return snap
+
+
+def _gpus(opts: LiveOptions, snap: Snapshot):
+    """NVML first; ``nvidia-smi -q -x`` when NVML cannot be used (the fallback records why)."""
+    from .nvml import NvmlUnavailable, probe_gpus
+
+    try:
+        gpus = probe_gpus(opts.nvml)
+        snap.gpu_source = "nvml"
+        return gpus
+    except (NvmlUnavailable, ImportError) as nvml_exc:
+        try:
+            result = _nvidia_smi_xml()
+        except Exception as smi_exc:
+            raise NvmlUnavailable(f"NVML: {nvml_exc}; nvidia-smi: {smi_exc}") from smi_exc
+        snap.gpu_source = "nvidia-smi-xml"
+        return result.gpus
+
+
+def _nvidia_smi_xml():
+    from .. import subproc
+    from ..parsers.nvidia_smi import parse_nvidia_smi
+
+    res = subproc.run(["nvidia-smi", "-q", "-x"], timeout=DEFAULT_DEADLINES_S["gpus"] - 1)
+    if res.timed_out:
+        raise TimeoutError("nvidia-smi -q -x did not finish")
+    if not res.stdout.strip():
+        raise RuntimeError(res.stderr.strip() or f"nvidia-smi exited {res.returncode}")
+    return parse_nvidia_smi(res.stdout)
+
+
+def read_kernel_log(timeout: float = 2.5) -> str:
+    from .. import subproc
+
+    res = subproc.run(["dmesg"], timeout=timeout)
+    if not res.ok:
+        raise RuntimeError(f"dmesg failed: {res.stderr.strip() or res.returncode}")
+    return res.stdout
+
+
+def _kernel_events():
+    from ..parsers.kernel_log import parse_kernel_log
+
+    return parse_kernel_log(read_kernel_log())
+
+
+def _ib(opts: LiveOptions):
+    from .infiniband import probe_ib_ports
+
+    return probe_ib_ports(opts.sysfs_root)
+
+
+def _pcie(opts: LiveOptions):
+    from .pcie import probe_pcie_links
+
+    return probe_pcie_links(opts.sysfs_root)
+
+
+def _host(opts: LiveOptions):
+    from .host import probe_host
+
+    return probe_host(proc_root=opts.proc_root, sys_root=opts.sysfs_root, services=opts.services,
+                      statvfs=os.statvfs, hostname=opts.node or short_hostname())
+
+
+def _versions(opts: LiveOptions, snap: Snapshot):
+    from .versions import probe_versions
+
+    return probe_versions(sys_root=opts.sysfs_root, proc_root=opts.proc_root, gpus=snap.gpus)

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install healthcheck into a virtualenv and judge this machine with live probes.
+# Extra arguments go to `healthcheck check` (e.g. --format json, --config FILE).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ensure_venv ""
+exec "$VENV/bin/healthcheck" check "$@"

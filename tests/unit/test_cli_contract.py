@@ -1,0 +1,82 @@
+"""CLI contract: every command documents itself with an example; usage/config errors exit 2 without a
+traceback; `healthcheck check` stays lean (no pandas, sqlalchemy, numpy, rich)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from healthcheck.cli import cli
+
+HEAVY = ("pandas", "sqlalchemy", "numpy", "rich")
+
+
+def _commands(group: click.Group, prefix=()):
+    for name, cmd in group.commands.items():
+        yield prefix + (name,), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path", [p for p, _ in _commands(cli)], ids=lambda p: " ".join(p))
+def test_every_command_has_help_with_an_example(path):
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example:" in result.output
+    assert "healthcheck " + " ".join(path[:1]) in result.output
+
+
+def test_top_level_help_lists_the_commands():
+    result = CliRunner().invoke(cli, ["--help"])
+    for name in ("check", "collect", "parse", "config", "checks"):
+        assert name in result.output
+
+
+def test_bad_config_exits_2_with_file_and_line(tmp_path):
+    bad = tmp_path / "site.toml"
+    bad.write_text('[class.a]\nnodes = "gpu[1-2]"\ngpu_count = "x"\n')
+    result = CliRunner().invoke(cli, ["config", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:3:" in result.output and "Traceback" not in result.output
+
+
+def test_parse_rejects_garbage_with_exit_2(tmp_path):
+    junk = tmp_path / "x.txt"
+    junk.write_text("hello world\n")
+    result = CliRunner().invoke(cli, ["parse", "nvidia-smi", str(junk)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def _run_check_and_list_modules(args):
+    code = (
+        "import sys, json\n"
+        "from healthcheck.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "print('\\nMODULES=' + json.dumps(sorted(sys.modules)))\n"
+        "print('EXIT=' + str(code))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "MODULES=" in proc.stdout, proc.stderr
+    mods = json.loads(proc.stdout.split("MODULES=")[1].splitlines()[0])
+    return proc, mods
+
+
+def test_check_imports_nothing_heavy(tmp_path):
+    (tmp_path / "sys").mkdir()
+    (tmp_path / "proc").mkdir()
+    proc, mods = _run_check_and_list_modules(
+        ["check", "--format", "json", "--sysfs-root", str(tmp_path / "sys"),
+         "--proc-root", str(tmp_path / "proc"), "--node", "n1"])
+    report = json.loads(proc.stdout.split("\nMODULES=")[0])
+    assert report["node"] == "n1" and report["results"]
+    loaded = [m for m in mods if m.split(".")[0] in HEAVY]
+    assert loaded == [], f"heavy modules imported by `healthcheck check`: {loaded}"
+    # no GPU on the (empty) bus: pynvml is not even imported
+    assert "pynvml" not in mods
