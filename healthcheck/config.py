@@ -306,7 +306,9 @@ class _Validator:
         out = {}
         for check_name, values in value.items():
             if check_name not in specs:
-                raise self.error(f"thresholds for unknown check {check_name!r}", table, check_name)
+                raise self.error(f"thresholds for unknown check {check_name!r} (see `healthcheck checks`)",
+                                 f"{table}.\"{check_name}\"" if isinstance(values, dict) else table,
+                                 None if isinstance(values, dict) else check_name)
             if not isinstance(values, dict):
                 raise self.error(f"thresholds.\"{check_name}\" must be a table", table, check_name)
             known = specs[check_name].thresholds

@@ -48,7 +48,7 @@ gpu_count = 4
     assert cfg.expectations_for("gpu07").gpu_count == 8
     assert cfg.expectations_for("gpu15").gpu_count == 4
     overlaps = overlapping_classes(cfg)
-    assert overlaps and overlaps[0][:2] == ("a", "b") and "gpu05" in overlaps[0][2]
+    assert overlaps and overlaps[0][:2] == ("a", "b") and overlaps[0][2] == "gpu[05-10]"
 
 
 def test_threshold_tables_merge_key_by_key():

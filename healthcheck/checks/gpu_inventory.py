@@ -1,0 +1,229 @@
+"""GPU inventory checks: are the GPUs there, answering, initialised and ready for CUDA?
+
+Checks: gpu.count, gpu.lost, gpu.reset_required, gpu.fabric, gpu.persistence.
+
+All of them read state the GPU probe already gathered (NVML / nvidia-smi), so judging costs nothing and
+they run in every context, the prolog included. This module also holds the small per-GPU helpers the
+other ``gpu_*`` check modules share (:func:`each_gpu`, :data:`ALL_CONTEXTS`).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..expectations import Expectations
+from ..model import Finding, GpuInfo, Snapshot, Status, normalize_pci_bus_id
+from . import registry
+from .registry import check, finding, present_gpus, skip
+
+# Cheap correctness checks (they only read already-probed NVML state): every context.
+ALL_CONTEXTS = registry.FAST_CONTEXTS | {"epilog"}
+
+
+def each_gpu(name: str, snap: Snapshot, judge: Callable[[GpuInfo], Finding]) -> list[Finding]:
+    """One finding per responsive GPU; a single SKIP when there is none to judge.
+
+    Lost GPUs are left to gpu.lost (see :func:`registry.present_gpus`)."""
+    gpus = present_gpus(snap)
+    if not gpus:
+        why = "no responsive NVIDIA GPU (all lost)" if snap.gpus else "no NVIDIA GPU"
+        return skip(name, why)
+    return [judge(g) for g in gpus]
+
+
+def not_reported(name: str, gpu: GpuInfo, what: str) -> Finding:
+    return finding(name, Status.SKIP, f"{what} not reported", gpu.component)
+
+
+# ----------------------------------------------------------------------------------- gpu.count
+
+
+@check("gpu.count", needs=("gpus", "gpu_pci_devices"), contexts=ALL_CONTEXTS, handles_missing=True)
+def gpu_count(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """The driver sees every GPU: as many as expected, as many as the PCI bus shows, of the right model.
+
+    FAIL when ``gpu_count`` is expected and the number of responsive GPUs differs, when GPUs are
+    expected but the GPU source gave nothing, when the PCI bus (sysfs, independent of the driver)
+    lists NVIDIA GPUs the driver does not report (fell off the bus / not initialised: their
+    addresses are named), and when ``gpu_model`` is expected and a GPU's name does not contain it.
+    SKIP "no NVIDIA GPU" when there are none and none are expected; SKIP when the GPU probe itself
+    failed (gpu.responsive reports that, once).
+    """
+    name = "gpu.count"
+    expected = exp.gpu_count
+    pci = sorted({normalize_pci_bus_id(p) for p in (snap.gpu_pci_devices or []) if p})
+    gpus = snap.gpus
+    if gpus is None and "gpus" in snap.probe_errors:
+        return skip(name, "GPU probe failed (judged by gpu.responsive)")
+    if gpus is None:
+        if expected:
+            return [finding(name, Status.FAIL,
+                            f"expected {expected} GPUs, but no GPU data could be read", None,
+                            count=0, expected=expected)]
+        if pci:
+            return [finding(name, Status.FAIL,
+                            f"PCI bus shows {len(pci)} NVIDIA GPUs ({', '.join(pci)}) "
+                            "but the driver reported none", None, count=0, pci_count=len(pci))]
+        if expected == 0:
+            return [finding(name, Status.PASS, "no GPU, as expected", None, count=0, expected=0)]
+        return skip(name, "no NVIDIA GPU")
+
+    if not gpus and not pci and not expected:
+        if expected == 0:
+            return [finding(name, Status.PASS, "no GPU, as expected", None, count=0, expected=0)]
+        return skip(name, "no NVIDIA GPU")
+    present = present_gpus(snap)
+    count = len(present)
+    problems: list[str] = []
+    if expected is not None and count != expected:
+        lost = len(gpus) - count
+        extra = f" ({lost} lost)" if lost else ""
+        problems.append(f"driver sees {count} GPUs{extra}, expected {expected}")
+    missing = _missing_on_driver(gpus, pci)
+    if missing:
+        problems.append(missing)
+
+    findings: list[Finding] = []
+    metrics = {"count": count, "expected": expected,
+               "pci_count": len(pci) if snap.gpu_pci_devices is not None else None}
+    if problems:
+        findings.append(finding(name, Status.FAIL, "; ".join(problems), None, **metrics))
+    else:
+        msg = f"{count} GPUs" + (f" (expected {expected})" if expected is not None else "")
+        findings.append(finding(name, Status.PASS, msg, None, **metrics))
+    if exp.gpu_model:
+        want = exp.gpu_model.lower()
+        for g in present:
+            if g.name is not None and want not in g.name.lower():
+                findings.append(finding(name, Status.FAIL,
+                                        f"model {g.name!r}, expected {exp.gpu_model!r}", g.component))
+    return findings
+
+
+def _missing_on_driver(gpus: list[GpuInfo], pci: list[str]) -> str | None:
+    """Name the PCI GPUs the driver does not list at all (lost ones it lists are gpu.lost's)."""
+    if not pci:
+        return None
+    known = {normalize_pci_bus_id(g.pci_bus_id) for g in gpus if g.pci_bus_id}
+    if len(known) == len(gpus):  # every driver GPU has an address: compare addresses
+        missing = [p for p in pci if p not in known]
+        if missing:
+            return (f"PCI bus shows {len(pci)} NVIDIA GPUs, driver reports {len(gpus)}; "
+                    f"missing: {', '.join(missing)}")
+        return None
+    if len(pci) > len(gpus):  # addresses unknown (text output without bus ids): compare counts
+        return f"PCI bus shows {len(pci)} NVIDIA GPUs, driver reports {len(gpus)}"
+    return None
+
+
+# ------------------------------------------------------------------------------------ gpu.lost
+
+
+@check("gpu.lost", needs=("gpus",), contexts=ALL_CONTEXTS)
+def gpu_lost(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """No GPU is lost: every GPU the driver lists answers queries.
+
+    FAIL names the PCI address and the driver's error ("Unable to determine the device handle for
+    GPU ...: Unknown Error", "GPU is lost"). A lost GPU needs a reset or a reboot, often an RMA
+    (Xid 79, fallen off the bus, usually precedes it).
+    """
+    name = "gpu.lost"
+    if not snap.gpus:
+        return skip(name, "no NVIDIA GPU")
+    out = []
+    for g in snap.gpus:
+        if g.lost:
+            where = g.pci_bus_id or "unknown PCI address"
+            err = f": {g.error}" if g.error else ""
+            out.append(finding(name, Status.FAIL, f"GPU lost ({where}){err}", g.component))
+        else:
+            out.append(finding(name, Status.PASS, "GPU responds", g.component))
+    return out
+
+
+# -------------------------------------------------------------------------- gpu.reset_required
+
+
+@check("gpu.reset_required", needs=("gpus",), contexts=ALL_CONTEXTS)
+def gpu_reset_required(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """The driver does not ask for a GPU reset (NVML GPU recovery action / "GPU Reset Status").
+
+    FAIL "GPU needs reset (recovery action: X)". Producers also set ``reset_required`` when a row
+    remap is pending; that case is reported by gpu.row_remap alone (SKIP here, so one fault is not
+    counted twice) unless the recovery action asks for more than a GPU reset (node_reboot, ...).
+    """
+    name = "gpu.reset_required"
+
+    def judge(g: GpuInfo) -> Finding:
+        if g.reset_required is None:
+            return not_reported(name, g, "reset status")
+        if g.reset_required and g.remap_pending and (g.recovery_action or "none") in _RESET_ONLY:
+            return finding(name, Status.SKIP, "reset needed for the pending row remap "
+                           "(judged by gpu.row_remap)", g.component)
+        if g.reset_required:
+            shown = g.recovery_action if g.recovery_action not in (None, "none") else None
+            action = f" (recovery action: {shown})" if shown else ""
+            return finding(name, Status.FAIL, f"GPU needs reset{action}", g.component, reset_required=1)
+        return finding(name, Status.PASS, "no reset required", g.component, reset_required=0)
+
+    return each_gpu(name, snap, judge)
+
+
+_RESET_ONLY = ("none", "gpu_reset")
+
+
+# ---------------------------------------------------------------------------------- gpu.fabric
+
+
+@check("gpu.fabric", needs=("gpus",), contexts=ALL_CONTEXTS)
+def gpu_fabric(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """NVSwitch fabric registration finished (Hopper and newer SXM systems; NVML GpuFabricInfo).
+
+    SKIP when the GPU has no fabric (state None / not_supported). PASS when completed with status
+    Success (or no status). FAIL when not_started / in_progress: the fabric manager has not
+    registered the GPU and CUDA initialisation fails with error 802 (cudaErrorSystemNotReady).
+    FAIL when completed with a non-success status.
+    """
+    name = "gpu.fabric"
+
+    def judge(g: GpuInfo) -> Finding:
+        state = (g.fabric_state or "").lower() or None
+        status = (g.fabric_status or "").strip()
+        if state is None or state == "not_supported":
+            return finding(name, Status.SKIP, "no GPU fabric (not supported / not reported)",
+                           g.component)
+        if state in ("not_started", "in_progress"):
+            return finding(name, Status.FAIL,
+                           f"fabric manager not done (state {state}): CUDA will fail with error 802",
+                           g.component, fabric_completed=0)
+        if state == "completed":
+            if not status or status.lower() in ("success", "n/a"):
+                return finding(name, Status.PASS, "fabric registration completed", g.component,
+                               fabric_completed=1)
+            return finding(name, Status.FAIL, f"fabric registration completed with status {status!r}",
+                           g.component, fabric_completed=1)
+        return finding(name, Status.WARN, f"unknown fabric state {g.fabric_state!r}", g.component)
+
+    return each_gpu(name, snap, judge)
+
+
+# ----------------------------------------------------------------------------- gpu.persistence
+
+
+@check("gpu.persistence", needs=("gpus",), contexts=ALL_CONTEXTS, thresholds={"require": False})
+def gpu_persistence(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """Persistence mode is on, so the driver state stays loaded between jobs.
+
+    Off -> WARN (job start pays driver initialisation, and NVIDIA recommends persistence mode or
+    nvidia-persistenced on compute nodes); FAIL when threshold ``require`` is true.
+    """
+    name = "gpu.persistence"
+    bad = Status.FAIL if t.get("require") else Status.WARN
+
+    def judge(g: GpuInfo) -> Finding:
+        if g.persistence_mode is None:
+            return not_reported(name, g, "persistence mode")
+        if g.persistence_mode:
+            return finding(name, Status.PASS, "persistence mode on", g.component, persistence_mode=1)
+        return finding(name, bad, "persistence mode off", g.component, persistence_mode=0)
+
+    return each_gpu(name, snap, judge)

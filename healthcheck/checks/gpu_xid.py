@@ -1,0 +1,132 @@
+"""gpu.xid: NVIDIA driver errors in the kernel log (Xid, "fallen off the bus", RmInitAdapter failed).
+
+What counts as a node problem is policy, kept as data: :class:`~healthcheck.expectations.XidPolicy`
+(per Xid: action fail/warn/ignore, time window, minimum count), loaded from the packaged
+``healthcheck/data/xid_policy.toml`` (classified after NVIDIA's Xid catalog, sources per entry) with the
+site config's ``[xid]`` overrides; an Xid it does not list gets the policy's ``unknown_action``.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from ..expectations import Expectations, XidRule
+from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, worst
+from .gpu_inventory import ALL_CONTEXTS
+from .registry import check, finding
+
+
+_ACTION_STATUS = {"fail": Status.FAIL, "warn": Status.WARN, "ignore": Status.PASS}
+_OTHER_KINDS = {
+    "fallen_off_bus": "GPU has fallen off the bus",
+    "rm_init_failed": "RmInitAdapter failed: GPU could not be initialised",
+}
+
+
+@check("gpu.xid", needs=("kernel_events",), contexts=ALL_CONTEXTS)
+def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """No Xid the policy calls a failure, no GPU fallen off the bus, no RmInitAdapter failure.
+
+    Events are grouped per PCI address and Xid; each group is judged by its rule: the events no
+    older than the rule's window (0 = all) are counted and, when at least ``min_count``, give the
+    rule's action (fail -> FAIL, warn -> WARN, ignore -> PASS). An event's age comes from its wall
+    clock time (an ISO time without offset is taken as UTC) or, failing that, from its uptime
+    stamp against the host's uptime; an event of unknown age is counted (conservative).
+    "fallen off the bus" and "RmInitAdapter failed" lines FAIL always. One finding per component:
+    ``gpuN`` when the address belongs to a GPU, else the PCI address, else "node".
+    """
+    name = "gpu.xid"
+    events = snap.kernel_events or []
+    policy = exp.xid_policy
+    now = _parse_time(snap.taken_at)
+    by_pci = _gpu_components(snap)
+
+    groups: dict[str, list[tuple[Status, str, str, int]]] = defaultdict(list)
+    xid_events: dict[tuple[str | None, int], list[KernelEvent]] = defaultdict(list)
+    other: dict[tuple[str | None, str], int] = defaultdict(int)
+    for ev in events:
+        pci = normalize_pci_bus_id(ev.pci_bus_id)
+        if ev.kind == "xid" and ev.xid is not None:
+            xid_events[(pci, ev.xid)].append(ev)
+        elif ev.kind in _OTHER_KINDS:
+            other[(pci, ev.kind)] += 1
+
+    for (pci, xid), evs in sorted(xid_events.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        rule = policy.rule(xid)
+        counted = sum(1 for ev in evs if _in_window(ev, rule.window_s, now, snap))
+        where = f" on {pci}" if pci else ""
+        label = f"Xid {xid} ({_xid_name(rule)}) x{counted}{where}"
+        window = f" in {rule.window_s:g}s" if rule.window_s else ""
+        if rule.action == "ignore":
+            status, text = Status.PASS, f"{label} (ignored by policy)"
+        elif counted >= max(rule.min_count, 1):
+            status = _ACTION_STATUS.get(rule.action, Status.WARN)
+            text = label + (window if window else "")
+        else:
+            status = Status.PASS
+            text = f"{label}{window}, below {rule.min_count} (seen {len(evs)} in log)"
+        groups[_component(pci, by_pci)].append((status, text, f"xid_{xid}", counted))
+
+    for (pci, kind), count in sorted(other.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        where = f" ({pci})" if pci else ""
+        groups[_component(pci, by_pci)].append(
+            (Status.FAIL, f"{_OTHER_KINDS[kind]}{where} x{count}", kind, count))
+
+    if not groups:
+        return [finding(name, Status.PASS, "no NVIDIA Xid events in the kernel log", None,
+                        xid_events=0)]
+    findings = []
+    for component in sorted(groups):
+        items = groups[component]
+        status = worst(s for s, _, _, _ in items)
+        shown = [text for s, text, _, _ in items if s is not Status.PASS]
+        shown = shown or [text for _, text, _, _ in items]
+        metrics: dict[str, float] = {"xid_events": sum(c for _, _, _, c in items)}
+        for _, _, key, c in items:
+            metrics[key] = metrics.get(key, 0) + c
+        findings.append(finding(name, status, "; ".join(shown), component, **metrics))
+    return findings
+
+
+def _xid_name(rule: XidRule) -> str:
+    return rule.name or "no name"
+
+
+def _gpu_components(snap: Snapshot) -> dict[str, str]:
+    return {normalize_pci_bus_id(g.pci_bus_id): g.component
+            for g in (snap.gpus or []) if g.pci_bus_id}
+
+
+def _component(pci: str | None, by_pci: dict[str, str]) -> str:
+    if pci is None:
+        return "node"
+    return by_pci.get(pci, pci)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    """ISO 8601 -> aware datetime; a naive time is taken as UTC; unparsable -> None."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _age_s(ev: KernelEvent, now: datetime | None, snap: Snapshot) -> float | None:
+    if ev.time and now is not None:
+        when = _parse_time(ev.time)
+        if when is not None:
+            return (now - when).total_seconds()
+    host_uptime = snap.host.uptime_s if snap.host else None
+    if ev.uptime_s is not None and host_uptime is not None:
+        return host_uptime - ev.uptime_s
+    return None
+
+
+def _in_window(ev: KernelEvent, window_s: float, now: datetime | None, snap: Snapshot) -> bool:
+    if not window_s or window_s <= 0:
+        return True
+    age = _age_s(ev, now, snap)
+    return age is None or age <= window_s

@@ -1,0 +1,269 @@
+"""InfiniBand / RoCE port checks: state, rate, error counters, HCA firmware.
+
+Which ports are judged: those whose link layer is ``exp.ib_link_layer`` when the node class sets it,
+else the InfiniBand ports (a port with no ``link_layer`` file is taken as InfiniBand: old kernels).
+Ports of the other layer (the Ethernet storage/management functions of an HGX node, say) are only
+reported: a down Ethernet port WARNs when no layer is expected, and is SKIPped when another layer is.
+
+Counter meanings: Linux ``Documentation/infiniband/sysfs.txt`` (the ``counters/`` files carry the
+port's PortCounters attribute) and NVIDIA UFM "Appendix - Supported Port Counters and Events"
+(docs.nvidia.com/networking/display/ufmenterpriseumv6222/appendix+-+supported+port+counters+and+events):
+symbol_error = minor link errors on any lane; link_error_recovery = link retrained after errors;
+link_downed = link failed its recovery and went down; port_rcv_errors = received packets with errors
+(local physical errors, malformed packets, buffer overruns); port_rcv_remote_physical_errors = packets
+marked bad (EBP) upstream; local_link_integrity_errors = times the local physical errors exceeded the
+LocalPhyErrors threshold; excessive_buffer_overrun_errors = consecutive flow-control update periods with
+overruns. UFM raises its alarms on *rates* over a TTL; here the values are totals since the last reset
+(or boot), so the defaults are deliberately loose and only WARN. Growth is judged elsewhere.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from ..expectations import Expectations
+from ..model import Finding, IbPort, Snapshot, Status
+from .registry import CONTEXTS, check, finding, skip
+
+_RATE_EPS = 0.01
+
+# Threshold keys: "<counter>_warn" / "<counter>_fail"; a counter reaching the value WARNs / FAILs.
+# Any counter the probe reads (including "hw_*") can be given a threshold from the config.
+ERROR_THRESHOLDS: dict[str, int | None] = {
+    "symbol_error_warn": 10,
+    "link_downed_warn": 1,
+    "link_error_recovery_warn": 10,
+    "port_rcv_errors_warn": 10,
+    "excessive_buffer_overrun_errors_warn": 1,
+    "local_link_integrity_errors_warn": 1,
+    "port_rcv_remote_physical_errors_warn": 10,
+    "symbol_error_fail": None,
+    "link_downed_fail": None,
+    "link_error_recovery_fail": None,
+    "port_rcv_errors_fail": None,
+    "excessive_buffer_overrun_errors_fail": None,
+    "local_link_integrity_errors_fail": None,
+    "port_rcv_remote_physical_errors_fail": None,
+}
+# Counters that are traffic volumes, not errors (kept out of the metrics).
+_TRAFFIC = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+                      "unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
+                      "multicast_rcv_packets"})
+
+
+def judged_layer(exp: Expectations) -> str:
+    return exp.ib_link_layer or "InfiniBand"
+
+
+def port_layer(port: IbPort) -> str:
+    return port.link_layer or "InfiniBand"
+
+
+def is_judged(port: IbPort, exp: Expectations) -> bool:
+    return port_layer(port).lower() == judged_layer(exp).lower()
+
+
+def is_active(port: IbPort) -> bool:
+    return port.state == "ACTIVE" and port.phys_state in (None, "LinkUp")
+
+
+def _why_down(port: IbPort) -> str:
+    """What a state / physical state pair usually means on a compute node."""
+    phys = port.phys_state or ""
+    if phys == "Polling":
+        return "no link partner: cable, transceiver or switch port"
+    if phys == "Disabled":
+        return "port disabled"
+    if phys == "LinkUp" and port.state in ("INIT", "ARMED"):
+        return "physical link up but not configured by the subnet manager"
+    if phys in ("LinkErrorRecovery", "Sleep", "PortConfigurationTraining"):
+        return f"physical layer in {phys}"
+    return "link not active"
+
+
+def _state_text(port: IbPort) -> str:
+    return f"{port.state or '?'}/{port.phys_state or '?'}"
+
+
+@check("ib.port.state", needs=("ib_ports",), contexts=CONTEXTS, handles_missing=True)
+def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """Every InfiniBand port (or every port of the expected link layer) is ACTIVE/LinkUp, the expected
+    HCAs exist and at least the expected number of ports is active.
+
+    Runs in the prolog too: it reads a few sysfs files per port.
+    """
+    name = "ib.port.state"
+    ports = snap.ib_ports
+    if ports is None:
+        if exp.ib_port_count or exp.ib_devices:
+            err = snap.probe_errors.get("ib_ports")
+            detail = f": {err.message}" if err else ""
+            return [finding(name, Status.FAIL,
+                            f"InfiniBand ports expected but none could be read{detail}")]
+        return skip(name, "InfiniBand/RoCE ports not probed")
+    if not ports and not exp.ib_port_count and not exp.ib_devices:
+        return skip(name, "no InfiniBand/RoCE device and none expected")
+    layer = judged_layer(exp)
+    out: list[Finding] = []
+    present = {p.device for p in ports}
+    for dev in exp.ib_devices or ():
+        if dev not in present:
+            out.append(finding(name, Status.FAIL, f"HCA missing: {dev} expected but not present", dev))
+    active = 0
+    for port in ports:
+        metrics = {"rate_gbps": port.rate_gbps}
+        up = is_active(port)
+        if is_judged(port, exp):
+            if port.state is None:
+                out.append(finding(name, Status.ERROR, "port state unreadable", port.component, **metrics))
+            elif up:
+                active += 1
+                out.append(finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)})",
+                                   port.component, **metrics))
+            else:
+                out.append(finding(name, Status.FAIL,
+                                   f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}",
+                                   port.component, **metrics))
+        elif up:
+            out.append(finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)}, not judged)",
+                               port.component, **metrics))
+        elif exp.ib_link_layer:
+            out.append(finding(name, Status.SKIP, f"{port_layer(port)} port {_state_text(port)} not "
+                               f"judged (expected link layer {layer})", port.component, **metrics))
+        else:
+            out.append(finding(name, Status.WARN,
+                               f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}",
+                               port.component, **metrics))
+    if exp.ib_port_count is not None:
+        status = Status.FAIL if active < exp.ib_port_count else Status.PASS
+        out.append(finding(name, status, f"{active} of {exp.ib_port_count} expected {layer} ports active",
+                           None, active_ports=active, expected_ports=exp.ib_port_count))
+    return out
+
+
+@check("ib.port.rate", needs=("ib_ports",))
+def ib_port_rate(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """Active ports run at the expected rate (``ib_rate_gbps``); without an expectation, no port is
+    slower than the fastest active port of the same HCA type and link layer (WARN)."""
+    name = "ib.port.rate"
+    ports = snap.ib_ports or []
+    if not ports:
+        return skip(name, "no InfiniBand/RoCE ports")
+    fastest: dict[tuple, float] = {}
+    for port in ports:
+        if is_active(port) and port.rate_gbps is not None:
+            key = (port.hca_type, port_layer(port))
+            fastest[key] = max(fastest.get(key, 0.0), port.rate_gbps)
+    out: list[Finding] = []
+    for port in ports:
+        rate = port.rate_gbps
+        if not is_active(port):
+            out.append(finding(name, Status.SKIP, f"port {_state_text(port)} (judged by ib.port.state)",
+                               port.component))
+            continue
+        if rate is None:
+            out.append(finding(name, Status.ERROR, "rate unreadable", port.component))
+            continue
+        if exp.ib_rate_gbps is not None and is_judged(port, exp):
+            if rate < exp.ib_rate_gbps - _RATE_EPS:
+                out.append(finding(name, Status.FAIL, f"{rate:g} Gb/s, expected {exp.ib_rate_gbps:g} Gb/s",
+                                   port.component, rate_gbps=rate, expected_gbps=exp.ib_rate_gbps))
+            else:
+                out.append(finding(name, Status.PASS, f"{rate:g} Gb/s", port.component, rate_gbps=rate,
+                                   expected_gbps=exp.ib_rate_gbps))
+            continue
+        best = fastest.get((port.hca_type, port_layer(port)), rate)
+        if rate < best - _RATE_EPS:
+            out.append(finding(name, Status.WARN, f"{rate:g} Gb/s, slower than {best:g} Gb/s on other "
+                               f"{port.hca_type or 'HCA'} {port_layer(port)} ports", port.component,
+                               rate_gbps=rate, peer_gbps=best))
+        else:
+            out.append(finding(name, Status.PASS, f"{rate:g} Gb/s", port.component, rate_gbps=rate))
+    return out
+
+
+def _limits(t: dict) -> dict[str, tuple[int | None, int | None]]:
+    """threshold keys -> counter -> (warn, fail)."""
+    limits: dict[str, list] = defaultdict(lambda: [None, None])
+    for key, value in t.items():
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if key.endswith("_warn"):
+            limits[key[:-5]][0] = value
+        elif key.endswith("_fail"):
+            limits[key[:-5]][1] = value
+    return {k: (v[0], v[1]) for k, v in limits.items()}
+
+
+@check("ib.port.errors", needs=("ib_ports",), thresholds=ERROR_THRESHOLDS)
+def ib_port_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """Port error counters (totals since the last counter reset) stay below their thresholds:
+    by default WARN at symbol_error >= 10, link_downed >= 1, link_error_recovery >= 10,
+    port_rcv_errors >= 10, excessive_buffer_overrun_errors >= 1, local_link_integrity_errors >= 1,
+    port_rcv_remote_physical_errors >= 10; FAIL thresholds are unset unless configured."""
+    name = "ib.port.errors"
+    ports = snap.ib_ports or []
+    if not ports:
+        return skip(name, "no InfiniBand/RoCE ports")
+    limits = _limits(t)
+    out: list[Finding] = []
+    for port in ports:
+        if not port.counters:
+            out.append(finding(name, Status.SKIP, "no counters readable", port.component))
+            continue
+        status = Status.PASS
+        notes: list[str] = []
+        for counter in sorted(limits):
+            value = port.counters.get(counter)
+            warn, fail = limits[counter]
+            if value is None:
+                continue
+            if fail is not None and value >= fail:
+                status = Status.FAIL
+                notes.append(f"{counter}={value} (fail at {fail:g})")
+            elif warn is not None and value >= warn:
+                if status is Status.PASS:
+                    status = Status.WARN
+                notes.append(f"{counter}={value} (warn at {warn:g})")
+        metrics = {k: v for k, v in port.counters.items()
+                   if (not k.startswith("hw_") and k not in _TRAFFIC) or k in limits}
+        message = ", ".join(notes) if notes else "error counters below thresholds"
+        out.append(Finding(name, status, message, port.component,
+                           {k: float(v) for k, v in metrics.items()}))
+    return out
+
+
+@check("ib.hca.firmware", needs=("ib_ports",))
+def ib_hca_firmware(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """HCAs run the expected firmware (``hca_firmware``, for HCAs of the judged link layer); without
+    an expectation, HCAs of the same type agree on one version (WARN for the odd ones out)."""
+    name = "ib.hca.firmware"
+    hcas: dict[str, IbPort] = {}
+    for port in snap.ib_ports or []:
+        hcas.setdefault(port.device, port)
+    if not hcas:
+        return skip(name, "no InfiniBand/RoCE devices")
+    by_type: dict[str | None, Counter] = defaultdict(Counter)
+    for port in hcas.values():
+        if port.firmware:
+            by_type[port.hca_type][port.firmware] += 1
+    out: list[Finding] = []
+    for dev, port in hcas.items():
+        fw = port.firmware
+        if fw is None:
+            out.append(finding(name, Status.ERROR, "firmware version unreadable", dev))
+        elif exp.hca_firmware and is_judged(port, exp):
+            if fw != exp.hca_firmware:
+                out.append(finding(name, Status.FAIL, f"firmware {fw}, expected {exp.hca_firmware}", dev))
+            else:
+                out.append(finding(name, Status.PASS, f"firmware {fw}", dev))
+        else:
+            versions = by_type[port.hca_type]
+            top = max(versions.values())
+            majority = [v for v, n in versions.items() if n == top]
+            if len(versions) > 1 and (fw not in majority or len(majority) > 1):
+                others = ", ".join(f"{v} x{n}" for v, n in sorted(versions.items()))
+                out.append(finding(name, Status.WARN, f"firmware {fw}; {port.hca_type or 'HCAs'} on this "
+                                   f"node run {others}", dev))
+            else:
+                out.append(finding(name, Status.PASS, f"firmware {fw}", dev))
+    return out

@@ -1,0 +1,278 @@
+"""Parse NVIDIA driver (NVRM) events out of a kernel log.
+
+Input: the text of ``dmesg``, ``journalctl -k`` or ``/var/log/{syslog,kern.log,messages}``, in any of
+the common line formats; output: :class:`healthcheck.model.KernelEvent` objects, in log order.
+
+Line prefixes understood (everything before ``NVRM:`` is the prefix; it is only used for timestamps,
+so unknown prefixes still yield events, just without a time):
+
+- raw ``dmesg``:                ``[ 1234.567890] NVRM: ...``                  -> ``uptime_s``
+- ``dmesg -T`` / ``--ctime``:   ``[Tue Mar  5 10:11:12 2024] NVRM: ...``      -> ``time``
+- bare ctime:                   ``Tue Mar  5 10:11:12 2024 host kernel: ...`` -> ``time``
+- ``dmesg --time-format iso``,
+  ``journalctl -o short-iso``,
+  rsyslog RFC 3339:             ``2024-03-05T10:11:12,123456+00:00 host kernel: NVRM: ...``
+                                -> ``time`` "2024-03-05T10:11:12+00:00" (offset kept as printed,
+                                   normalised to ``+HH:MM``; fractions dropped)
+- ``journalctl -o short-full``: ``Tue 2024-03-05 10:11:12 UTC host kernel: ...`` -> ``time`` (naive)
+- syslog / kern.log:            ``Mar  5 10:11:12 host kernel: [ 1234.5] NVRM: ...``
+- ``journalctl -k`` default:    ``Mar 05 10:11:12 host kernel: NVRM: ...``
+                                (no year printed: ``time`` stays None, the raw text is in ``line``;
+                                 a ``[ 1234.5]`` after ``kernel:`` still gives ``uptime_s``)
+- no prefix at all, ``kernel: NVRM: ...``, markdown quotes ``> `` (stripped, also from ``line``).
+
+Events recognised:
+
+- ``kind="xid"``: ``NVRM: Xid (PCI:0000:07:00): 48, pid=1234, name=python, <message>``; also
+  ``pid='<unknown>', name=<unknown>`` (-> None), ``pid='N/A'`` without ``name=``, older drivers
+  without pid/name (``Xid (PCI:0000:01:00): 13, Graphics ...``), very old drivers without the
+  ``PCI:`` prefix (``Xid (0000:01:00): 8, ...``) and ``Xid: 13, ...`` without any device.
+  ``message`` is the text after the Xid number with the pid/name fields removed.
+- ``kind="fallen_off_bus"``: ``NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.``, and the
+  console variant spread over several ``NVRM:`` lines (``The NVIDIA GPU 0000:02:00.0`` /
+  ``(PCI ID: 10de:2bb5) installed in this system has`` / ``fallen off the bus and is not
+  responding to commands.``): one event, timestamped by its first line, message joined.
+  An Xid 79 line is one ``kind="xid"`` event; the separate ``GPU <pci>: GPU has fallen off the bus.``
+  line newer drivers print next to it is its own ``fallen_off_bus`` event (checks may correlate them).
+- ``kind="rm_init_failed"``: ``NVRM: [GPU 0000:81:00.0: ]RmInitAdapter failed! (0x25:0x40:1470)``;
+  the PCI id comes from the line or from an adjacent ``NVRM: GPU <pci>: ...`` /
+  ``NVRM: GPU at PCI:<pci>: ...`` line; an adjacent ``rm_init_adapter failed, device minor
+  number N`` is appended to the message. ``rm_init_adapter`` lines are context, not events.
+
+Robustness: any ``str`` is accepted (NUL bytes are dropped, lines over 64 KiB are skipped); ``bytes``
+are decoded as UTF-8 with ``errors="replace"`` (kernel logs carry stray binary); anything else raises
+:class:`ParseError`. Text without NVIDIA events gives ``[]``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..model import KernelEvent, normalize_pci_bus_id
+from . import ParseError
+
+MAX_LINE_CHARS = 64 * 1024
+# How many NVRM lines around an event to look at for context (PCI id, minor number, console text).
+_CONTEXT_LINES = 2
+_CONSOLE_FOB_LINES = 4
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_MON = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+
+_QUOTE = re.compile(r"^(?:\s*>)+\s?")
+_UPTIME = re.compile(r"\[\s*(?P<up>\d{1,12}\.\d{1,9})\]")
+_CTIME = re.compile(
+    _DAY + r"\s+" + _MON + r"\s+(?P<day>\d{1,2})\s+(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\s+(?P<y>\d{4})\b",
+    re.IGNORECASE)
+_ISO = re.compile(
+    r"(?<!\d)(?P<y>\d{4})-(?P<mo>\d\d)-(?P<day>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r"(?:[.,]\d{1,9})?(?P<tz>Z|[+-]\d\d:?\d\d)?")
+
+_NVRM = "NVRM:"
+_XID = re.compile(
+    r"^Xid\s*(?:\((?P<dev>[^)]{0,64})\))?\s*:\s*(?P<xid>\d{1,6})\b\s*,?\s*(?P<rest>.*)$")
+_PID = re.compile(r"^pid=(?P<pid>'[^']*'|\"[^\"]*\"|[^,\s]*)\s*,?\s*")
+_NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
+_PCI_TEXT = re.compile(r"^(?:PCI:)?(?P<pci>(?:[0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}"
+                       r"(?:\.[0-7])?)$")
+# "GPU 0000:81:00.0: ...", "GPU at PCI:0000:0a:00: GPU-...", "GPU at 0000:01:00: ..."
+_GPU_PCI = re.compile(r"\bGPU\s+(?:at\s+)?(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:"
+                      r"[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
+_RMINIT = re.compile(r"RmInitAdapter failed!?\s*(?P<code>\([^)]{0,64}\))?")
+_MINOR = re.compile(r"rm_init_adapter failed.{0,200}?minor number\s{1,8}(?P<minor>\d{1,6})")
+_FOB = re.compile(r"fallen\s+off\s+the\s+bus", re.IGNORECASE)
+_CONSOLE_FOB_START = re.compile(r"^The NVIDIA GPU\s+(?P<pci>[0-9a-fA-F:.]{7,20})")
+
+
+@dataclass
+class _Nvrm:
+    """One NVRM line: where it is, its timestamps and the text after ``NVRM:``."""
+
+    index: int
+    line: str
+    body: str
+    uptime_s: float | None
+    time: str | None
+
+
+def parse_kernel_log(text: str | bytes) -> list[KernelEvent]:
+    """All NVIDIA events (Xid, fallen off the bus, RmInitAdapter failures) in ``text``, in log order."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise ParseError(f"kernel log must be text, got {type(text).__name__}")
+    records = _nvrm_lines(text)
+    events: list[KernelEvent] = []
+    consumed: set[int] = set()  # NVRM records folded into a multi-line console event
+    for pos, rec in enumerate(records):
+        if pos in consumed:
+            continue
+        event = (_xid_event(rec) or _rminit_event(records, pos)
+                 or _fallen_off_bus_event(records, pos, consumed))
+        if event is not None:
+            events.append(event)
+    return events
+
+
+# ----------------------------------------------------------------------------------- line splitting
+
+
+def _nvrm_lines(text: str) -> list[_Nvrm]:
+    records: list[_Nvrm] = []
+    for index, raw in enumerate(text.split("\n")):
+        if len(raw) > MAX_LINE_CHARS or _NVRM not in raw:
+            continue
+        line = _QUOTE.sub("", raw.replace("\x00", "")).strip()
+        at = line.find(_NVRM)
+        if at < 0:
+            continue
+        prefix, body = line[:at], line[at + len(_NVRM):].strip()
+        records.append(_Nvrm(index, line, body, _uptime(prefix), _wall_time(prefix)))
+    return records
+
+
+def _uptime(prefix: str) -> float | None:
+    found = _UPTIME.search(prefix)
+    return float(found.group("up")) if found else None
+
+
+def _wall_time(prefix: str) -> str | None:
+    """ISO 8601 wall time from a line prefix, or None (syslog / journal lines print no year)."""
+    found = _CTIME.search(prefix)
+    if found:
+        month = _MONTHS[found.group("mon").lower()]
+        return _iso(found.group("y"), month, found.group("day"), found, None)
+    found = _ISO.search(prefix)
+    if found:
+        return _iso(found.group("y"), found.group("mo"), found.group("day"), found, found.group("tz"))
+    return None
+
+
+def _iso(year, month, day, found: re.Match, tz: str | None) -> str | None:
+    try:
+        stamp = datetime(int(year), int(month), int(day),
+                         int(found.group("h")), int(found.group("m")), int(found.group("s")))
+    except ValueError:  # Feb 30, hour 25: not a timestamp after all
+        return None
+    text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+    if tz:
+        if tz == "Z":
+            tz = "+00:00"
+        elif ":" not in tz:
+            tz = f"{tz[:3]}:{tz[3:]}"
+        text += tz
+    return text
+
+
+# -------------------------------------------------------------------------------------- event kinds
+
+
+def _xid_event(rec: _Nvrm) -> KernelEvent | None:
+    found = _XID.match(rec.body)
+    if not found:
+        return None
+    rest = found.group("rest")
+    pid: int | None = None
+    process: str | None = None
+    pid_match = _PID.match(rest)
+    if pid_match:
+        value = pid_match.group("pid").strip("'\"")
+        pid = int(value) if value.isdigit() and len(value) <= 10 else None
+        rest = rest[pid_match.end():]
+        name_match = _NAME.match(rest)
+        if name_match:
+            name = name_match.group("name").strip()
+            process = None if name in ("", "<unknown>") else name
+            rest = rest[name_match.end():]
+    return KernelEvent(
+        kind="xid",
+        pci_bus_id=_pci(found.group("dev")),
+        xid=int(found.group("xid")),
+        pid=pid,
+        process=process,
+        message=rest.strip(),
+        uptime_s=rec.uptime_s,
+        time=rec.time,
+        line=rec.line,
+    )
+
+
+def _rminit_event(records: list[_Nvrm], pos: int) -> KernelEvent | None:
+    rec = records[pos]
+    found = _RMINIT.search(rec.body)
+    if not found:
+        return None
+    message = found.group(0).strip()
+    pci = _gpu_pci(rec.body)
+    minor = None
+    for near in _neighbours(records, pos, _CONTEXT_LINES):
+        if pci is None and not _RMINIT.search(near.body):
+            pci = _gpu_pci(near.body)
+        if minor is None:
+            got = _MINOR.search(near.body)
+            # only a minor-number line that belongs to this failure (same GPU or no GPU named)
+            if got and (pci is None or _gpu_pci(near.body) in (None, pci)):
+                minor = got.group("minor")
+    if minor is not None:
+        message += f"; device minor number {minor}"
+    return KernelEvent(kind="rm_init_failed", pci_bus_id=pci, message=message,
+                       uptime_s=rec.uptime_s, time=rec.time, line=rec.line)
+
+
+def _fallen_off_bus_event(records: list[_Nvrm], pos: int, consumed: set[int]) -> KernelEvent | None:
+    rec = records[pos]
+    start = _CONSOLE_FOB_START.match(rec.body)
+    if start and not _FOB.search(rec.body):
+        # Console variant: the sentence continues over the next NVRM lines.
+        parts = [rec.body]
+        for offset in range(1, _CONSOLE_FOB_LINES + 1):
+            nxt = pos + offset
+            if nxt >= len(records) or records[nxt].index - rec.index > _CONSOLE_FOB_LINES:
+                break
+            parts.append(records[nxt].body)
+            if _FOB.search(records[nxt].body):
+                consumed.update(range(pos + 1, nxt + 1))
+                return KernelEvent(kind="fallen_off_bus", pci_bus_id=_pci(start.group("pci")),
+                                   message=" ".join(parts), uptime_s=rec.uptime_s, time=rec.time,
+                                   line=records[nxt].line)
+        return None
+    if not _FOB.search(rec.body):
+        return None
+    pci = _pci(start.group("pci")) if start else _gpu_pci(rec.body)
+    if pci is None:
+        for near in _neighbours(records, pos, 1):
+            pci = _gpu_pci(near.body)
+            if pci:
+                break
+    return KernelEvent(kind="fallen_off_bus", pci_bus_id=pci, message=rec.body,
+                       uptime_s=rec.uptime_s, time=rec.time, line=rec.line)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _neighbours(records: list[_Nvrm], pos: int, span: int):
+    """NVRM records just before and after ``pos`` (nearest first), on nearby log lines only."""
+    here = records[pos].index
+    for distance in range(1, span + 1):
+        for other in (pos - distance, pos + distance):
+            if 0 <= other < len(records) and abs(records[other].index - here) <= span + 1:
+                yield records[other]
+
+
+def _gpu_pci(body: str) -> str | None:
+    found = _GPU_PCI.search(body)
+    return _pci(found.group("pci")) if found else None
+
+
+def _pci(device: str | None) -> str | None:
+    """Normalise a kernel-printed device ("PCI:0000:07:00", "0000:01:00", "07:00") or None."""
+    if not device:
+        return None
+    found = _PCI_TEXT.match(device.strip())
+    if not found:
+        return None
+    return normalize_pci_bus_id(found.group("pci"))

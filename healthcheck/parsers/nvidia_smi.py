@@ -1,0 +1,359 @@
+"""Parse ``nvidia-smi -q -x`` (XML) and ``nvidia-smi -q`` (text) into :class:`GpuInfo` lists.
+
+:mod:`nvidia_smi_xml` / :mod:`nvidia_smi_text` turn either format into the same tree of :class:`Node`
+(labels normalised: ``ECC Errors`` and ``<ecc_errors>`` are both ``eccerrors``); the one path table
+below reads the facts from either tree, so both formats give the same :class:`GpuInfo` by construction.
+It covers the old schema (``clocks_throttle_reasons``, ``power_readings``, ``single_bit``/``double_bit``
+ECC totals, ``pending_blacklist``) and the new one (``clocks_event_reasons``, ``gpu_power_readings``,
+SRAM/DRAM ECC counters, ``remapped_rows``, ``fabric``, ``gpu_reset_status``, ``gpu_recovery_action``).
+The default summary table (``nvidia-smi`` without ``-q``) is refused: it says too little to judge a GPU.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from healthcheck.model import THROTTLE_REASONS, GpuInfo, GpuProcess, normalize_pci_bus_id
+from healthcheck.parsers import ParseError
+
+SUMMARY_MESSAGE = (
+    "this is the nvidia-smi summary table; record `nvidia-smi -q -x` or `nvidia-smi -q`"
+)
+
+
+@dataclass
+class Node:
+    """One label (text) or element (XML): normalised key, raw value (None for a section), children."""
+
+    key: str
+    value: str | None = None
+    children: list[Node] = field(default_factory=list)
+
+    def child(self, *keys: str) -> Node | None:
+        node: Node | None = self
+        for key in keys:
+            node = next((c for c in node.children if c.key == key), None) if node else None
+        return node
+
+    def get(self, *keys: str) -> str | None:
+        node = self.child(*keys)
+        return node.value if node is not None else None
+
+    def walk(self) -> list[Node]:
+        """All descendants, depth first (iterative: fuzzed input may nest deeply)."""
+        out: list[Node] = []
+        todo = list(reversed(self.children))
+        while todo:
+            node = todo.pop()
+            out.append(node)
+            todo.extend(reversed(node.children))
+        return out
+
+
+@dataclass
+class RawGpu:
+    """One GPU as found in the output: its bus id, its tree (None for an error-only line), an error."""
+
+    bus_id: str | None
+    tree: Node | None
+    error: str | None = None
+
+
+@dataclass
+class NvidiaSmiResult:
+    gpus: list[GpuInfo]
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    timestamp: str | None = None
+    format: str = "text"  # "xml" | "text"
+
+
+def norm_key(label: str) -> str:
+    """'ECC Errors' / 'ecc_errors' -> 'eccerrors'; 'SRAM Uncorrectable SEC-DED' -> 'sramuncorrectablesecded'."""
+    return re.sub(r"[^a-z0-9]", "", label.lower())
+
+
+# ------------------------------------------------------------------------------- value converters
+
+# Values nvidia-smi prints for "no value": N/A, [N/A], Not Supported, [Unknown Error], deprecated, ...
+_MISSING = {
+    "", "n/a", "na", "not supported", "notsupported", "unknown error", "unknown", "not found",
+    "not available", "err!", "insufficient permissions", "gpu is lost", "not applicable",
+    "requested functionality has been deprecated",
+}
+# Hand-written annotations in pasted outputs ("Pending : Yes   <===").
+_ANNOTATION = re.compile(r"\s*(?:<=+|<-+|←).*$")
+_INT = re.compile(r"[+-]?\d{1,18}(?!\d)")
+_FLOAT = re.compile(r"[+-]?\d{1,18}(?:\.\d{1,12})?(?![\d.])")
+
+
+def clean(raw: str | None) -> str | None:
+    """Strip annotations and brackets; None for the N/A family."""
+    if raw is None:
+        return None
+    value = _ANNOTATION.sub("", raw).strip()
+    return None if value.strip("[]").strip().lower() in _MISSING else value
+
+
+def to_int(raw: str | None) -> int | None:
+    """'16x' -> 16, '4' -> 4, '2560 bank(s)' -> 2560; None when there is no leading number."""
+    value = clean(raw)
+    match = _INT.match(value) if value else None
+    return int(match.group()) if match else None
+
+
+def to_float(raw: str | None) -> float | None:
+    """'61.62 W' -> 61.62, '32 C' -> 32.0, '95830 MiB' -> 95830.0."""
+    value = clean(raw)
+    match = _FLOAT.match(value) if value else None
+    return float(match.group()) if match else None
+
+
+def to_bool(raw: str | None) -> bool | None:
+    """Yes/Enabled/Active -> True; No/Disabled/Not Active -> False; anything else None."""
+    value = (clean(raw) or "").lower()
+    if value in ("yes", "enabled", "active", "true", "on"):
+        return True
+    if value in ("no", "disabled", "not active", "false", "off"):
+        return False
+    return None
+
+
+# -------------------------------------------------------------------------------- fact extraction
+
+# field -> (converter, alternative paths "section/label"; first non-None wins). Each path is written
+# once per format where the XML tag and the text label normalise differently.
+_SCALARS: list[tuple[str, Callable[[str | None], object], str]] = [
+    ("uuid", clean, "uuid gpuuuid"),
+    ("serial", clean, "serial serialnumber"),
+    ("name", clean, "productname"),
+    ("vbios", clean, "vbiosversion"),
+    ("persistence_mode", to_bool, "persistencemode"),
+    ("ecc_mode_current", to_bool, "eccmode/currentecc eccmode/current"),
+    ("ecc_mode_pending", to_bool, "eccmode/pendingecc eccmode/pending"),
+    ("retired_pages_sbe", to_int,
+     "retiredpages/multiplesinglebitretirement/retiredcount retiredpages/singlebitecc"),
+    ("retired_pages_dbe", to_int,
+     "retiredpages/doublebitretirement/retiredcount retiredpages/doublebitecc"),
+    ("remap_correctable", to_int, "remappedrows/remappedrowcorr remappedrows/correctableerror"),
+    ("remap_uncorrectable", to_int, "remappedrows/remappedrowunc remappedrows/uncorrectableerror"),
+    ("remap_pending", to_bool, "remappedrows/remappedrowpending remappedrows/pending"),
+    ("remap_failure", to_bool,
+     "remappedrows/remappedrowfailure remappedrows/remappingfailureoccurred"),
+    # Absolute thresholds only: the "T.Limit" variants (Hopper+) are offsets from T.Limit, not temps.
+    ("temperature_c", to_float, "temperature/gputemp temperature/gpucurrenttemp"),
+    ("temp_slowdown_c", to_float, "temperature/gputempslowthreshold temperature/gpuslowdowntemp"),
+    ("temp_shutdown_c", to_float, "temperature/gputempmaxthreshold temperature/gpushutdowntemp"),
+    ("temp_max_operating_c", to_float,
+     "temperature/gputempmaxgputhreshold temperature/gpumaxoperatingtemp"),
+    ("mem_temperature_c", to_float, "temperature/memorytemp temperature/memorycurrenttemp"),
+    ("mem_temp_max_c", to_float,
+     "temperature/gputempmaxmemthreshold temperature/memorymaxoperatingtemp"),
+    ("power_draw_w", to_float,
+     "gpupowerreadings/powerdraw gpupowerreadings/averagepowerdraw "
+     "gpupowerreadings/instantpowerdraw gpupowerreadings/instantaneouspowerdraw "
+     "powerreadings/powerdraw powerreadings/averagepowerdraw powerreadings/instantpowerdraw"),
+    ("power_limit_w", to_float,
+     "gpupowerreadings/currentpowerlimit gpupowerreadings/enforcedpowerlimit "
+     "powerreadings/enforcedpowerlimit powerreadings/currentpowerlimit powerreadings/powerlimit"),
+    ("pcie_gen_current", to_int,
+     "pci/pcigpulinkinfo/pciegen/currentlinkgen pci/gpulinkinfo/pciegeneration/current"),
+    ("pcie_gen_max", to_int,
+     "pci/pcigpulinkinfo/pciegen/maxlinkgen pci/gpulinkinfo/pciegeneration/max"),
+    ("pcie_width_current", to_int,
+     "pci/pcigpulinkinfo/linkwidths/currentlinkwidth pci/gpulinkinfo/linkwidth/current"),
+    ("pcie_width_max", to_int,
+     "pci/pcigpulinkinfo/linkwidths/maxlinkwidth pci/gpulinkinfo/linkwidth/max"),
+    ("pcie_replay_count", to_int, "pci/replaycounter pci/replayssincereset"),
+    ("memory_used_mib", to_float, "fbmemoryusage/used"),
+    ("memory_total_mib", to_float, "fbmemoryusage/total"),
+    ("fabric_status", clean, "fabric/status"),
+]
+
+_THROTTLE = {
+    "gpuidle": "gpu_idle", "idle": "gpu_idle",
+    "applicationsclockssetting": "applications_clocks_setting",
+    "swpowercap": "sw_power_cap", "hwslowdown": "hw_slowdown", "syncboost": "sync_boost",
+    "swthermalslowdown": "sw_thermal_slowdown", "hwthermalslowdown": "hw_thermal_slowdown",
+    "hwpowerbrakeslowdown": "hw_power_brake_slowdown",
+    "displayclockssetting": "display_clocks_setting", "displayclocksetting": "display_clocks_setting",
+}
+_FABRIC = {
+    "completed": "completed", "inprogress": "in_progress", "notstarted": "not_started",
+    "na": "not_supported", "notsupported": "not_supported",
+}
+# nvidia-smi's words -> the NVML probe's names (lower-cased NVML_GPU_RECOVERY_ACTION_* suffixes).
+_RECOVERY = {
+    "none": "none", "reset": "gpu_reset", "gpureset": "gpu_reset", "reboot": "node_reboot",
+    "nodereboot": "node_reboot", "drainp2p": "drain_p2p", "drainandreset": "drain_and_reset",
+}
+_ECC_CORRECTED = ("sramcorrectable", "dramcorrectable")
+_ECC_UNCORRECTED = ("sramuncorrectable", "sramuncorrectableparity", "sramuncorrectablesecded",
+                    "dramuncorrectable")
+
+
+def _first(tree: Node, convert: Callable[[str | None], object], paths: str) -> object:
+    for path in paths.split():
+        value = convert(tree.get(*path.split("/")))
+        if value is not None:
+            return value
+    return None
+
+
+def _sum(node: Node, keys: tuple[str, ...]) -> int | None:
+    values = [v for v in (to_int(node.get(k)) for k in keys) if v is not None]
+    return sum(values) if values else None
+
+
+def _bit_total(node: Node | None) -> int | None:
+    """Old schema (pre-Ampere, and Volta even on R580): the ``Total`` of a Single/Double Bit block."""
+    if node is None:
+        return None
+    total = to_int(node.get("total"))
+    if total is not None:
+        return total
+    return _sum(node, tuple(c.key for c in node.children))
+
+
+def ecc_counts(node: Node | None) -> tuple[int | None, int | None]:
+    """(corrected, uncorrected) of a Volatile or Aggregate block, old or new schema."""
+    if node is None:
+        return None, None
+    single, double = node.child("singlebit"), node.child("doublebit")
+    if single is not None or double is not None:
+        return _bit_total(single), _bit_total(double)
+    return _sum(node, _ECC_CORRECTED), _sum(node, _ECC_UNCORRECTED)
+
+
+def throttle_reasons(tree: Node) -> list[str] | None:
+    """Active reasons of ``clocks_event_reasons`` (new) or ``clocks_throttle_reasons`` (old)."""
+    block = tree.child("clockseventreasons") or tree.child("clocksthrottlereasons")
+    if block is None:
+        return None
+    active: set[str] = set()
+    seen = False
+    for node in block.walk():
+        key = re.sub(r"^clocks(?:event|throttle)reason", "", node.key)
+        name, state = _THROTTLE.get(key), to_bool(node.value)
+        if name and state is not None:
+            seen = True
+            if state:
+                active.add(name)
+    return [r for r in THROTTLE_REASONS if r in active] if seen else None
+
+
+def processes(tree: Node) -> list[GpuProcess] | None:
+    """XML ``process_info`` elements or text ``Process ID`` entries; ``None``/empty -> []."""
+    block = tree.child("processes")
+    if block is None:
+        return None
+    if not block.children and (block.value or "").strip().lower() not in ("", "none"):
+        return None  # "N/A" and the like
+    found = []
+    for node in block.children:
+        if node.key == "processinfo":
+            pid, name, mem = node.get("pid"), node.get("processname"), node.get("usedmemory")
+        elif node.key == "processid":
+            pid, name, mem = node.value, node.get("name"), node.get("usedgpumemory")
+        else:
+            continue
+        if to_int(pid) is not None:
+            found.append(GpuProcess(pid=to_int(pid), name=clean(name), used_memory_mib=to_float(mem)))
+    return found
+
+
+def _recovery(tree: Node) -> tuple[str | None, bool | None]:
+    """(recovery_action as snake_case, reset_required) from GPU Reset Status / GPU Recovery Action."""
+    raw = clean(tree.get("gpurecoveryaction"))  # None, Reset, Reboot, Drain P2P, Drain and Reset
+    action = None
+    if raw:
+        action = _RECOVERY.get(norm_key(raw)) or re.sub(r"[^a-z0-9]+", "_", raw.lower()).strip("_")
+        action = action or None
+    flags = [to_bool(tree.get("gpuresetstatus", "resetrequired")),
+             to_bool(tree.get("gpuresetstatus", "drainandresetrecommended"))]
+    if action is not None:
+        flags.append(action != "none")
+    if True in flags:
+        return action, True
+    return action, (False if False in flags else None)
+
+
+def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> GpuInfo:
+    """Read every GpuInfo fact from one GPU tree (either format)."""
+    gpu = GpuInfo(index=index, driver_version=driver, cuda_driver_version=cuda)
+    tree = raw.tree
+    bus = raw.bus_id
+    if tree is not None and not bus:
+        bus = clean(tree.get("pci", "pcibusid")) or clean(tree.get("pci", "busid"))
+    gpu.pci_bus_id = normalize_pci_bus_id(bus)
+    if raw.error:
+        gpu.lost, gpu.error = True, raw.error
+    if tree is None:
+        return gpu
+    for name, convert, paths in _SCALARS:
+        setattr(gpu, name, _first(tree, convert, paths))
+    gpu.ecc_corrected_volatile, gpu.ecc_uncorrected_volatile = ecc_counts(
+        tree.child("eccerrors", "volatile"))
+    gpu.ecc_corrected_aggregate, gpu.ecc_uncorrected_aggregate = ecc_counts(
+        tree.child("eccerrors", "aggregate"))
+    pending = [to_bool(tree.get("retiredpages", k)) for k in
+               ("pendingblacklist", "pendingretirement", "pendingpageblacklist",
+                "pendingpageretirement")]
+    gpu.retired_pages_pending = True if True in pending else (False if False in pending else None)
+    gpu.throttle_reasons = throttle_reasons(tree)
+    gpu.processes = processes(tree)
+    state = tree.get("fabric", "state")
+    if state is not None:
+        gpu.fabric_state = _FABRIC.get(norm_key(_ANNOTATION.sub("", state)))
+    gpu.recovery_action, gpu.reset_required = _recovery(tree)
+    if gpu.remap_pending:  # a pending row remap takes effect only at the next GPU reset (as NVML probe)
+        gpu.reset_required = True
+    return gpu
+
+
+# --------------------------------------------------------------------------------------- dispatch
+
+_XML_START = re.compile(r"<\?xml|<!DOCTYPE|<nvidia_smi_log\b", re.IGNORECASE)
+_TEXT_GPU_HEADER = re.compile(r"^GPU\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$",
+                              re.MULTILINE)
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^\s*\+[-=+]{10,}", re.MULTILINE)
+
+
+def _looks_like_summary(text: str) -> bool:
+    if _TEXT_GPU_HEADER.search(text):
+        return False
+    return "NVIDIA-SMI" in text and len(_TABLE_ROW.findall(text)) >= 3
+
+
+def parse_nvidia_smi(text: str) -> NvidiaSmiResult:
+    """Parse one recorded ``nvidia-smi -q -x`` or ``nvidia-smi -q`` output (or an error-only one).
+
+    Raises :class:`ParseError` for empty input, the summary table, malformed/truncated XML and text
+    in which no GPU block can be identified.
+    """
+    # Imported here: both modules import Node/RawGpu from this one (and XML costs only when used).
+    from healthcheck.parsers import nvidia_smi_text, nvidia_smi_xml
+
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}")
+    if not text.strip():
+        raise ParseError("empty nvidia-smi output")
+    start = _XML_START.search(text)
+    if start is not None:
+        header, raws = nvidia_smi_xml.parse_xml_tree(text[start.start():])
+        # Error lines printed before the XML (stderr mixed in) name GPUs the XML could not show.
+        _, before = nvidia_smi_text.parse_text_tree(text[:start.start()], errors_only=True)
+        known = {normalize_pci_bus_id(r.bus_id) for r in raws}
+        raws += [r for r in before if normalize_pci_bus_id(r.bus_id) not in known]
+        fmt = "xml"
+    elif _looks_like_summary(text):
+        raise ParseError(SUMMARY_MESSAGE)
+    else:
+        header, raws = nvidia_smi_text.parse_text_tree(text)
+        fmt = "text"
+    driver = clean(header.get("driverversion"))
+    cuda = clean(header.get("cudaversion"))
+    gpus = [build_gpu(i, raw, driver, cuda) for i, raw in enumerate(raws)]
+    return NvidiaSmiResult(gpus=gpus, driver_version=driver, cuda_version=cuda,
+                           timestamp=clean(header.get("timestamp")), format=fmt)

@@ -1,0 +1,380 @@
+"""Live GPU probe through NVML (``pynvml`` from the ``nvidia-ml-py`` package).
+
+Two entry points:
+
+- :func:`nvidia_gpu_present` reads the PCI bus from sysfs (no NVML, no driver): it decides whether NVML is
+  worth opening at all and lets ``gpu.count`` catch GPUs that the driver lost.
+- :func:`probe_gpus` opens one NVML session (``nvmlInit`` once, ``nvmlShutdown`` always) and fills one
+  :class:`~healthcheck.model.GpuInfo` per device.
+
+Conventions (see ``healthcheck.model``): a field the GPU or the installed ``pynvml`` does not offer stays
+``None`` (NotSupported, FunctionNotFound, NoPermission, a function or constant absent from an older pynvml).
+A device whose handle cannot be obtained, or that reports ``GPU is lost`` on any call, becomes
+``GpuInfo(index, lost=True, error=...)``. Any other NVML error on one field leaves that field ``None`` and is
+noted in ``GpuInfo.error`` (``lost`` stays False) so that nothing is silently swallowed.
+``pynvml`` is imported lazily: the prolog path pays for it only where an NVIDIA device exists.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from healthcheck.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id
+
+NVIDIA_VENDOR = "0x10de"
+# PCI class codes: 0x0300xx VGA-compatible controller, 0x0302xx 3D controller (all data-centre GPUs).
+# NVSwitches are 0x0680xx (bridge, other) and must not count as GPUs.
+GPU_CLASS_PREFIXES = ("0x0300", "0x0302")
+
+MIB = 1024 * 1024
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML could not be opened (pynvml missing, libnvidia-ml not found, driver not loaded, ...)."""
+
+
+class _GpuLost(Exception):
+    """Internal: the device answered NVML_ERROR_GPU_IS_LOST (or its handle could not be obtained)."""
+
+
+# ------------------------------------------------------------------------------------------ sysfs
+
+
+def nvidia_gpu_present(sysfs_root: str | Path = "/sys") -> list[str]:
+    """PCI addresses ("0000:07:00.0") of NVIDIA GPUs on the PCI bus, sorted; [] when none or no sysfs.
+
+    Reads ``bus/pci/devices/*/vendor`` (``0x10de``) and ``class`` (``0x030000`` VGA or ``0x030200`` 3D
+    controller). Independent of the NVIDIA driver: a GPU that fell off NVML's view still shows here.
+    """
+    devices = Path(sysfs_root) / "bus" / "pci" / "devices"
+    found: list[str] = []
+    try:
+        entries = list(devices.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            vendor = (entry / "vendor").read_text().strip().lower()
+            pci_class = (entry / "class").read_text().strip().lower()
+        except OSError:
+            continue
+        if vendor == NVIDIA_VENDOR and pci_class.startswith(GPU_CLASS_PREFIXES):
+            found.append(normalize_pci_bus_id(entry.name) or entry.name)
+    return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------- NVML
+
+
+def _text(value: Any) -> str | None:
+    """pynvml returns ``bytes`` from undecorated calls and ``str`` from ``@convertStrBytes`` ones."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    return str(value).strip("\x00 ").strip() or None
+
+
+def _milli(value: Any) -> float:
+    return float(value) / 1000.0
+
+
+def _cuda_version(value: Any) -> str:
+    """NVML encodes CUDA 12.4 as 12040 (1000 * major + 10 * minor)."""
+    return f"{int(value) // 1000}.{(int(value) % 1000) // 10}"
+
+
+# (GpuInfo field, pynvml function, argument constant names, conversion). Fields whose constants the
+# installed pynvml lacks are skipped (left None).
+_SIMPLE: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
+    ("uuid", "nvmlDeviceGetUUID", (), _text),
+    ("serial", "nvmlDeviceGetSerial", (), _text),
+    ("name", "nvmlDeviceGetName", (), _text),
+    ("vbios", "nvmlDeviceGetVbiosVersion", (), _text),
+    ("retired_pages_sbe", "nvmlDeviceGetRetiredPages",
+     ("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS",), len),
+    ("retired_pages_dbe", "nvmlDeviceGetRetiredPages", ("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR",), len),
+    ("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", (), bool),
+    ("temperature_c", "nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU",), float),
+    ("temp_slowdown_c", "nvmlDeviceGetTemperatureThreshold", ("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",), float),
+    ("temp_shutdown_c", "nvmlDeviceGetTemperatureThreshold", ("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",), float),
+    ("temp_max_operating_c", "nvmlDeviceGetTemperatureThreshold", ("NVML_TEMPERATURE_THRESHOLD_GPU_MAX",), float),
+    ("mem_temp_max_c", "nvmlDeviceGetTemperatureThreshold", ("NVML_TEMPERATURE_THRESHOLD_MEM_MAX",), float),
+    ("power_draw_w", "nvmlDeviceGetPowerUsage", (), _milli),  # mW
+    ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), _milli),  # mW
+    ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", (), int),
+    ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", (), int),
+    ("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth", (), int),
+    ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
+    ("pcie_replay_count", "nvmlDeviceGetPcieReplayCounter", (), int),
+    ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), bool),
+) + tuple(  # ecc_{corrected,uncorrected}_{volatile,aggregate}
+    (f"ecc_{kind}_{scope}", "nvmlDeviceGetTotalEccErrors",
+     (f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", f"NVML_{scope.upper()}_ECC"), int)
+    for kind in ("corrected", "uncorrected") for scope in ("volatile", "aggregate")
+)
+
+# Canonical reason name -> suffix of pynvml's nvmlClocksEventReason* / nvmlClocksThrottleReason* constants.
+_REASON_SUFFIX = {
+    "gpu_idle": "GpuIdle",
+    "applications_clocks_setting": "ApplicationsClocksSetting",
+    "sw_power_cap": "SwPowerCap",
+    "hw_slowdown": "HwSlowdown",
+    "sync_boost": "SyncBoost",
+    "sw_thermal_slowdown": "SwThermalSlowdown",
+    "hw_thermal_slowdown": "HwThermalSlowdown",
+    "hw_power_brake_slowdown": "HwPowerBrakeSlowdown",
+    "display_clocks_setting": "DisplayClockSetting",
+}
+assert tuple(_REASON_SUFFIX) == THROTTLE_REASONS
+
+_NVLINK_COUNTERS = (
+    ("replay_errors", "NVML_NVLINK_ERROR_DL_REPLAY"),
+    ("recovery_errors", "NVML_NVLINK_ERROR_DL_RECOVERY"),
+    ("crc_flit_errors", "NVML_NVLINK_ERROR_DL_CRC_FLIT"),
+    ("crc_data_errors", "NVML_NVLINK_ERROR_DL_CRC_DATA"),
+)
+
+# NVML_GPU_RECOVERY_ACTION_* suffixes; recovery_action is the lower-cased suffix ("gpu_reset").
+_RECOVERY_ACTIONS = ("NONE", "GPU_RESET", "NODE_REBOOT", "DRAIN_P2P", "DRAIN_AND_RESET",
+                     "RECOVER_IMEX_DOMAIN", "BUS_RESET", "SYSTEM_REBOOT")
+
+# c_nvmlValue_t member per NVML_VALUE_TYPE_* (field values API).
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+# Errors meaning "this GPU / driver / pynvml does not offer that": the field stays None, nothing noted.
+_QUIET_ERRORS = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NO_PERMISSION")
+
+
+class _Reader:
+    """Calls pynvml for one device; maps "not offered" to None and "GPU is lost" to :class:`_GpuLost`."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.notes: list[str] = []
+        self.reset_required_error = False
+        self._quiet = {getattr(nvml, n) for n in _QUIET_ERRORS if hasattr(nvml, n)}
+        self._lost = getattr(nvml, "NVML_ERROR_GPU_IS_LOST", 15)
+        self._reset = getattr(nvml, "NVML_ERROR_RESET_REQUIRED", 16)
+        self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())  # () when pynvml predates it
+
+    def const(self, name: str) -> Any:
+        return getattr(self.nvml, name, None)
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Call ``nvml.<name>(*args)``; raises NVMLError as is, AttributeError if pynvml lacks it."""
+        return getattr(self.nvml, name)(*args)
+
+    def code(self, exc: BaseException) -> int | None:
+        return getattr(exc, "value", None) if isinstance(exc, self.nvml.NVMLError) else None
+
+    def get(self, name: str, *args: Any) -> Any:
+        """``_get``: the value, or None when the call is not supported / fails (failure noted)."""
+        try:
+            return self.call(name, *args)
+        except (AttributeError, self._mismatch):
+            return None  # older pynvml without the function, or unversioned call vs older driver
+        except self.nvml.NVMLError as exc:
+            self.failed(name, exc)
+            return None
+
+    def failed(self, name: str, exc: BaseException) -> None:
+        code = self.code(exc)
+        if code == self._lost:
+            raise _GpuLost(f"{name}: {exc}") from exc
+        if code in self._quiet:
+            return
+        if code == self._reset:
+            self.reset_required_error = True
+        self.notes.append(f"{name}: {exc}")
+
+    def fields(self, handle: Any, field_ids: list[Any]) -> list[Any]:
+        """Field values API: one value (or None) per requested id / (id, scope) tuple."""
+        if not field_ids:
+            return []
+        values = self.get("nvmlDeviceGetFieldValues", handle, field_ids)
+        if values is None:
+            return [None] * len(field_ids)
+        out: list[Any] = []
+        for item in list(values)[: len(field_ids)]:
+            ret = getattr(item, "nvmlReturn", 1)
+            if ret == self._lost:
+                raise _GpuLost(f"nvmlDeviceGetFieldValues({item.fieldId}): GPU is lost")
+            member = _VALUE_MEMBER.get(getattr(item, "valueType", -1))
+            out.append(getattr(item.value, member) if ret == 0 and member else None)
+        return out + [None] * (len(field_ids) - len(out))
+
+
+def probe_gpus(nvml: Any = None) -> list[GpuInfo]:
+    """Query every GPU through one NVML session. Raises :class:`NvmlUnavailable` when NVML cannot start."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # noqa: PLC0415 - lazy on purpose (hot path)
+        except ImportError as exc:
+            raise NvmlUnavailable(f"pynvml not importable: {exc}") from exc
+    try:
+        nvml.nvmlInit()
+    except (nvml.NVMLError, OSError) as exc:
+        raise NvmlUnavailable(f"nvmlInit failed: {exc}") from exc
+    try:
+        system = _Reader(nvml)
+        driver = _text(system.get("nvmlSystemGetDriverVersion"))
+        cuda_raw = system.get("nvmlSystemGetCudaDriverVersion")
+        cuda = _cuda_version(cuda_raw) if cuda_raw else None
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except nvml.NVMLError as exc:
+            raise NvmlUnavailable(f"nvmlDeviceGetCount failed: {exc}") from exc
+        return [_probe_device(nvml, i, driver, cuda) for i in range(count)]
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+
+
+def _probe_device(nvml: Any, index: int, driver: str | None, cuda: str | None) -> GpuInfo:
+    """One GpuInfo; a lost device (or one without a handle) comes back as ``lost=True``."""
+    reader = _Reader(nvml)
+    info = GpuInfo(index=index)
+    try:
+        try:
+            handle = reader.call("nvmlDeviceGetHandleByIndex", index)
+        except nvml.NVMLError as exc:
+            raise _GpuLost(f"Unable to determine the device handle for GPU{index}: {exc}") from exc
+        pci = reader.get("nvmlDeviceGetPciInfo", handle)
+        if pci is not None:
+            info.pci_bus_id = normalize_pci_bus_id(_text(getattr(pci, "busId", None)))
+        _fill(reader, handle, info)
+    except _GpuLost as lost:
+        return GpuInfo(index=index, pci_bus_id=info.pci_bus_id, lost=True, error=str(lost))
+    info.driver_version, info.cuda_driver_version = driver, cuda
+    if reader.reset_required_error:
+        info.reset_required = True
+    if reader.notes:
+        info.error = "; ".join(reader.notes)
+    return info
+
+
+def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
+    for field_name, fn, const_names, convert in _SIMPLE:
+        args = [reader.const(c) for c in const_names]
+        if any(a is None for a in args):
+            continue
+        value = reader.get(fn, handle, *args)
+        if value is not None:
+            setattr(info, field_name, convert(value))
+    ecc = reader.get("nvmlDeviceGetEccMode", handle)
+    if ecc is not None:
+        info.ecc_mode_current, info.ecc_mode_pending = bool(ecc[0]), bool(ecc[1])
+    rows = reader.get("nvmlDeviceGetRemappedRows", handle)
+    if rows is not None:
+        corr, unc, pending, failure = rows
+        info.remap_correctable, info.remap_uncorrectable = int(corr), int(unc)
+        info.remap_pending, info.remap_failure = bool(pending), bool(failure)
+    info.throttle_reasons = _throttle(reader, handle)
+    mem = reader.get("nvmlDeviceGetMemoryInfo", handle)
+    if mem is not None:
+        info.memory_used_mib, info.memory_total_mib = mem.used / MIB, mem.total / MIB
+    info.processes = _processes(reader, handle)
+    info.nvlinks = _nvlinks(reader, handle)
+    info.fabric_state, info.fabric_status = _fabric(reader, handle)
+    _field_values(reader, handle, info)
+
+
+def _throttle(reader: _Reader, handle: Any) -> list[str] | None:
+    """Decode the clock event bitmask (pynvml >= 12.535: *ClocksEventReasons; older: *ThrottleReasons)."""
+    for fn, prefix in (("nvmlDeviceGetCurrentClocksEventReasons", "nvmlClocksEventReason"),
+                       ("nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlClocksThrottleReason")):
+        if not hasattr(reader.nvml, fn):
+            continue
+        mask = reader.get(fn, handle)
+        if mask is None:
+            return None
+        mask = int(mask)
+        return [name for name, suffix in _REASON_SUFFIX.items()
+                if (bit := reader.const(prefix + suffix)) and mask & bit]
+    return None
+
+
+def _processes(reader: _Reader, handle: Any) -> list[GpuProcess] | None:
+    """Compute processes; the unversioned call raises NVMLLibraryMismatchError on older drivers -> _v2."""
+    procs = None
+    for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"):
+        procs = reader.get(fn, handle)
+        if procs is not None:
+            break
+    if procs is None:
+        return None
+    out = []
+    for proc in procs:
+        used = getattr(proc, "usedGpuMemory", None)
+        name = _text(reader.get("nvmlSystemGetProcessName", proc.pid))
+        out.append(GpuProcess(pid=int(proc.pid), name=name, used_memory_mib=None if used is None else used / MIB))
+    return out
+
+
+def _nvlinks(reader: _Reader, handle: Any) -> list[NvLink] | None:
+    """Links 0..NVML_NVLINK_MAX_LINKS-1 until NotSupported / InvalidArgument; None when link 0 has none."""
+    stop = {reader.const("NVML_ERROR_NOT_SUPPORTED"), reader.const("NVML_ERROR_INVALID_ARGUMENT")}
+    links: list[NvLink] = []
+    for link in range(reader.const("NVML_NVLINK_MAX_LINKS") or 0):
+        try:
+            state = reader.call("nvmlDeviceGetNvLinkState", handle, link)
+        except AttributeError:
+            break
+        except reader.nvml.NVMLError as exc:
+            if reader.code(exc) not in stop:
+                reader.failed("nvmlDeviceGetNvLinkState", exc)
+            break
+        item = NvLink(link=link, active=bool(state))
+        for attr, const_name in _NVLINK_COUNTERS:
+            counter = reader.const(const_name)
+            if counter is not None:
+                value = reader.get("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                setattr(item, attr, None if value is None else int(value))
+        links.append(item)
+    speed_field = reader.const("NVML_FI_DEV_NVLINK_GET_SPEED")
+    active = [nl for nl in links if nl.active]
+    if speed_field is not None and active:
+        speeds = reader.fields(handle, [(speed_field, nl.link) for nl in active])
+        for nl, mbps in zip(active, speeds):
+            nl.speed_gbps = None if not mbps else float(mbps) / 1000.0  # MB/s -> GB/s
+    return links or None
+
+
+def _fabric(reader: _Reader, handle: Any) -> tuple[str | None, str | None]:
+    """GPU fabric (NVSwitch systems): ``nvmlDeviceGetGpuFabricInfoV`` (v2 struct) or the deprecated call."""
+    import ctypes  # noqa: PLC0415 - only once NVML is open; keeps nvidia_gpu_present() cheap
+    for fn, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                            ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+        struct_cls = reader.const(struct_name)
+        if struct_cls is None or not hasattr(reader.nvml, fn):
+            continue
+        struct = struct_cls()
+        if reader.get(fn, handle, ctypes.byref(struct)) is None:
+            return None, None
+        state = int(struct.state)
+        state_name = FABRIC_STATES[state] if 0 <= state < len(FABRIC_STATES) else f"unknown({state})"
+        status = None
+        if state_name == "completed":
+            status = "Success" if struct.status == 0 else str(reader.nvml.NVMLError(struct.status))
+        return state_name, status
+    return None, None
+
+
+def _field_values(reader: _Reader, handle: Any, info: GpuInfo) -> None:
+    """Memory temperature and GPU recovery action, in one field values call (each where defined)."""
+    wanted = [(attr, reader.const(name)) for attr, name in
+              (("mem", "NVML_FI_DEV_MEMORY_TEMP"), ("recovery", "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))]
+    wanted = [(attr, fid) for attr, fid in wanted if fid is not None]
+    values = dict(zip((attr for attr, _ in wanted), reader.fields(handle, [fid for _, fid in wanted])))
+    if values.get("mem") is not None:
+        info.mem_temperature_c = float(values["mem"])
+    action = values.get("recovery")
+    if action is not None:
+        names = {reader.const("NVML_GPU_RECOVERY_ACTION_" + n): n.lower() for n in _RECOVERY_ACTIONS}
+        info.recovery_action = names.get(int(action), f"unknown({int(action)})")
+        info.reset_required = bool(info.reset_required) or info.recovery_action != "none"
+    if info.remap_pending:
+        info.reset_required = True

@@ -1,0 +1,90 @@
+"""GPU checks over real recorded outputs (corpus), through the real parsers: the faults SOURCES.md
+describes are found, healthy recordings raise nothing. Skips when the corpus is absent."""
+from __future__ import annotations
+
+import pytest
+
+from healthcheck.checks import registry
+from healthcheck.config import default_expectations
+from healthcheck.expectations import Expectations
+from healthcheck.model import Snapshot, Status
+from healthcheck.parsers import ParseError
+
+from tests.conftest import corpus_params
+
+nvidia_smi = pytest.importorskip("healthcheck.parsers.nvidia_smi")
+kernel_log = pytest.importorskip("healthcheck.parsers.kernel_log")
+
+GPU_STATE_CHECKS = [name for name in registry.load_all()
+                    if name.startswith("gpu.") and name not in ("gpu.xid", "gpu.responsive")]
+
+# file name fragment -> the (check, component, status) findings that must be there; every other
+# FAIL is unexpected. Files not listed must have no FAIL at all.
+EXPECTED_NVIDIA_SMI = {
+    "unable-to-determine-device-handle": {("gpu.lost", "gpu0", Status.FAIL)},
+    "remap-pending": {("gpu.row_remap", "gpu0", Status.FAIL)},
+    "fabric-h100-sxm-vm-570.195.03-state-in-progress": {("gpu.fabric", "gpu0", Status.FAIL)},
+    "sram-uncorrectable-vol1-agg5": {("gpu.ecc.uncorrected", "gpu0", Status.FAIL)},
+    "h800-525.105.17": {("gpu.ecc.mode", "gpu0", Status.FAIL)},  # Hopper with ECC disabled
+    "pcie-x1-of-x16": {("gpu.pcie.link", "gpu0", Status.FAIL), ("gpu.pcie.link", "gpu1", Status.FAIL)},
+}
+
+
+def _judge(snap: Snapshot, names, exp: Expectations | None = None):
+    specs = registry.load_all()
+    exp = exp or default_expectations()
+    found = []
+    for name in names:
+        spec = specs[name]
+        found += spec.func(snap, exp, exp.thresholds_for(name, spec.thresholds))
+    return found
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params("nvidia-smi", "[qe]*"))
+def test_nvidia_smi_recordings(path):
+    try:
+        result = nvidia_smi.parse_nvidia_smi(path.read_text(encoding="utf-8", errors="replace"))
+    except ParseError:
+        pytest.skip("not a parsable -q recording")
+    snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", gpus=result.gpus)
+    findings = _judge(snap, GPU_STATE_CHECKS)
+    got = {(f.check, f.component, f.status) for f in findings}
+    expected = set().union(*[v for k, v in EXPECTED_NVIDIA_SMI.items() if k in path.name])
+    assert expected <= got, sorted(got - {(c, p, s) for c, p, s in got if s is Status.PASS})
+    unexpected_fails = {g for g in got if g[2] is Status.FAIL} - expected
+    assert not unexpected_fails
+    if "healthy" in path.name:
+        assert all(f.status in (Status.PASS, Status.SKIP) for f in findings), findings
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params("nvidia-smi", "q-x-geforce-rtx2080ti*"))
+def test_idle_geforce_at_gen1_is_not_a_failure(path):
+    # P8, 0 % utilisation, SW power cap "Active" but idle "Not Active", PCIe Gen1 of 3: power saving.
+    result = nvidia_smi.parse_nvidia_smi(path.read_text(encoding="utf-8"))
+    snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", gpus=result.gpus)
+    statuses = {f.component: f.status for f in _judge(snap, ["gpu.pcie.link"])}
+    assert statuses == {"gpu0": Status.PASS, "gpu1": Status.WARN}
+
+
+EXPECTED_XID = {
+    "fallen-off-bus": Status.FAIL,
+    "rminitadapter-failed": Status.FAIL,
+    "xid62": Status.FAIL,
+    "xid48-dbe": Status.FAIL,
+    "xid45-after-nvlink": Status.PASS,  # preemptive cleanup only: application level
+}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params("kernel-xid"))
+def test_kernel_log_recordings(path):
+    events = kernel_log.parse_kernel_log(path.read_text(encoding="utf-8", errors="replace"))
+    snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", kernel_events=events)
+    findings = _judge(snap, ["gpu.xid"])
+    assert findings
+    worst = max((f.status for f in findings), key=lambda s: s.severity)
+    for fragment, status in EXPECTED_XID.items():
+        if fragment in path.name:
+            assert worst is status, [f.message for f in findings]

@@ -1,0 +1,308 @@
+"""A fake ``pynvml`` module for tests, faked at the module boundary.
+
+Driven by plain data (:class:`FakeGpu`, one per device). It reuses the REAL pynvml's exception classes
+(``pynvml.NVMLError(code)`` maps a code to its ``NVMLError_*`` subclass), constants and ctypes structures,
+so these tests break when the real API drifts. Functions the fake does not implement raise
+AttributeError, exactly like an older pynvml that lacks them.
+
+Faults: ``FakeGpu.unsupported`` (function names, or ``"field:<id>"`` for field values, that answer
+NotSupported), ``FakeGpu.errors`` (function name -> NVML error code), ``FakeGpu.lost`` (every call on the
+device answers GPU_IS_LOST), ``FakeGpu.no_handle`` (nvmlDeviceGetHandleByIndex fails with that code),
+``FakeNvml(init_error=code)`` and ``FakeNvml(missing={"nvmlDeviceGetX"})``.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml as real
+
+_THRESHOLDS = {
+    real.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92,
+    real.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89,
+    real.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 87,
+    real.NVML_TEMPERATURE_THRESHOLD_MEM_MAX: 95,
+}
+
+
+@dataclass
+class FakeGpu:
+    """What one GPU reports; NVML units (bytes, mW, raw codes)."""
+
+    pci_bus_id: str = "00000000:18:00.0"  # NVML's 8-digit-domain, upper-case form
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    serial: str = "1650000000000"
+    name: str = "NVIDIA H100 80GB HBM3"
+    vbios: str = "96.00.89.00.01"
+    ecc_mode: tuple[int, int] = (1, 1)
+    ecc: dict[tuple[int, int], int] = field(default_factory=dict)  # (error type, counter type) -> count
+    retired_pages: dict[int, list[int]] = field(default_factory=dict)  # cause -> page addresses
+    retired_pending: int = 0
+    remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # corr, unc, pending, failure
+    temperature: int = 33
+    thresholds: dict[int, int] = field(default_factory=lambda: dict(_THRESHOLDS))
+    mem_temperature: int = 41
+    clock_reasons: int = 0
+    power_mw: int = 71_234
+    power_limit_mw: int = 700_000
+    pcie: tuple[int, int, int, int] = (5, 5, 16, 16)  # gen cur, gen max, width cur, width max
+    pcie_replay: int = 0
+    nvlink_states: list[int] | None = field(default_factory=lambda: [1] * 18)  # None: no NVLink at all
+    nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)  # (link, counter) -> count
+    nvlink_speed_mbps: int = 26_562
+    persistence: int = 1
+    processes: list[tuple[int, int | None, str]] = field(default_factory=list)  # pid, used bytes, name
+    memory_total: int = 81_559 * 1024 * 1024
+    memory_used: int = 1 * 1024 * 1024
+    fabric_state: int | None = real.NVML_GPU_FABRIC_STATE_COMPLETED  # None: NotSupported
+    fabric_status: int = real.NVML_SUCCESS
+    recovery_action: int = real.NVML_GPU_RECOVERY_ACTION_NONE
+    unsupported: set[str] = field(default_factory=set)
+    errors: dict[str, int] = field(default_factory=dict)
+    lost: bool = False
+    no_handle: int | None = None
+
+
+def h100_node(n: int = 8) -> list[FakeGpu]:
+    """A healthy n x H100 SXM node (HGX): 18 NVLinks each, PCIe gen5 x16, 80 GB, fabric completed."""
+    buses = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
+    return [
+        FakeGpu(
+            pci_bus_id=f"00000000:{(buses[i] if i < len(buses) else f'{0xe0 + i:02x}').upper()}:00.0",
+            uuid=f"GPU-4f6c2a1e-7b3d-4c55-9e2a-{i:012x}",
+            serial=f"165232101{i:04d}",
+        )
+        for i in range(n)
+    ]
+
+
+def old_gpu() -> FakeGpu:
+    """A V100-PCIe-like GPU: no NVLink, no fabric, no row remapping (page retirement instead)."""
+    return FakeGpu(
+        name="Tesla V100-PCIE-32GB", vbios="88.00.80.00.01", pcie=(3, 3, 16, 16), nvlink_states=None,
+        fabric_state=None, unsupported={"nvmlDeviceGetRemappedRows", "field:230"},
+        retired_pages={real.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: [0x1000, 0x2000],
+                       real.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: [0x3000]},
+        memory_total=32_510 * 1024 * 1024,
+    )
+
+
+class FakeNvml:
+    """Module-like object: ``probe_gpus(nvml=FakeNvml(h100_node()))``."""
+
+    def __init__(self, gpus: list[FakeGpu], *, driver: str = "550.90.07", cuda: int = 12040,
+                 init_error: int | None = None, missing: set[str] | None = None) -> None:
+        self.gpus = gpus
+        self.driver = driver
+        self.cuda = cuda
+        self.init_error = init_error
+        self.missing = set(missing or ())
+        self.init_calls = 0
+        self.shutdown_calls = 0
+        self.initialized = False
+        self.calls: list[str] = []
+
+    # Constants, exception classes and ctypes structures come from the real module; nvml* functions
+    # the fake does not define (or lists in `missing`) are absent, as in an older pynvml.
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml") and name in object.__getattribute__(self, "missing"):
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(("NVML", "c_nvml", "nvmlClocks", "nvmlStructToFriendlyObject")):
+            return getattr(real, name)
+        raise AttributeError(name)
+
+    # ------------------------------------------------------------------------------- plumbing
+    def _raise(self, code: int) -> None:
+        raise real.NVMLError(code)
+
+    def _dev(self, handle: FakeGpu, fn: str, key: str | None = None) -> FakeGpu:
+        self.calls.append(fn)
+        if not self.initialized:
+            self._raise(real.NVML_ERROR_UNINITIALIZED)
+        if handle.lost:
+            self._raise(real.NVML_ERROR_GPU_IS_LOST)
+        if fn in handle.errors:
+            self._raise(handle.errors[fn])
+        if fn in handle.unsupported or (key is not None and key in handle.unsupported):
+            self._raise(real.NVML_ERROR_NOT_SUPPORTED)
+        return handle
+
+    # ---------------------------------------------------------------------------- system calls
+    def nvmlInit(self) -> None:
+        self.init_calls += 1
+        if self.init_error is not None:
+            self._raise(self.init_error)
+        self.initialized = True
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown_calls += 1
+        if not self.initialized:
+            self._raise(real.NVML_ERROR_UNINITIALIZED)
+        self.initialized = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda
+
+    def nvmlDeviceGetCount(self) -> int:
+        if not self.initialized:
+            self._raise(real.NVML_ERROR_UNINITIALIZED)
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        if not self.initialized:
+            self._raise(real.NVML_ERROR_UNINITIALIZED)
+        if not 0 <= index < len(self.gpus):
+            self._raise(real.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self.gpus[index]
+        if gpu.no_handle is not None:
+            self._raise(gpu.no_handle)
+        return gpu
+
+    def nvmlSystemGetProcessName(self, pid: int) -> bytes:
+        for gpu in self.gpus:
+            for p, _used, name in gpu.processes:
+                if p == pid:
+                    return name.encode()
+        self._raise(real.NVML_ERROR_NOT_FOUND)
+
+    # ---------------------------------------------------------------------------- device calls
+    def nvmlDeviceGetPciInfo(self, h: FakeGpu) -> Any:
+        g = self._dev(h, "nvmlDeviceGetPciInfo")
+        return real.nvmlPciInfo_t(busId=g.pci_bus_id.encode(), busIdLegacy=g.pci_bus_id.encode())
+
+    def nvmlDeviceGetUUID(self, h: FakeGpu) -> str:
+        return self._dev(h, "nvmlDeviceGetUUID").uuid
+
+    def nvmlDeviceGetSerial(self, h: FakeGpu) -> bytes:
+        return self._dev(h, "nvmlDeviceGetSerial").serial.encode()  # bytes, as undecorated calls return
+
+    def nvmlDeviceGetName(self, h: FakeGpu) -> str:
+        return self._dev(h, "nvmlDeviceGetName").name
+
+    def nvmlDeviceGetVbiosVersion(self, h: FakeGpu) -> bytes:
+        return self._dev(h, "nvmlDeviceGetVbiosVersion").vbios.encode()
+
+    def nvmlDeviceGetEccMode(self, h: FakeGpu) -> list[int]:
+        return list(self._dev(h, "nvmlDeviceGetEccMode").ecc_mode)
+
+    def nvmlDeviceGetTotalEccErrors(self, h: FakeGpu, error_type: int, counter_type: int) -> int:
+        return self._dev(h, "nvmlDeviceGetTotalEccErrors").ecc.get((error_type, counter_type), 0)
+
+    def nvmlDeviceGetRetiredPages(self, h: FakeGpu, cause: int) -> list[int]:
+        return list(self._dev(h, "nvmlDeviceGetRetiredPages").retired_pages.get(cause, []))
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetRetiredPagesPendingStatus").retired_pending
+
+    def nvmlDeviceGetRemappedRows(self, h: FakeGpu) -> tuple[int, int, int, int]:
+        return self._dev(h, "nvmlDeviceGetRemappedRows").remapped_rows
+
+    def nvmlDeviceGetTemperature(self, h: FakeGpu, sensor: int) -> int:
+        g = self._dev(h, "nvmlDeviceGetTemperature")
+        if sensor != real.NVML_TEMPERATURE_GPU:
+            self._raise(real.NVML_ERROR_INVALID_ARGUMENT)
+        return g.temperature
+
+    def nvmlDeviceGetTemperatureThreshold(self, h: FakeGpu, threshold: int) -> int:
+        g = self._dev(h, "nvmlDeviceGetTemperatureThreshold", f"threshold:{threshold}")
+        if threshold not in g.thresholds:
+            self._raise(real.NVML_ERROR_NOT_SUPPORTED)
+        return g.thresholds[threshold]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetCurrentClocksEventReasons").clock_reasons
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetCurrentClocksThrottleReasons").clock_reasons
+
+    def nvmlDeviceGetPowerUsage(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetEnforcedPowerLimit").power_limit_mw
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetCurrPcieLinkGeneration").pcie[0]
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetMaxPcieLinkGeneration").pcie[1]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetCurrPcieLinkWidth").pcie[2]
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetMaxPcieLinkWidth").pcie[3]
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetPcieReplayCounter").pcie_replay
+
+    def nvmlDeviceGetNvLinkState(self, h: FakeGpu, link: int) -> int:
+        g = self._dev(h, "nvmlDeviceGetNvLinkState")
+        if g.nvlink_states is None:
+            self._raise(real.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < len(g.nvlink_states):
+            self._raise(real.NVML_ERROR_INVALID_ARGUMENT)  # what H100 answers for links 18..35
+        return g.nvlink_states[link]
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h: FakeGpu, link: int, counter: int) -> int:
+        g = self._dev(h, "nvmlDeviceGetNvLinkErrorCounter")
+        if g.nvlink_states is None or not 0 <= link < len(g.nvlink_states):
+            self._raise(real.NVML_ERROR_INVALID_ARGUMENT)
+        return g.nvlink_errors.get((link, counter), 0)
+
+    def nvmlDeviceGetPersistenceMode(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetPersistenceMode").persistence
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[Any]:
+        g = self._dev(h, "nvmlDeviceGetComputeRunningProcesses")
+        out = []
+        for pid, used, _name in g.processes:
+            obj = real.nvmlStructToFriendlyObject(real.c_nvmlProcessInfo_v3_t(pid=pid, usedGpuMemory=used or 0))
+            if used is None:
+                obj.usedGpuMemory = None  # NVML_VALUE_NOT_AVAILABLE, as pynvml maps it
+            out.append(obj)
+        return out
+
+    def nvmlDeviceGetMemoryInfo(self, h: FakeGpu) -> Any:
+        g = self._dev(h, "nvmlDeviceGetMemoryInfo")
+        return real.c_nvmlMemory_t(total=g.memory_total, used=g.memory_used, free=g.memory_total - g.memory_used)
+
+    def _fabric(self, h: FakeGpu, fn: str, ref: Any, struct_cls: type) -> int:
+        g = self._dev(h, fn)
+        info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) -> struct
+        assert isinstance(info, struct_cls), f"{fn} expects a {struct_cls.__name__}"
+        if g.fabric_state is None:
+            self._raise(real.NVML_ERROR_NOT_SUPPORTED)
+        info.state, info.status = g.fabric_state, g.fabric_status
+        return real.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h: FakeGpu, ref: Any) -> int:
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfoV", ref, real.c_nvmlGpuFabricInfoV_t)
+
+    def nvmlDeviceGetGpuFabricInfo(self, h: FakeGpu, ref: Any) -> int:
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfo", ref, real.c_nvmlGpuFabricInfo_t)
+
+    def nvmlDeviceGetFieldValues(self, h: FakeGpu, field_ids: list[Any]) -> Any:
+        g = self._dev(h, "nvmlDeviceGetFieldValues")
+        values = (real.c_nvmlFieldValue_t * len(field_ids))()
+        for slot, fid in zip(values, field_ids):
+            fid, scope = fid if isinstance(fid, tuple) else (fid, 0)
+            slot.fieldId, slot.scopeId = fid, scope
+            slot.valueType, slot.nvmlReturn = real.NVML_VALUE_TYPE_UNSIGNED_INT, real.NVML_SUCCESS
+            known = {
+                real.NVML_FI_DEV_MEMORY_TEMP: g.mem_temperature,
+                real.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: g.recovery_action,
+                real.NVML_FI_DEV_NVLINK_GET_SPEED: g.nvlink_speed_mbps if g.nvlink_states else None,
+            }
+            if f"field:{fid}" in g.unsupported or known.get(fid) is None:
+                slot.nvmlReturn = real.NVML_ERROR_NOT_SUPPORTED
+            else:
+                slot.value.uiVal = ctypes.c_uint(known[fid]).value
+        return values
