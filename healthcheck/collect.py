@@ -17,9 +17,12 @@ TOOLS = {
 
 
 def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/proc",
-                   services: tuple[str, ...] = ()) -> tuple[Path, list[str]]:
-    """Write the bundle; return its path and notes about what could not be recorded."""
-    snap = snapshot_live(LiveOptions(sysfs_root, proc_root, services), utc_now_iso())
+                   services: tuple[str, ...] = (), options: LiveOptions | None = None) -> tuple[Path, list[str]]:
+    """Write the bundle; return its path and notes about what could not be recorded.
+
+    ``options`` replaces the live probing options (tests pass a fake NVML and kernel log)."""
+    opts = options or LiveOptions(sysfs_root, proc_root, services)
+    snap = snapshot_live(opts, utc_now_iso())
     raw: dict[str, str] = {}
     notes: list[str] = []
     for name, (argv, timeout) in TOOLS.items():
@@ -36,11 +39,11 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
             raw[name] = res.stdout
     if snap.gpu_pci_devices:
         try:
-            raw["dmesg.txt"] = read_kernel_log(timeout=10.0)
+            raw["dmesg.txt"] = opts.kernel_log() if opts.kernel_log else read_kernel_log(timeout=10.0)
         except (OSError, RuntimeError) as exc:
             notes.append(f"kernel log: {exc}")
     for source, err in snap.probe_errors.items():
         notes.append(f"{source}: {err.kind}: {err.message}")
-    path = write_bundle(snap, output, raw, sysfs_root, proc_root,
+    path = write_bundle(snap, output, raw, opts.sysfs_root, opts.proc_root,
                         meta_extra={"collected_by": "healthcheck collect"})
     return path, notes

@@ -34,22 +34,26 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
     lines = [f"{verdict.node}: {paint(verdict.status).strip()}  "
              f"({len(by_check)} checks, {verdict.duration_s:.3f} s, context {verdict.context})"]
     width = max((len(c) for c in by_check), default=10)
+    skipped: OrderedDict[str, list[str]] = OrderedDict()  # reason -> checks skipped for it
     for check, findings in by_check.items():
         status = worst(f.status for f in findings)
-        shown = [f for f in findings if verbose or f.status not in (Status.PASS,)]
-        if status in (Status.PASS, Status.SKIP) and not verbose:
-            if status is Status.SKIP and all(f.status is Status.SKIP for f in findings):
-                lines.append(f"  {paint(Status.SKIP)} {check.ljust(width)}  {findings[0].message}")
-            else:
-                comps = [f.component for f in findings if f.component]
-                what = f"{len(comps)} components ok" if comps else findings[0].message
-                lines.append(f"  {paint(Status.PASS)} {check.ljust(width)}  {what}")
+        if not verbose and status is Status.SKIP:
+            skipped.setdefault(findings[0].message, []).append(check)
             continue
-        for f in shown:
-            if f.status is Status.SKIP and not verbose:
+        if not verbose and status is Status.PASS:
+            comps = [f.component for f in findings if f.component and f.status is Status.PASS]
+            what = (f"{len(comps)} component{'s' if len(comps) != 1 else ''} ok"
+                    if len(comps) > 1 else findings[0].message)
+            lines.append(f"  {paint(Status.PASS)} {check.ljust(width)}  {what}")
+            continue
+        for f in findings:
+            if not verbose and f.status in (Status.PASS, Status.SKIP):
                 continue
             comp = f" [{f.component}]" if f.component else ""
             lines.append(f"  {paint(f.status)} {check.ljust(width)}  {f.message}{comp}")
+    for reason, checks in skipped.items():
+        names = checks[0] if len(checks) == 1 else f"{len(checks)} checks ({', '.join(checks)})"
+        lines.append(f"  {paint(Status.SKIP)} {names}: {reason}")
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,7 @@ class LiveOptions:
     deadlines_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEADLINES_S))
     node: str | None = None
     nvml: Any = None  # a pynvml-like module (tests); None = import pynvml when needed
+    kernel_log: Callable[[], str] | None = None  # returns the kernel log text; None = run `dmesg`
 
 
 def short_hostname() -> str:
@@ -91,7 +92,7 @@ def snapshot_live(opts: LiveOptions, taken_at: str) -> Snapshot:
     }
     if has_gpu:
         jobs["gpus"] = lambda: _gpus(opts, snap)
-        jobs["kernel_events"] = _kernel_events
+        jobs["kernel_events"] = lambda: _kernel_events(opts)
     # A GPU call that does not return means the driver is wedged: a failure of its own kind.
     run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"})
     run_bounded({"versions": lambda: _versions(opts, snap)}, opts.deadlines_s, snap)
@@ -136,10 +137,10 @@ def read_kernel_log(timeout: float = 2.5) -> str:
     return res.stdout
 
 
-def _kernel_events():
+def _kernel_events(opts: LiveOptions):
     from ..parsers.kernel_log import parse_kernel_log
 
-    return parse_kernel_log(read_kernel_log())
+    return parse_kernel_log((opts.kernel_log or read_kernel_log)())
 
 
 def _ib(opts: LiveOptions):
