@@ -272,14 +272,23 @@ _KNOWN_SERVICES = ("slurmd", "munged", "nvidia-persistenced", "nv-fabricmanager"
 
 @cli.command("checks")
 @click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]))
-def checks_cmd(context):
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
+              help="markdown: the full catalog as in docs/checks.md.")
+def checks_cmd(context, fmt):
     """List the checks: name, contexts, default thresholds and what each judges.
 
     \b
     Example:
       healthcheck checks --context prolog
+      healthcheck checks --format markdown > docs/checks.md
     """
     from .checks.registry import load_all
+
+    if fmt == "markdown":
+        from .catalog_doc import markdown
+
+        click.echo(markdown(), nl=False)
+        return
 
     for spec in load_all().values():
         if context and context not in spec.contexts:

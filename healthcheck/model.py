@@ -365,17 +365,21 @@ class Verdict:
 # ------------------------------------------------------------------------------- dict -> dataclass
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _from_dict(cls, data):
     """Rebuild a dataclass tree from plain dicts, following the type hints (no eval of input)."""
     if data is None:
         return None
-    hints = typing.get_type_hints(cls)
+    hints = _HINTS.get(cls)
+    if hints is None:  # resolving the hints is slow: once per class
+        names = {f.name for f in dataclasses.fields(cls)}
+        hints = _HINTS[cls] = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
     kwargs = {}
-    names = {f.name for f in dataclasses.fields(cls)}
     for key, value in data.items():
-        if key not in names:
-            continue  # tolerate fields written by a newer version
-        kwargs[key] = _convert(hints[key], value)
+        if key in hints:  # tolerate fields written by a newer version
+            kwargs[key] = _convert(hints[key], value)
     return cls(**kwargs)
 
 

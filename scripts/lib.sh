@@ -34,4 +34,6 @@ ensure_venv() {  # ensure_venv EXTRAS — create the venv and install the projec
     "$VENV/bin/python" -m pip install -q -e "$ROOT${extras}" 2>&1 | grep -v '^WARNING: Location' >&2 || true
     "$VENV/bin/python" -c 'import healthcheck, click, pynvml, ClusterShell' \
         || { echo "installing the project into $VENV failed" >&2; exit 1; }
+    # Compiled bytecode, even where PYTHONDONTWRITEBYTECODE is set: every prolog run pays for compiling.
+    "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/healthcheck" "$VENV/lib" >/dev/null || true
 }
