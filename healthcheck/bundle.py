@@ -179,7 +179,7 @@ def _host(root: Path, proc_root: Path, sys_root: Path, services, node: str):
         return _Statvfs(*figures[mountpoint])
 
     return probe_host(proc_root=str(proc_root), sys_root=str(sys_root), services=services,
-                      statvfs=statvfs, hostname=node)
+                      statvfs=statvfs, hostname=node, statvfs_timeout=None)
 
 
 class _Statvfs:

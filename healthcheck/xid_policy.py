@@ -3,10 +3,9 @@
 The packaged default is ``healthcheck/data/xid_policy.toml`` (one ``[[xid]]`` entry per Xid, with the
 NVIDIA document and resolution bucket it follows). A site changes single entries through its config::
 
-    [xid_policy.overrides]
+    [xid]
     13 = { action = "fail", min_count = 1 }
-    "79" = { window_s = 86400 }
-    unknown = { action = "ignore" }        # the action for Xids the policy does not list
+    79 = { window_s = 86400 }
 
 :func:`load_xid_policy` validates everything and raises only :class:`ValueError`, naming the Xid and the
 key at fault.
@@ -15,7 +14,8 @@ from __future__ import annotations
 
 import math
 import tomllib
-from importlib import resources
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .expectations import XidPolicy, XidRule
@@ -27,9 +27,18 @@ _OVERRIDE_KEYS = {"action", "window_s", "min_count", "name"}
 _MAX_XID = 65535
 
 
+DEFAULT_POLICY_FILE = Path(__file__).with_name("data") / "xid_policy.toml"
+
+
 def default_policy_text() -> str:
     """The packaged default policy (TOML text)."""
-    return resources.files("healthcheck").joinpath("data", "xid_policy.toml").read_text("utf-8")
+    return DEFAULT_POLICY_FILE.read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def _default_data() -> dict[str, Any]:
+    """The packaged policy, parsed once per process (every run judges against it)."""
+    return _read(default_policy_text())
 
 
 def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> XidPolicy:
@@ -39,7 +48,7 @@ def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> X
     the policy lacks is added (then ``action`` is required); the key ``"unknown"`` sets
     ``unknown_action`` / ``unknown_window_s`` from its ``action`` / ``window_s``.
     """
-    data = _read(default_policy_text() if text is None else text)
+    data = _default_data() if text is None else _read(text)
     rules = {number: rule for number, (rule, _meta) in _entries(data).items()}
     unknown_action = _action(data.get("unknown_action", "warn"), "unknown_action")
     unknown_window = _window(data.get("unknown_window_s", 0), "unknown_window_s")

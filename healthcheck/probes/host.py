@@ -49,10 +49,11 @@ def probe_host(proc_root: str | os.PathLike = "/proc", sys_root: str | os.PathLi
                services: Iterable[str] = (), statvfs: StatvfsFn = os.statvfs,
                hostname: str | None = None,
                mounts_filter: Callable[[Mount], bool] = is_real_filesystem,
-               statvfs_timeout: float = 2.0, with_processes: bool = True,
+               statvfs_timeout: float | None = 2.0, with_processes: bool = True,
                max_processes: int = MAX_PROCESSES) -> HostInfo:
     """Read the host's state. ``statvfs_timeout`` bounds all statvfs calls together (they run in
-    parallel daemon threads); a mount that does not answer gets option "hung" and no figures."""
+    parallel daemon threads); a mount that does not answer gets option "hung" and no figures.
+    ``statvfs_timeout=None`` calls ``statvfs`` inline (for recorded figures that cannot hang)."""
     proc = Path(proc_root)
     sys_ = Path(sys_root)
     if hostname is None:
@@ -234,7 +235,7 @@ def parse_mounts(text: str) -> list[Mount]:
 
 
 def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable[[Mount], bool],
-                timeout: float) -> None:
+                timeout: float | None) -> None:
     """Fill size/free/inodes for the mounts ``mounts_filter`` accepts, in place.
 
     Each statvfs runs in its own daemon thread and all share one deadline, so a hung NFS/Lustre
@@ -256,6 +257,11 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
         except Exception as exc:  # an injected statvfs misbehaving must not kill the probe
             results[i] = exc
 
+    if timeout is None:  # recorded figures: nothing can hang, no threads needed
+        for i, mount in enumerate(targets):
+            work(i, mount.mountpoint)
+        _apply_statvfs(targets, results, alive=lambda i: False)
+        return
     threads = []
     for i, mount in enumerate(targets):
         thread = threading.Thread(target=work, args=(i, mount.mountpoint), daemon=True,
@@ -265,8 +271,12 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
     deadline = time.monotonic() + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
+    _apply_statvfs(targets, results, alive=lambda i: threads[i].is_alive())
+
+
+def _apply_statvfs(targets: list[Mount], results: dict[int, Any], alive: Callable[[int], bool]) -> None:
     for i, mount in enumerate(targets):
-        if threads[i].is_alive() or i not in results:
+        if alive(i) or i not in results:
             if "hung" not in mount.options:
                 mount.options.append("hung")
             continue

@@ -3,6 +3,7 @@ traceback; `healthcheck check` stays lean (no pandas, sqlalchemy, numpy, rich)."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -80,3 +81,35 @@ def test_check_imports_nothing_heavy(tmp_path):
     assert loaded == [], f"heavy modules imported by `healthcheck check`: {loaded}"
     # no GPU on the (empty) bus: pynvml is not even imported
     assert "pynvml" not in mods
+
+
+def test_internal_error_exits_3_without_traceback(monkeypatch, capsys):
+    import healthcheck.runner
+    from healthcheck.cli import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(healthcheck.runner, "judge", broken)
+    monkeypatch.delenv("HEALTHCHECK_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main(["check", "--bundle", str(Path(__file__).parent), "--format", "json"])
+    assert info.value.code == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: boom" in err and "Traceback" not in err
+
+
+def test_parse_commands_print_facts(tmp_path):
+    from tests.conftest import FIXTURES
+
+    xml = FIXTURES / "nvidia-smi" / "q-x-h100-sxm-8gpu-565.57.01-healthy.xml"
+    result = CliRunner().invoke(cli, ["parse", "nvidia-smi", str(xml), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert len(data["gpus"]) == 8 and data["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    result = CliRunner().invoke(cli, ["parse", "nvidia-smi", str(xml)])
+    assert result.output.startswith("nvidia-smi xml: 8 GPUs")
+    log = tmp_path / "kern.log"
+    log.write_text("[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    result = CliRunner().invoke(cli, ["parse", "kernel-log", str(log)])
+    assert result.exit_code == 0 and "Xid 79" in result.output and "0000:3b:00.0" in result.output
