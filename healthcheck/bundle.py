@@ -6,6 +6,7 @@ Layout (every file optional; checks whose sources are absent report skip)::
     nvml.json             the GPUs as NVML reported them (GpuInfo list)
     nvidia-smi-q-x.xml    `nvidia-smi -q -x`
     nvidia-smi-q.txt      `nvidia-smi -q`
+    nvidia-smi-nvlink-status.txt, nvidia-smi-nvlink-e.txt   `nvidia-smi nvlink --status` / `-e`
     dmesg.txt             `dmesg` (kernel ring buffer)
     ibstat.txt            `ibstat`
     statvfs.json          {mountpoint: [size_bytes, free_bytes, inodes_total, inodes_free]}
@@ -148,10 +149,33 @@ def _gpus(root: Path, snap: Snapshot):
         if text is not None:
             snap.gpu_source = source
             try:
-                return parse_nvidia_smi(text).gpus
+                gpus = parse_nvidia_smi(text).gpus
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from exc
+            return _with_nvlinks(root, snap, gpus)
     return None
+
+
+NVLINK_FILES = ("nvidia-smi-nvlink-status.txt", "nvidia-smi-nvlink-e.txt")
+
+
+def _with_nvlinks(root: Path, snap: Snapshot, gpus: list[GpuInfo]) -> list[GpuInfo]:
+    """`nvidia-smi -q` carries no NVLink state: take it from the `nvlink --status` / `-e` recordings.
+    A recording that does not parse is reported under ``gpus.nvlink`` (the NVLink checks say error)."""
+    from .parsers import ParseError
+    from .parsers.nvlink import apply_to_gpus, merge_nvlinks, parse_nvlink_errors, parse_nvlink_status
+
+    parsed = []
+    for name, parse in zip(NVLINK_FILES, (parse_nvlink_status, parse_nvlink_errors)):
+        text = _text(root, name)
+        try:
+            parsed.append(parse(text) if text is not None else {})
+        except ParseError as exc:
+            snap.probe_errors["gpus.nvlink"] = ProbeError("error", f"{name}: {exc}")
+            return gpus
+    if not any(parsed):
+        return gpus
+    return apply_to_gpus(gpus, merge_nvlinks(*parsed))
 
 
 def _ib_ports(root: Path, sys_root: Path):

@@ -12,6 +12,8 @@ from .runner import utc_now_iso
 TOOLS = {
     "nvidia-smi-q-x.xml": (["nvidia-smi", "-q", "-x"], 20.0),
     "nvidia-smi-q.txt": (["nvidia-smi", "-q"], 20.0),
+    "nvidia-smi-nvlink-status.txt": (["nvidia-smi", "nvlink", "--status"], 20.0),
+    "nvidia-smi-nvlink-e.txt": (["nvidia-smi", "nvlink", "-e"], 20.0),
     "ibstat.txt": (["ibstat"], 10.0),
 }
 

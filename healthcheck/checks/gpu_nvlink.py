@@ -31,6 +31,8 @@ def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """
     name = "gpu.nvlink.state"
     expected = exp.nvlinks_per_gpu
+    if "gpus.nvlink" in snap.probe_errors:
+        return [_nvlink_source_error(name, snap)]
 
     def judge(g: GpuInfo) -> Finding:
         links = g.nvlinks
@@ -57,6 +59,12 @@ def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     return each_gpu(name, snap, judge)
 
 
+def _nvlink_source_error(name: str, snap: Snapshot) -> Finding:
+    """The NVLink recording of a bundle did not parse: cannot judge (not: no NVLink)."""
+    err = snap.probe_errors["gpus.nvlink"]
+    return finding(name, Status.ERROR, f"cannot judge: NVLink data unreadable: {err.message}")
+
+
 _COUNTERS = (("crc", "CRC"), ("replay", "replay"), ("recovery", "recovery"))
 
 
@@ -72,6 +80,8 @@ def nvlink_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     SKIP when no counter is reported.
     """
     name = "gpu.nvlink.errors"
+    if "gpus.nvlink" in snap.probe_errors:
+        return [_nvlink_source_error(name, snap)]
 
     def judge(g: GpuInfo) -> Finding:
         links = g.nvlinks or []

@@ -209,3 +209,45 @@ def test_corpus_recordings_as_bundles(tmp_path, path):
         assert check in failing, (path.name, failing)
     if not expected and "healthy" in path.name:
         assert not failing, (path.name, failing)
+
+
+NVLINK = FIXTURES / "nvlink"
+
+
+def _xml_bundle(tmp_path: Path, status: str | None, errors: str | None) -> Path:
+    bundle = tmp_path / "nv"
+    bundle.mkdir()
+    (bundle / "nvidia-smi-q-x.xml").write_text(HEALTHY_XML.read_text())
+    if status is not None:
+        (bundle / "nvidia-smi-nvlink-status.txt").write_text(status)
+    if errors is not None:
+        (bundle / "nvidia-smi-nvlink-e.txt").write_text(errors)
+    return bundle
+
+
+def test_nvlink_recordings_complete_nvidia_smi_bundles(tmp_path):
+    bundle = _xml_bundle(tmp_path, (NVLINK / "nvlink-s-h100x8-gpu3-link5-inactive.txt").read_text(),
+                         (NVLINK / "nvlink-e-h100x8-gpu5-link11-replay-crc.txt").read_text())
+    snap = snapshot_from_bundle(bundle)
+    assert all(g.nvlinks is not None and len(g.nvlinks) == 18 for g in snap.gpus)
+    exp = loads('[defaults]\nnvlinks_per_gpu = 18\n').expectations_for("x")
+    verdict = judge(snap, exp, only=["gpu.nvlink.*"])
+    by = statuses(verdict)
+    assert by[("gpu.nvlink.state", "gpu3")] is Status.FAIL
+    assert by[("gpu.nvlink.state", "gpu0")] is Status.PASS
+    assert by[("gpu.nvlink.errors", "gpu5")] is Status.WARN  # recovery errors: link retrained
+    assert by[("gpu.nvlink.errors", "gpu0")] is Status.PASS
+
+
+def test_without_nvlink_recordings_nvlink_checks_skip(tmp_path):
+    verdict = judge(snapshot_from_bundle(_xml_bundle(tmp_path, None, None)), default_expectations(),
+                    only=["gpu.nvlink.*"])
+    assert {f.status for f in verdict.findings} == {Status.SKIP}
+
+
+def test_unreadable_nvlink_recording_is_an_error_not_a_skip(tmp_path):
+    snap = snapshot_from_bundle(_xml_bundle(tmp_path, "garbage\n", None))
+    assert "gpus.nvlink" in snap.probe_errors and len(snap.gpus) == 8
+    verdict = judge(snap, default_expectations(), only=["gpu.nvlink.*"])
+    assert {f.status for f in verdict.findings} == {Status.ERROR}
+    assert "nvidia-smi-nvlink-status.txt" in verdict.findings[0].message
