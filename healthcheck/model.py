@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from .model_codec import from_dict as _from_dict  # noqa: F401 - also imported from here (bundle)
 
 
 class Status(str, enum.Enum):
@@ -131,6 +131,11 @@ class GpuInfo:
     # The driver says the GPU needs a reset (NVML GPU recovery action / "Pending" remap needs reset)
     reset_required: bool | None = None
     recovery_action: str | None = None
+    # Headroom below the GPU's slowdown limit (Hopper+ "GPU T.Limit Temp", NVML margin temperature):
+    # degrees Celsius, <= 0 at or over the limit. Reported where absolute thresholds may not be.
+    temp_tlimit_margin_c: float | None = None
+    performance_state: str | None = None  # "P0" (max performance) .. "P12"/"P15" (min); None unknown
+    utilization_gpu_pct: float | None = None  # % of the last sample period a kernel was running
 
     @property
     def component(self) -> str:
@@ -191,6 +196,7 @@ class IbPort:
     hca_type: str | None = None
     pci_bus_id: str | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    board_id: str | None = None  # PSID, e.g. "MT_0000000838" (sysfs board_id; ibstat does not print it)
 
     @property
     def component(self) -> str:
@@ -360,46 +366,6 @@ class Verdict:
             "duration_s": round(self.duration_s, 6),
             "results": [f.to_dict() for f in self.findings],
         }
-
-
-# ------------------------------------------------------------------------------- dict -> dataclass
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _from_dict(cls, data):
-    """Rebuild a dataclass tree from plain dicts, following the type hints (no eval of input)."""
-    if data is None:
-        return None
-    hints = _HINTS.get(cls)
-    if hints is None:  # resolving the hints is slow: once per class
-        names = {f.name for f in dataclasses.fields(cls)}
-        hints = _HINTS[cls] = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
-    kwargs = {}
-    for key, value in data.items():
-        if key in hints:  # tolerate fields written by a newer version
-            kwargs[key] = _convert(hints[key], value)
-    return cls(**kwargs)
-
-
-def _convert(hint, value):
-    if value is None:
-        return None
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        non_none = [a for a in args if a is not type(None)]
-        return _convert(non_none[0], value) if len(non_none) == 1 else value
-    if dataclasses.is_dataclass(hint):
-        return _from_dict(hint, value)
-    if hint is Status:
-        return Status(value)
-    if origin is list:
-        return [_convert(args[0], v) for v in value] if args else list(value)
-    if origin is dict:
-        return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
-    return value
 
 
 def normalize_pci_bus_id(bus_id: str | None) -> str | None:

@@ -6,7 +6,9 @@ Limits come from the GPU itself (NVML nvmlDeviceGetTemperatureThreshold: SHUTDOW
 GPU_MAX, MEM_MAX; e.g. H100 SXM: shutdown 92 C, slowdown 89 C, max operating 87 C, memory 95 C).
 Newer drivers on Hopper print "T.Limit" temperatures instead: offsets from the limit (shutdown -8,
 slowdown -2, max operating 0). A limit below ``min_plausible_limit_c`` (30 C) is therefore treated as
-not reported rather than compared with an absolute temperature.
+not reported rather than compared with an absolute temperature. Those drivers report the headroom
+instead ("GPU T.Limit Temp", NVML nvmlDeviceGetMarginTemperature: degrees below the nearest slowdown
+threshold), which is judged when no absolute slowdown limit is known.
 
 Throttle reasons are NVML's clock event reasons (nvmlClocksEventReason*): HW slowdown (with its
 thermal and power-brake sub-reasons) means the board protects itself (overheating, failing power
@@ -30,32 +32,41 @@ def _limit(value: float | None, minimum: float) -> float | None:
 
 @check("gpu.temperature", needs=("gpus",), contexts=ALL_CONTEXTS,
        thresholds={"fail_margin_c": 2, "warn_margin_c": 5, "max_c": None,
-                   "min_plausible_limit_c": 30})
+                   "min_plausible_limit_c": 30, "tlimit_fail_margin_c": 0})
 def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """GPU and memory temperatures stay clear of the GPU's own slowdown and shutdown limits.
 
     GPU: FAIL at or above the slowdown limit, at or above shutdown - ``fail_margin_c`` (2; matters
     when no slowdown limit is reported), or at or above ``max_c`` (absolute override, None: off);
     WARN at or above slowdown - ``warn_margin_c`` (5) or at or above the max operating temperature.
+    When no absolute slowdown limit is reported (Hopper and newer drivers print T.Limit offsets) but
+    the T.Limit margin is (degrees below the slowdown limit): FAIL at a margin of
+    ``tlimit_fail_margin_c`` (0: at or over the limit) or less, WARN at ``warn_margin_c`` or less.
     Memory: FAIL at or above its max operating temperature, WARN within ``warn_margin_c`` of it.
-    SKIP when the temperature is not reported.
+    SKIP when neither temperature nor margin is reported.
     """
     name = "gpu.temperature"
     fail_margin = float(t.get("fail_margin_c") or 0)
     warn_margin = float(t.get("warn_margin_c") or 0)
     max_c = t.get("max_c")
     plausible = float(t.get("min_plausible_limit_c") or 0)
+    tlimit_fail = float(t.get("tlimit_fail_margin_c") or 0)
 
     def judge(g: GpuInfo) -> Finding:
-        temp, mem = g.temperature_c, g.mem_temperature_c
-        if temp is None and mem is None:
+        temp, mem, margin = g.temperature_c, g.mem_temperature_c, g.temp_tlimit_margin_c
+        if temp is None and mem is None and margin is None:
             return not_reported(name, g, "temperature")
         slow = _limit(g.temp_slowdown_c, plausible)
         shut = _limit(g.temp_shutdown_c, plausible)
         maxop = _limit(g.temp_max_operating_c, plausible)
         mem_max = _limit(g.mem_temp_max_c, plausible)
-        metrics = {"temperature_c": temp, "mem_temperature_c": mem}
+        metrics = {"temperature_c": temp, "mem_temperature_c": mem, "temp_tlimit_margin_c": margin}
+        by_margin = slow is None and margin is not None
         fails, warns = [], []
+        if by_margin and margin <= tlimit_fail:
+            fails.append(f"GPU T.Limit margin {margin:g} C: at or over the slowdown limit")
+        elif by_margin and margin <= warn_margin:
+            warns.append(f"GPU T.Limit margin {margin:g} C: within {warn_margin:g} C of slowdown")
         if temp is not None:
             if max_c is not None and temp >= max_c:
                 fails.append(f"GPU {temp:g} C >= limit {max_c:g} C")
@@ -77,8 +88,10 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
         if warns:
             return finding(name, Status.WARN, "; ".join(warns), g.component, **metrics)
         parts = []
-        if temp is not None:
-            parts.append(f"GPU {temp:g} C" + (f" (slowdown {slow:g} C)" if slow is not None else ""))
+        if temp is not None or by_margin:
+            limit = (f" (slowdown {slow:g} C)" if slow is not None
+                     else f" (T.Limit margin {margin:g} C)" if by_margin else "")
+            parts.append(("GPU" if temp is None else f"GPU {temp:g} C") + limit)
         if mem is not None:
             parts.append(f"memory {mem:g} C" + (f" (max {mem_max:g} C)" if mem_max is not None else ""))
         return finding(name, Status.PASS, ", ".join(parts), g.component, **metrics)

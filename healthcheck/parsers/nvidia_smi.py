@@ -110,6 +110,16 @@ def to_float(raw: str | None) -> float | None:
     return float(match.group()) if match else None
 
 
+_PSTATE = re.compile(r"P(\d{1,2})", re.IGNORECASE)
+
+
+def to_pstate(raw: str | None) -> str | None:
+    """'P0' / 'p8' -> 'P0' / 'P8'; 'Unknown', 'N/A' and anything else -> None."""
+    value = clean(raw)
+    match = _PSTATE.fullmatch(value) if value else None
+    return f"P{int(match.group(1))}" if match else None
+
+
 def to_bool(raw: str | None) -> bool | None:
     """Yes/Enabled/Active -> True; No/Disabled/Not Active -> False; anything else None."""
     value = (clean(raw) or "").lower()
@@ -141,8 +151,12 @@ _SCALARS: list[tuple[str, Callable[[str | None], object], str]] = [
     ("remap_pending", to_bool, "remappedrows/remappedrowpending remappedrows/pending"),
     ("remap_failure", to_bool,
      "remappedrows/remappedrowfailure remappedrows/remappingfailureoccurred"),
-    # Absolute thresholds only: the "T.Limit" variants (Hopper+) are offsets from T.Limit, not temps.
+    # Absolute thresholds only: the "GPU Shutdown/Slowdown/Max Operating T.Limit Temp" lines (Hopper,
+    # R545+; XML gpu_temp_*_tlimit_threshold) are offsets from T.Limit (-8, -2, 0), not temperatures,
+    # and their labels normalise to other keys. "GPU T.Limit Temp" (XML gpu_temp_tlimit) is the
+    # current headroom below T.Limit; "N/A" on GPUs without it (A10, 535).
     ("temperature_c", to_float, "temperature/gputemp temperature/gpucurrenttemp"),
+    ("temp_tlimit_margin_c", to_float, "temperature/gputemptlimit temperature/gputlimittemp"),
     ("temp_slowdown_c", to_float, "temperature/gputempslowthreshold temperature/gpuslowdowntemp"),
     ("temp_shutdown_c", to_float, "temperature/gputempmaxthreshold temperature/gpushutdowntemp"),
     ("temp_max_operating_c", to_float,
@@ -169,6 +183,8 @@ _SCALARS: list[tuple[str, Callable[[str | None], object], str]] = [
     ("memory_used_mib", to_float, "fbmemoryusage/used"),
     ("memory_total_mib", to_float, "fbmemoryusage/total"),
     ("fabric_status", clean, "fabric/status"),
+    ("performance_state", to_pstate, "performancestate"),  # "Performance State : P0" / <performance_state>
+    ("utilization_gpu_pct", to_float, "utilization/gpuutil utilization/gpu"),  # "23 %"
 ]
 
 _THROTTLE = {

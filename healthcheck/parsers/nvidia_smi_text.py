@@ -34,7 +34,7 @@ GPU_SECTIONS = frozenset({
     "productname", "gpuuuid", "serialnumber", "persistencemode", "pci", "eccmode", "eccerrors",
     "retiredpages", "remappedrows", "temperature", "fbmemoryusage", "clockseventreasons",
     "clocksthrottlereasons", "gpupowerreadings", "powerreadings", "fabric", "processes",
-    "gpuresetstatus", "gpurecoveryaction",
+    "gpuresetstatus", "gpurecoveryaction", "performancestate", "utilization",
 })
 
 

@@ -4,7 +4,7 @@ Layout read (kernel Documentation/infiniband/sysfs.txt, ABI sysfs-class-infiniba
 
     class/infiniband/<dev>/fw_ver            "28.39.1002"
     class/infiniband/<dev>/hca_type          "MT4129"
-    class/infiniband/<dev>/board_id          "MT_0000000838"   (not kept: IbPort has no field for it)
+    class/infiniband/<dev>/board_id          "MT_0000000838"   (the PSID: board variant + firmware image)
     class/infiniband/<dev>/device  -> ../../../0000:1a:00.0    (the PCI function)
     class/infiniband/<dev>/ports/<n>/state       "4: ACTIVE"
     class/infiniband/<dev>/ports/<n>/phys_state  "5: LinkUp"
@@ -23,7 +23,7 @@ import re
 
 from ..model import IbPort, normalize_pci_bus_id
 from ..parsers import ParseError
-from .pcie import list_dir, read_text, resolve_in_root
+from .pcie import list_dir, parse_or_none, read_text, resolve_in_root
 
 # "4: ACTIVE", "1: DOWN", "2: INIT", "3: ARMED", "5: ACTIVE_DEFER"; phys_state "5: LinkUp",
 # "2: Polling", "3: Disabled", "7: Phy Test" (the name may contain spaces).
@@ -86,15 +86,6 @@ def _natural_key(name: str):
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def _parsed(parser, text: str | None):
-    if text is None:
-        return None
-    try:
-        return parser(text)
-    except ParseError:
-        return None
-
-
 def _pci_address(devdir: str, root: str, relpath: str) -> str | None:
     """PCI address of the HCA: basename of the ``device`` link target (live sysfs), else the
     ``PCI_SLOT_NAME=`` line of ``device/uevent`` (a copy that kept the link as a folder), else the
@@ -122,7 +113,7 @@ def _read_counters(folder: str, prefix: str = "", skip: frozenset[str] = frozens
     for name in list_dir(folder):
         if name in skip:
             continue
-        value = _parsed(parse_counter, read_text(os.path.join(folder, name)))
+        value = parse_or_none(parse_counter, read_text(os.path.join(folder, name)))
         if value is not None:
             counters[prefix + name] = value
     return counters
@@ -142,6 +133,7 @@ def probe_ib_ports(sysfs_root: str = "/sys", *, counters: bool = True) -> list[I
         devdir = resolve_in_root(root, rel)
         firmware = read_text(os.path.join(devdir, "fw_ver")) or None
         hca_type = read_text(os.path.join(devdir, "hca_type")) or None
+        board_id = read_text(os.path.join(devdir, "board_id")) or None
         pci = _pci_address(devdir, root, rel)
         ports_dir = os.path.join(devdir, "ports")
         for name in sorted((n for n in list_dir(ports_dir) if n.isascii() and n.isdigit()), key=int):
@@ -153,13 +145,14 @@ def probe_ib_ports(sysfs_root: str = "/sys", *, counters: bool = True) -> list[I
             ports.append(IbPort(
                 device=dev,
                 port=int(name),
-                state=_parsed(parse_port_state, read_text(os.path.join(pdir, "state"))),
-                phys_state=_parsed(parse_phys_state, read_text(os.path.join(pdir, "phys_state"))),
-                rate_gbps=_parsed(parse_rate, read_text(os.path.join(pdir, "rate"))),
+                state=parse_or_none(parse_port_state, read_text(os.path.join(pdir, "state"))),
+                phys_state=parse_or_none(parse_phys_state, read_text(os.path.join(pdir, "phys_state"))),
+                rate_gbps=parse_or_none(parse_rate, read_text(os.path.join(pdir, "rate"))),
                 link_layer=read_text(os.path.join(pdir, "link_layer")) or None,
                 firmware=firmware,
                 hca_type=hca_type,
                 pci_bus_id=pci,
                 counters=values,
+                board_id=board_id,
             ))
     return ports

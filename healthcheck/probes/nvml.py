@@ -79,6 +79,11 @@ def _milli(value: Any) -> float:
     return float(value) / 1000.0
 
 
+def _pstate(value: Any) -> str | None:
+    """NVML_PSTATE_0..15 -> "P0".."P15"; NVML_PSTATE_UNKNOWN (32) and anything else -> None."""
+    return f"P{int(value)}" if 0 <= int(value) <= 15 else None
+
+
 def _cuda_version(value: Any) -> str:
     """NVML encodes CUDA 12.4 as 12040 (1000 * major + 10 * minor)."""
     return f"{int(value) // 1000}.{(int(value) % 1000) // 10}"
@@ -108,6 +113,11 @@ _SIMPLE: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
     ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
     ("pcie_replay_count", "nvmlDeviceGetPcieReplayCounter", (), int),
     ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), bool),
+    # Degrees below the nearest slowdown threshold (c_nvmlMarginTemperature_v1_t); older drivers and
+    # pynvml lack it (FunctionNotFound / AttributeError: stays None).
+    ("temp_tlimit_margin_c", "nvmlDeviceGetMarginTemperature", (), float),
+    ("performance_state", "nvmlDeviceGetPerformanceState", (), _pstate),
+    ("utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", (), lambda u: float(u.gpu)),
 ) + tuple(  # ecc_{corrected,uncorrected}_{volatile,aggregate}
     (f"ecc_{kind}_{scope}", "nvmlDeviceGetTotalEccErrors",
      (f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", f"NVML_{scope.upper()}_ECC"), int)

@@ -150,7 +150,8 @@ def list_dir(path: str) -> list[str]:
         return []
 
 
-def _parsed(parser, text: str | None):
+def parse_or_none(parser, text: str | None):
+    """``parser(text)``, or None when the file was unreadable or its content does not parse."""
     if text is None:
         return None
     try:
@@ -187,10 +188,10 @@ def probe_pcie_links(sysfs_root: str = "/sys") -> list[PcieLink]:
             kind=kind,
             vendor=vendor.lower(),
             device=(read_text(os.path.join(dev, "device")) or "").lower() or None,
-            speed_current_gts=_parsed(parse_link_speed, read_text(os.path.join(dev, "current_link_speed"))),
-            speed_max_gts=_parsed(parse_link_speed, read_text(os.path.join(dev, "max_link_speed"))),
-            width_current=_parsed(parse_link_width, read_text(os.path.join(dev, "current_link_width"))),
-            width_max=_parsed(parse_link_width, read_text(os.path.join(dev, "max_link_width"))),
+            speed_current_gts=parse_or_none(parse_link_speed, read_text(os.path.join(dev, "current_link_speed"))),
+            speed_max_gts=parse_or_none(parse_link_speed, read_text(os.path.join(dev, "max_link_speed"))),
+            width_current=parse_or_none(parse_link_width, read_text(os.path.join(dev, "current_link_width"))),
+            width_max=parse_or_none(parse_link_width, read_text(os.path.join(dev, "max_link_width"))),
             name=name,
         ))
     return links

@@ -55,6 +55,8 @@ def h100(index: int = 0, **changes: Any) -> GpuInfo:
         memory_used_mib=2.0, memory_total_mib=81559.0,
         fabric_state="completed", fabric_status="Success",
         reset_required=False, recovery_action="none",
+        # Idle H100 with persistence mode: P0 at 0 %; 56 C below slowdown (89 - 33), as NVML reports.
+        temp_tlimit_margin_c=56.0, performance_state="P0", utilization_gpu_pct=0.0,
     )
     return dataclasses.replace(gpu, **changes) if changes else gpu
 

@@ -2,6 +2,8 @@
 describes are found, healthy recordings raise nothing. Skips when the corpus is absent."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from healthcheck.checks import registry
@@ -62,10 +64,32 @@ def test_nvidia_smi_recordings(path):
 @pytest.mark.parametrize("path", corpus_params("nvidia-smi", "q-x-geforce-rtx2080ti*"))
 def test_idle_geforce_at_gen1_is_not_a_failure(path):
     # P8, 0 % utilisation, SW power cap "Active" but idle "Not Active", PCIe Gen1 of 3: power saving.
+    # The utilisation settles it (the clock event reasons alone made gpu1 look "not idle": WARN).
     result = nvidia_smi.parse_nvidia_smi(path.read_text(encoding="utf-8"))
     snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", gpus=result.gpus)
-    statuses = {f.component: f.status for f in _judge(snap, ["gpu.pcie.link"])}
-    assert statuses == {"gpu0": Status.PASS, "gpu1": Status.WARN}
+    findings = {f.component: f for f in _judge(snap, ["gpu.pcie.link"])}
+    assert {c: f.status for c, f in findings.items()} == {"gpu0": Status.PASS, "gpu1": Status.PASS}
+    assert findings["gpu1"].message == ("PCIe Gen1 x16 (gen not judged at 0 % utilisation, P8: "
+                                        "idle GPUs lower it to save power)")
+    without_load = [dataclasses.replace(g, utilization_gpu_pct=None) for g in result.gpus]
+    snap = dataclasses.replace(snap, gpus=without_load)
+    assert {f.component: f.status for f in _judge(snap, ["gpu.pcie.link"])} == {
+        "gpu0": Status.PASS, "gpu1": Status.WARN}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params("nvidia-smi", "q-x-tesla-k80x4*"))
+def test_busy_k80_at_full_gen_passes_idle_at_gen1_passes(path):
+    # GPUs 0-1: P0 at 99 %, Gen3 of 3; GPUs 2-3: P8 at 0 %, Gen1 of 3.
+    gpus = nvidia_smi.parse_nvidia_smi(path.read_text(encoding="utf-8")).gpus
+    snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", gpus=gpus)
+    assert {f.component: f.status for f in _judge(snap, ["gpu.pcie.link"])} == {
+        f"gpu{i}": Status.PASS for i in range(4)}
+    # The same busy GPU downtrained to Gen1: a real fault.
+    slow = dataclasses.replace(gpus[0], pcie_gen_current=1)
+    (f,) = _judge(dataclasses.replace(snap, gpus=[slow]), ["gpu.pcie.link"])
+    assert f.status is Status.FAIL
+    assert f.message == "PCIe Gen1 x16: Gen1 of Gen3 under load (99 % utilisation at P0)"
 
 
 EXPECTED_XID = {

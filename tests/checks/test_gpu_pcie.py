@@ -1,6 +1,8 @@
 """gpu.pcie.link, gpu.pcie.replays."""
 from __future__ import annotations
 
+import pytest
+
 from healthcheck.expectations import Expectations, PcieExpect
 from healthcheck.model import Status
 
@@ -25,27 +27,74 @@ def test_width_below_max_fails():
 
 
 def test_low_gen_at_idle_not_judged():
-    snap = with_gpu(snapshot(), 0, pcie_gen_current=1)  # builder GPUs are idle
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=1)  # builder GPUs are idle: P0 at 0 %
     f = by_component(run("gpu.pcie.link", snap))["gpu0"]
-    assert f.status is PASS and "gen not judged" in f.message
+    assert f.status is PASS
+    assert f.message == ("PCIe Gen1 x16 (gen not judged at 0 % utilisation, P0: "
+                         "idle GPUs lower it to save power)")
+
+
+@pytest.mark.parametrize("util, pstate, status", [
+    (23.0, "P0", FAIL),   # P0 with any load: busy
+    (50.0, "P2", FAIL),   # at the busy threshold in any P-state
+    (100.0, None, FAIL),
+    (49.0, "P2", PASS),   # light load below P0: the gen may be lowered
+    (0.0, "P0", PASS),    # an idle H100 in persistence mode sits in P0
+    (0.0, "P8", PASS),
+    (1.0, None, PASS),
+])
+def test_low_gen_judged_by_load(util, pstate, status):
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=4, utilization_gpu_pct=util,
+                    performance_state=pstate, throttle_reasons=[])
+    assert by_component(run("gpu.pcie.link", snap))["gpu0"].status is status
+
+
+def test_low_gen_under_load_fails_whatever_gen_action():
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=3, utilization_gpu_pct=97.0,
+                    throttle_reasons=["sw_power_cap"])
+    f = by_component(run("gpu.pcie.link", snap))["gpu0"]
+    assert f.status is FAIL
+    assert f.message == "PCIe Gen3 x16: Gen3 of Gen5 under load (97 % utilisation at P0)"
+    assert by_component(run("gpu.pcie.link", snap, gen_action="warn"))["gpu0"].status is FAIL
+    # full gen under the same load passes
+    ok = with_gpu(snapshot(), 0, utilization_gpu_pct=97.0)
+    assert by_component(run("gpu.pcie.link", ok))["gpu0"].status is PASS
+
+
+def test_busy_threshold_configurable():
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=4, utilization_gpu_pct=30.0,
+                    performance_state="P2")
+    assert by_component(run("gpu.pcie.link", snap))["gpu0"].status is PASS
+    assert by_component(run("gpu.pcie.link", snap, busy_util_pct=25))["gpu0"].status is FAIL
 
 
 def test_low_gen_when_unknown_load_not_judged():
-    snap = with_gpu(snapshot(), 0, pcie_gen_current=1, throttle_reasons=None)
-    assert by_component(run("gpu.pcie.link", snap))["gpu0"].status is PASS
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=1, throttle_reasons=None,
+                    utilization_gpu_pct=None, performance_state=None)
+    f = by_component(run("gpu.pcie.link", snap))["gpu0"]
+    assert f.status is PASS and "gen not judged with load unknown" in f.message
 
 
-def test_low_gen_under_load_warns_or_fails_by_config():
-    snap = with_gpu(snapshot(), 0, pcie_gen_current=4, throttle_reasons=["sw_power_cap"])
+def test_low_gen_without_utilisation_but_not_idle_warns_or_fails_by_config():
+    # no utilisation (older bundle): the clock event reasons say "not idle", a guess -> WARN
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=4, throttle_reasons=["sw_power_cap"],
+                    utilization_gpu_pct=None)
     f = by_component(run("gpu.pcie.link", snap))["gpu0"]
     assert f.status is WARN and f.message == "PCIe Gen4 x16: Gen4 of Gen5 while not idle"
     assert by_component(run("gpu.pcie.link", snap, gen_action="fail"))["gpu0"].status is FAIL
+    idle = with_gpu(snap, 0, throttle_reasons=["gpu_idle"])
+    f = by_component(run("gpu.pcie.link", idle))["gpu0"]
+    assert f.status is PASS and "gen not judged while idle" in f.message
 
 
 def test_low_gen_with_low_width_is_one_fail():
-    snap = with_gpu(snapshot(), 0, pcie_gen_current=3, pcie_width_current=8, throttle_reasons=[])
+    snap = with_gpu(snapshot(), 0, pcie_gen_current=3, pcie_width_current=8, throttle_reasons=[],
+                    utilization_gpu_pct=None)
     f = by_component(run("gpu.pcie.link", snap))["gpu0"]
     assert f.status is FAIL and f.message == "PCIe Gen3 x8: width x8 of x16; Gen3 of Gen5 while not idle"
+    busy = with_gpu(snap, 0, utilization_gpu_pct=88.0)
+    f = by_component(run("gpu.pcie.link", busy))["gpu0"]
+    assert f.message == "PCIe Gen3 x8: width x8 of x16; Gen3 of Gen5 under load (88 % utilisation at P0)"
 
 
 def test_judge_gen_at_idle_override():

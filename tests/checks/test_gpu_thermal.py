@@ -17,7 +17,7 @@ def test_idle_temperature_passes_with_metrics():
     f = run("gpu.temperature", snapshot())[0]
     assert f.status is PASS
     assert f.message == "GPU 33 C (slowdown 89 C), memory 41 C (max 95 C)"
-    assert f.metrics == {"temperature_c": 33.0, "mem_temperature_c": 41.0}
+    assert f.metrics == {"temperature_c": 33.0, "mem_temperature_c": 41.0, "temp_tlimit_margin_c": 56.0}
 
 
 @pytest.mark.parametrize("temp, status", [
@@ -59,13 +59,60 @@ def test_absolute_max_override():
 def test_tlimit_offsets_not_taken_as_limits():
     # 545+ drivers on Hopper print T.Limit offsets: shutdown -8, slowdown -2, max operating 0
     gpu = h100(0, temperature_c=33, temp_shutdown_c=-8, temp_slowdown_c=-2, temp_max_operating_c=0,
-               mem_temp_max_c=0)
+               mem_temp_max_c=0, temp_tlimit_margin_c=None)
     f = only(run("gpu.temperature", snapshot(gpus=[gpu])))
     assert f.status is PASS and f.message == "GPU 33 C, memory 41 C"
 
 
+def hopper(margin: float | None, **changes) -> list:
+    """An H100 as nvidia-smi -q shows it on 545+: T.Limit offsets only, headroom ``margin``."""
+    return [h100(0, temp_shutdown_c=None, temp_slowdown_c=None, temp_max_operating_c=None,
+                 mem_temp_max_c=None, temp_tlimit_margin_c=margin, **changes)]
+
+
+@pytest.mark.parametrize("margin, status", [
+    (55, PASS), (5.1, PASS), (5, WARN), (1, WARN), (0.5, WARN), (0, FAIL), (-2, FAIL), (-8, FAIL),
+])
+def test_tlimit_margin_judged_without_absolute_limits(margin, status):
+    f = only(run("gpu.temperature", snapshot(gpus=hopper(margin))))
+    assert f.status is status, f.message
+    assert f.metrics["temp_tlimit_margin_c"] == margin
+
+
+def test_tlimit_margin_messages():
+    f = only(run("gpu.temperature", snapshot(gpus=hopper(55))))
+    assert f.message == "GPU 33 C (T.Limit margin 55 C), memory 41 C"
+    f = only(run("gpu.temperature", snapshot(gpus=hopper(3, temperature_c=84))))
+    assert f.message == "GPU T.Limit margin 3 C: within 5 C of slowdown"
+    f = only(run("gpu.temperature", snapshot(gpus=hopper(-1, temperature_c=88))))
+    assert f.message == "GPU T.Limit margin -1 C: at or over the slowdown limit"
+
+
+def test_tlimit_margin_thresholds_configurable():
+    snap = snapshot(gpus=hopper(2))
+    assert only(run("gpu.temperature", snap)).status is WARN
+    assert only(run("gpu.temperature", snap, tlimit_fail_margin_c=2)).status is FAIL
+    assert only(run("gpu.temperature", snap, warn_margin_c=1)).status is PASS
+
+
+def test_absolute_limits_win_over_the_margin():
+    # both known (NVML on Hopper): the absolute slowdown limit decides, as before
+    gpu = h100(0, temperature_c=70, temp_tlimit_margin_c=-3)
+    assert only(run("gpu.temperature", snapshot(gpus=[gpu]))).status is PASS
+    gpu = h100(0, temperature_c=89, temp_tlimit_margin_c=40)
+    assert only(run("gpu.temperature", snapshot(gpus=[gpu]))).status is FAIL
+
+
+def test_margin_alone_is_enough_to_judge():
+    gpus = hopper(0, temperature_c=None, mem_temperature_c=None)
+    f = only(run("gpu.temperature", snapshot(gpus=gpus)))
+    assert f.status is FAIL and f.metrics == {"temp_tlimit_margin_c": 0.0}
+    f = only(run("gpu.temperature", snapshot(gpus=hopper(30, temperature_c=None, mem_temperature_c=None))))
+    assert f.status is PASS and f.message == "GPU (T.Limit margin 30 C)"
+
+
 def test_temperature_not_reported():
-    gpu = h100(0, temperature_c=None, mem_temperature_c=None)
+    gpu = h100(0, temperature_c=None, mem_temperature_c=None, temp_tlimit_margin_c=None)
     assert only(run("gpu.temperature", snapshot(gpus=[gpu]))).status is SKIP
 
 

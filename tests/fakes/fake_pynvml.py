@@ -58,6 +58,9 @@ class FakeGpu:
     fabric_state: int | None = real.NVML_GPU_FABRIC_STATE_COMPLETED  # None: NotSupported
     fabric_status: int = real.NVML_SUCCESS
     recovery_action: int = real.NVML_GPU_RECOVERY_ACTION_NONE
+    margin_temperature: int = 56  # degrees below the slowdown threshold (89 - 33)
+    pstate: int = real.NVML_PSTATE_0  # H100 stays in P0 at idle with persistence mode on
+    utilization: tuple[int, int] = (0, 0)  # gpu %, memory %
     unsupported: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
     lost: bool = False
@@ -78,10 +81,12 @@ def h100_node(n: int = 8) -> list[FakeGpu]:
 
 
 def old_gpu() -> FakeGpu:
-    """A V100-PCIe-like GPU: no NVLink, no fabric, no row remapping (page retirement instead)."""
+    """A V100-PCIe-like GPU: no NVLink, no fabric, no row remapping (page retirement instead), no
+    margin temperature."""
     return FakeGpu(
         name="Tesla V100-PCIE-32GB", vbios="88.00.80.00.01", pcie=(3, 3, 16, 16), nvlink_states=None,
-        fabric_state=None, unsupported={"nvmlDeviceGetRemappedRows", "field:230"},
+        fabric_state=None, pstate=real.NVML_PSTATE_8,
+        unsupported={"nvmlDeviceGetRemappedRows", "field:230", "nvmlDeviceGetMarginTemperature"},
         retired_pages={real.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: [0x1000, 0x2000],
                        real.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: [0x3000]},
         memory_total=32_510 * 1024 * 1024,
@@ -215,6 +220,16 @@ class FakeNvml:
         if threshold not in g.thresholds:
             self._raise(real.NVML_ERROR_NOT_SUPPORTED)
         return g.thresholds[threshold]
+
+    def nvmlDeviceGetMarginTemperature(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetMarginTemperature").margin_temperature
+
+    def nvmlDeviceGetPerformanceState(self, h: FakeGpu) -> int:
+        return self._dev(h, "nvmlDeviceGetPerformanceState").pstate
+
+    def nvmlDeviceGetUtilizationRates(self, h: FakeGpu) -> Any:
+        g = self._dev(h, "nvmlDeviceGetUtilizationRates")
+        return real.c_nvmlUtilization_t(gpu=g.utilization[0], memory=g.utilization[1])
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeGpu) -> int:
         return self._dev(h, "nvmlDeviceGetCurrentClocksEventReasons").clock_reasons

@@ -1,12 +1,14 @@
 """InfiniBand sysfs probe: value parsers and the class/infiniband walk over fixture trees."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from healthcheck.model import Snapshot
 from healthcheck.parsers import ParseError
 from healthcheck.probes.infiniband import (
     parse_counter,
@@ -16,6 +18,7 @@ from healthcheck.probes.infiniband import (
     probe_ib_ports,
 )
 from tests.fixtures.sysfs_builder import (
+    CX7_BOARD,
     CX7_FW,
     CX7_TYPE,
     HCA_ADDRS,
@@ -107,7 +110,7 @@ def test_probe_healthy_cx7_node(tmp_path):
     for port in ports:
         assert (port.state, port.phys_state, port.rate_gbps, port.link_layer) == (
             "ACTIVE", "LinkUp", 400.0, "InfiniBand")
-        assert (port.firmware, port.hca_type) == (CX7_FW, CX7_TYPE)
+        assert (port.firmware, port.hca_type, port.board_id) == (CX7_FW, CX7_TYPE, CX7_BOARD)
         assert port.pci_bus_id == layout.hcas[port.device]
         assert set(IB_COUNTERS) <= set(port.counters)
         assert {"hw_" + c for c in HW_COUNTERS} <= set(port.counters)
@@ -170,8 +173,9 @@ def test_probe_unreadable_and_junk_files(tmp_path):
     (port.parent / "not-a-port").mkdir()
     dev = tmp_path / "class" / "infiniband" / "mlx5_0"
     (dev / "fw_ver").unlink()
+    (dev / "board_id").unlink()
     [p] = probe_ib_ports(str(tmp_path))
-    assert p.state is None and p.phys_state is None and p.firmware is None
+    assert p.state is None and p.phys_state is None and p.firmware is None and p.board_id is None
     assert "symbol_error" not in p.counters and "port_rcv_errors" not in p.counters
     assert p.counters["link_downed"] == 0
     assert p.rate_gbps == 400.0 and p.pci_bus_id == "0000:1a:00.0"
@@ -195,3 +199,25 @@ def test_probe_over_bundle_copy(tmp_path):
     live = probe_ib_ports(str(tmp_path / "live"))
     assert probe_ib_ports(str(tmp_path / "bundle")) == live
     assert live[5].state == "DOWN" and live[2].counters["symbol_error"] == 99
+    assert live[0].board_id == "MT_0000000838"  # copied with the bundle, read back the same
+
+
+def test_board_id_round_trips_through_snapshot_json(tmp_path):
+    build_sysfs(tmp_path, hcas=2, gpus=0, nvswitches=0)
+    board = tmp_path / "class" / "infiniband" / "mlx5_1" / "board_id"
+    board.write_text("MT_0000000970\n")  # a different PSID on one HCA (e.g. an OEM variant)
+    snap = Snapshot(node="n", taken_at="2024-01-01T00:00:00Z", ib_ports=probe_ib_ports(str(tmp_path)))
+    back = Snapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
+    assert back == snap
+    assert [p.board_id for p in back.ib_ports] == ["MT_0000000838", "MT_0000000970"]
+
+
+def test_ibstat_has_no_board_id_sysfs_has(tmp_path):
+    """ibstat prints no PSID line: ports parsed from it keep board_id None; sysfs fills it."""
+    from healthcheck.parsers.ibstat import parse_ibstat
+    from tests.conftest import FIXTURES
+
+    parsed = parse_ibstat((FIXTURES / "ibstat" / "ibstat-8x-cx7-ndr-healthy.txt").read_text())
+    assert len(parsed) == 8 and all(p.board_id is None for p in parsed)
+    build_sysfs(tmp_path, hcas=1, gpus=0, nvswitches=0)
+    assert probe_ib_ports(str(tmp_path))[0].board_id == CX7_BOARD
