@@ -49,6 +49,37 @@ def timed(argv: list[str], runs: int) -> list[float]:
     return samples
 
 
+STAGES = """
+import time, json, sys
+t0 = time.perf_counter()
+from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.config import default_expectations
+from healthcheck.runner import judge
+from healthcheck.output import render
+t1 = time.perf_counter()
+snap = snapshot_from_bundle(sys.argv[1])
+t2 = time.perf_counter()
+exp = default_expectations()
+verdict = judge(snap, exp)
+t3 = time.perf_counter()
+render(verdict, "json")
+t4 = time.perf_counter()
+print(json.dumps([t1 - t0, t2 - t1, t3 - t2, t4 - t3]))
+"""
+
+
+def stages(bundle: Path, runs: int) -> list[float]:
+    """Median seconds of: imports, reading the bundle, judging, rendering (fresh process each run)."""
+    import json
+
+    rows = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", STAGES, str(bundle)], capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+        rows.append(json.loads(out.stdout))
+    return [statistics.median(col) * 1000 for col in zip(*rows)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -73,6 +104,10 @@ def main() -> None:
             samples = sorted(timed(argv, args.runs))
             p90 = samples[int(len(samples) * 0.9) - 1]
             print(f"| {label} | {statistics.median(samples):.1f} | {p90:.1f} |")
+        print("\nIn-process stages of one `check --bundle` (nvidia-smi XML bundle), median ms:\n")
+        print("| imports | read bundle | judge (all checks) | render JSON |")
+        print("|---|---|---|---|")
+        print("| " + " | ".join(f"{v:.1f}" for v in stages(bundles["xml"], args.runs)) + " |")
 
 
 if __name__ == "__main__":

@@ -11,40 +11,46 @@ import dataclasses
 import enum
 import types
 import typing
-from typing import Any
+from typing import Any, Callable
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_FIELDS: dict[type, dict[str, Callable[[Any], Any]]] = {}
 
 
 def from_dict(cls: type, data: dict[str, Any] | None) -> Any:
     """Rebuild a dataclass ``cls`` (and everything below it) from plain dicts; None stays None."""
     if data is None:
         return None
-    hints = _HINTS.get(cls)
-    if hints is None:  # resolving the hints is slow: once per class
+    fields = _FIELDS.get(cls)
+    if fields is None:  # resolving the hints is slow: once per class, into one converter per field
         names = {f.name for f in dataclasses.fields(cls)}
-        hints = _HINTS[cls] = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
-    kwargs = {}
-    for key, value in data.items():
-        if key in hints:  # tolerate fields written by a newer version
-            kwargs[key] = _convert(hints[key], value)
-    return cls(**kwargs)
+        fields = _FIELDS[cls] = {k: _converter(v) for k, v in typing.get_type_hints(cls).items()
+                                 if k in names}
+    return cls(**{key: fields[key](value) for key, value in data.items() if key in fields})
 
 
-def _convert(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _converter(hint: Any) -> Callable[[Any], Any]:
+    """A function turning a JSON value into the type ``hint`` describes (None passes through)."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         non_none = [a for a in args if a is not type(None)]
-        return _convert(non_none[0], value) if len(non_none) == 1 else value
+        return _converter(non_none[0]) if len(non_none) == 1 else _identity
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value)
+        return lambda value: from_dict(hint, value)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return hint(value)
+        return lambda value: None if value is None else hint(value)
     if origin is list:
-        return [_convert(args[0], v) for v in value] if args else list(value)
+        item = _converter(args[0]) if args else _identity
+        if item is _identity:
+            return lambda value: None if value is None else list(value)
+        return lambda value: None if value is None else [item(v) for v in value]
     if origin is dict:
-        return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
-    return value
+        item = _converter(args[1]) if len(args) == 2 else _identity
+        if item is _identity:
+            return lambda value: None if value is None else dict(value)
+        return lambda value: None if value is None else {k: item(v) for k, v in value.items()}
+    return _identity
