@@ -24,7 +24,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .model import GpuInfo, ProbeError, Snapshot
 
@@ -78,9 +78,12 @@ def _extract(archive: Path, target: Path) -> None:
         raise BundleError(f"{archive}: not a readable .tar.gz bundle: {exc}") from exc
 
 
-def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = ()) -> Snapshot:
+def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = (),
+                         services_for: Callable[[str], tuple[str, ...]] | None = None) -> Snapshot:
+    """Read a bundle. ``services_for(node)`` names the services to look for once the bundle's node
+    name is known (its class's expectations); else ``services``."""
     with opened(path) as root:
-        return _read(root, str(path), services)
+        return _read(root, str(path), services, services_for)
 
 
 def _text(root: Path, name: str) -> str | None:
@@ -90,7 +93,8 @@ def _text(root: Path, name: str) -> str | None:
     return f.read_bytes().decode("utf-8", "replace")
 
 
-def _read(root: Path, label: str, services: tuple[str, ...]) -> Snapshot:
+def _read(root: Path, label: str, services: tuple[str, ...],
+          services_for: Callable[[str], tuple[str, ...]] | None = None) -> Snapshot:
     meta = {}
     raw_meta = _text(root, "meta.json")
     if raw_meta is not None:
@@ -101,6 +105,8 @@ def _read(root: Path, label: str, services: tuple[str, ...]) -> Snapshot:
         if not isinstance(meta, dict):
             raise BundleError(f"{label}: meta.json must hold an object")
     node = str(meta.get("hostname") or root.name)
+    if services_for is not None:
+        services = tuple(services_for(node))
     snap = Snapshot(node=node, taken_at=str(meta.get("time") or ""), source=f"bundle:{label}")
     sys_root, proc_root = root / "sys", root / "proc"
 

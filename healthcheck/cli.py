@@ -84,13 +84,12 @@ def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, 
         from .bundle import BundleError, snapshot_from_bundle
 
         try:
-            snap = snapshot_from_bundle(bundle)
+            snap = snapshot_from_bundle(
+                bundle, services_for=lambda bundle_node: _expectations(config, node or bundle_node).services)
         except BundleError as exc:
             raise UsageFailure(str(exc)) from exc
         node = node or snap.node
         exp = _expectations(config, node)
-        if exp.services:
-            snap = snapshot_from_bundle(bundle, services=exp.services)
         snap.node = node
     else:
         from .probes.live import LiveOptions, short_hostname, snapshot_live

@@ -195,6 +195,8 @@ class _Validator:
             key = sorted(unknown)[0]
             raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid])",
                              "", key)
+        if not isinstance(data.get("defaults", {}), dict):
+            raise self.error("[defaults] must be a table", "", "defaults")
         defaults = self.settings(data.get("defaults", {}), "defaults", allow_nodes=False)
         classes = []
         raw_classes = data.get("class", {})
@@ -312,10 +314,14 @@ class _Validator:
             if not isinstance(values, dict):
                 raise self.error(f"thresholds.\"{check_name}\" must be a table", table, check_name)
             known = specs[check_name].thresholds
-            for key in values:
+            for key, value in values.items():
                 if key not in known:
                     allowed = ", ".join(sorted(known)) or "none"
                     raise self.error(f"unknown threshold {key!r} for {check_name} (allowed: {allowed})",
+                                     f"{table}.\"{check_name}\"", key)
+                problem = _threshold_type_problem(known[key], value)
+                if problem:
+                    raise self.error(f"threshold {check_name}.{key} {problem}, got {value!r}",
                                      f"{table}.\"{check_name}\"", key)
             out[check_name] = dict(values)
         return out
@@ -350,7 +356,29 @@ class _Validator:
             if "action" in rule and rule["action"] not in ("fail", "warn", "ignore"):
                 raise self.error(f"xid {number}: action must be fail, warn or ignore", "xid", str(number))
             out[str(number)] = dict(rule)
+        from .xid_policy import load_xid_policy
+
+        for number, rule in out.items():  # the policy's own validation, with a line number
+            try:
+                load_xid_policy(overrides={number: rule})
+            except ValueError as exc:
+                raise self.error(str(exc), "xid", number) from exc
         return out
+
+
+def _threshold_type_problem(default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot replace a threshold whose default is ``default`` (None: it can)."""
+    if default is None:  # unset by default: any scalar sets it (the check documents which)
+        return None if isinstance(value, (bool, int, float, str)) else "must be a number, string or boolean"
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, (int, float)):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "must be a string"
+    if isinstance(default, (list, tuple)):
+        return None if isinstance(value, list) else "must be a list"
+    return None
 
 
 def _norm_table(name: str) -> str:

@@ -251,3 +251,14 @@ def test_unreadable_nvlink_recording_is_an_error_not_a_skip(tmp_path):
     verdict = judge(snap, default_expectations(), only=["gpu.nvlink.*"])
     assert {f.status for f in verdict.findings} == {Status.ERROR}
     assert "nvidia-smi-nvlink-status.txt" in verdict.findings[0].message
+
+
+def test_cli_bundle_services_come_from_the_nodes_class(tmp_path, node):
+    path, _ = collect_bundle(str(tmp_path / "b"), options=node)
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[class.h100]\nnodes = "gpu[001-128]"\nservices = ["slurmd", "nv-fabricmanager"]\n')
+    proc = healthcheck("check", "--bundle", str(path), "--config", str(cfg), "--format", "json",
+                       "--only", "host.services")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    results = {r["component"]: r["status"] for r in json.loads(proc.stdout)["results"]}
+    assert results == {"slurmd": "pass", "nv-fabricmanager": "fail"}

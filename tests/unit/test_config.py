@@ -117,3 +117,20 @@ def test_config_loader_fuzz_mutated_example(pos, junk):
         cfg.expectations_for("gpu001")
     except ConfigError:
         pass
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("defaults = 5\n", 1, "[defaults] must be a table"),
+    ("[xid]\n79 = { action = \"fail\", window_s = -1 }\n", 2, "window_s"),
+    ("[defaults.thresholds.\"gpu.temperature\"]\nwarn_margin_c = \"x\"\n", 2, "must be a number"),
+    ("[defaults.thresholds.\"gpu.persistence\"]\nrequire = 1\n", 2, "must be true or false"),
+])
+def test_values_are_type_checked_with_lines(text, line, words):
+    with pytest.raises(ConfigError) as info:
+        loads(text, "site.toml")
+    assert info.value.line == line and words in str(info.value)
+
+
+def test_unset_thresholds_accept_scalars():
+    cfg = loads('[defaults.thresholds."gpu.ecc.mode"]\nrequire_enabled = true\n')
+    assert cfg.expectations_for("n").thresholds["gpu.ecc.mode"]["require_enabled"] is True
