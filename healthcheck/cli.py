@@ -92,11 +92,16 @@ def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, 
         exp = _expectations(config, node)
         snap.node = node
     else:
-        from .probes.live import LiveOptions, short_hostname, snapshot_live
+        from .acquire import snapshot_for
+        from .bundle import BundleError
+        from .probes.live import short_hostname
 
         node = node or short_hostname()
         exp = _expectations(config, node)
-        snap = snapshot_live(LiveOptions(sysfs_root, proc_root, exp.services, node=node), started)
+        try:
+            snap = snapshot_for(node, exp, started, sysfs_root, proc_root)
+        except BundleError as exc:
+            raise UsageFailure(f"bundle of {node} (from the config): {exc}") from exc
     verdict = judge(snap, exp, context, list(only) or None, started_at=started, started_monotonic=t0)
     click.echo(render(verdict, fmt, color=fmt == "text" and sys.stdout.isatty(), verbose=verbose), nl=False)
     _exit(exit_code(verdict))
@@ -297,6 +302,43 @@ def checks_cmd(context, fmt):
         click.echo(f"    {spec.description}")
         if thresholds:
             click.echo(f"    thresholds: {thresholds}")
+
+
+@cli.group()
+def slurm():
+    """Slurm integration: install the prolog / epilog / HealthCheckProgram hooks.
+
+    \b
+    Example:
+      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
+    """
+
+
+@slurm.command("install-hooks")
+@click.option("--prefix", required=True, type=click.Path(file_okay=False), help="Directory for the hooks.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="Expectations file the hooks read (validated now).")
+@click.option("--python", "python", type=click.Path(dir_okay=False, exists=True),
+              help="Interpreter of the venv healthcheck is installed in (default: this one).")
+@click.option("--slurm-conf", type=click.Path(dir_okay=False, exists=True),
+              help="slurm.conf outside the default place (exported as SLURM_CONF for scontrol).")
+def slurm_install_hooks(prefix, config_path, python, slurm_conf):
+    """Write prolog.sh, epilog.sh and healthcheck.sh with absolute paths; print the slurm.conf lines.
+
+    \b
+    Example:
+      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
+    """
+    from .slurm.install import install_hooks, slurm_conf_lines
+
+    _load_config(config_path)  # a config that does not validate is not installed
+    try:
+        written = install_hooks(prefix, config_path, python, slurm_conf)
+    except (ValueError, OSError) as exc:
+        raise UsageFailure(str(exc)) from exc
+    for path in written:
+        click.echo(f"wrote {path}", err=True)
+    click.echo(slurm_conf_lines(prefix), nl=False)
 
 
 def _exit(code: int) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .expectations import Expectations, PcieExpect
 from .checks.registry import CONTEXTS
+from .slurm.settings import SlurmSettings, validate as validate_slurm
 
 # key -> (type checker, description) for the keys allowed in [defaults] and [class.NAME]
 _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
@@ -25,6 +26,7 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "services": (list, "process names that must be running"),
     "mounts": (list, "mount points that must be present"),
     "ro_mounts": (list, "mount points that are expected read-only"),
+    "bundle": (str, "read this node's hardware from a bundle: a path with {node}, e.g. /srv/bundles/{node}"),
 }
 _TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks")
 _CPU_KEYS = ("sockets", "cores", "threads")
@@ -65,6 +67,7 @@ class Config:
     defaults: dict[str, Any] = field(default_factory=dict)
     classes: list[NodeClass] = field(default_factory=list)
     xid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
     def node_class(self, node: str) -> NodeClass | None:
         return next((c for c in self.classes if c.matches(node)), None)
@@ -119,6 +122,7 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         cpu_threads=cpu.get("threads"),
         mem_total_gib=s.get("mem_total_gib"),
         thresholds={k: dict(v) for k, v in s.get("thresholds", {}).items()},
+        bundle=s.get("bundle"),
         checks={k: tuple(v) for k, v in s.get("checks", {}).items()},
         xid_policy=policy,
     )
@@ -190,11 +194,16 @@ class _Validator:
         return header_line
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid"}
+        unknown = set(data) - {"defaults", "class", "xid", "slurm"}
         if unknown:
             key = sorted(unknown)[0]
-            raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid])",
-                             "", key)
+            raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
+                             "[slurm])", "", key)
+        if not isinstance(data.get("slurm", {}), dict):
+            raise self.error("[slurm] must be a table", "", "slurm")
+        slurm, problem = validate_slurm(data.get("slurm", {}))
+        if problem:
+            raise self.error(problem[1], "slurm", problem[0])
         if not isinstance(data.get("defaults", {}), dict):
             raise self.error("[defaults] must be a table", "", "defaults")
         defaults = self.settings(data.get("defaults", {}), "defaults", allow_nodes=False)
@@ -213,7 +222,7 @@ class _Validator:
             self.check_nodeset(nodes, table)
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
-        return Config(self.path, defaults, classes, xid)
+        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm))
 
     def check_nodeset(self, pattern: str, table: str) -> None:
         from ClusterShell.NodeSet import NodeSet, NodeSetParseError

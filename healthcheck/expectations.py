@@ -66,6 +66,12 @@ class Expectations:
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> key -> value
     checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # context -> check globs
     xid_policy: XidPolicy = field(default_factory=XidPolicy)
+    # Read the node's hardware from this bundle ("{node}" is replaced) instead of probing it live:
+    # for tests, demos and offline triage of a whole cluster's recordings.
+    bundle: str | None = None
+
+    def bundle_for(self, node: str) -> str | None:
+        return self.bundle.replace("{node}", node) if self.bundle else None
 
     def thresholds_for(self, check: str, defaults: dict[str, Any]) -> dict[str, Any]:
         merged = dict(defaults)

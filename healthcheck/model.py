@@ -281,6 +281,26 @@ class HostInfo:
     processes: list[dict[str, Any]] | None = None  # {"pid", "user", "uid", "comm"}
 
 
+# ------------------------------------------------------------------------------------------- Job
+
+
+@dataclass
+class JobInfo:
+    """The job a prolog/epilog runs for (from Slurm's environment), and what the epilog found."""
+
+    job_id: str
+    user: str | None = None
+    uid: int | None = None
+    # epilog: processes still carrying this job's SLURM_JOB_ID ({"pid", "comm", "uid"}), after the
+    # configured stray action ("kill" | "drain" | "warn") was applied; ``killed`` lists what was killed
+    stray_processes: list[dict[str, Any]] | None = None
+    killed: list[dict[str, Any]] = field(default_factory=list)
+    stray_action: str = "kill"
+    # epilog: error-counter growth since the prolog's baseline ("gpu3.nvlink_crc" -> +12);
+    # None when no baseline was found (the prolog did not run or its baseline was lost)
+    counter_growth: dict[str, float] | None = None
+
+
 # -------------------------------------------------------------------------------------- Snapshot
 
 
@@ -307,6 +327,7 @@ class Snapshot:
     pcie_links: list[PcieLink] | None = None
     host: HostInfo | None = None
     versions: dict[str, str] | None = None
+    job: JobInfo | None = None
     probe_errors: dict[str, ProbeError] = field(default_factory=dict)
     probe_durations_s: dict[str, float] = field(default_factory=dict)
 

@@ -18,6 +18,7 @@ _ABSENT = {
     "pcie_links": "no PCIe link data",
     "host": "no host data",
     "versions": "no version data",
+    "job": "no job (runs in the epilog of a Slurm job)",
 }
 
 

@@ -17,7 +17,7 @@ from ..model import Finding, Snapshot, Status
 
 CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
 # Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.
-SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions")
+SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions", "job")
 # Contexts a check runs in unless it says otherwise / the config overrides: everything but the prolog,
 # whose budget is tens of milliseconds.
 DEFAULT_CONTEXTS = frozenset({"check", "slurm-check", "burnin"})

@@ -1,0 +1,31 @@
+"""Where a node's snapshot comes from: its bundle when the expectations name one (``bundle =
+"/srv/bundles/{node}"``), else live probes. Shared by `healthcheck check` and the Slurm hooks."""
+from __future__ import annotations
+
+from .expectations import Expectations
+from .model import Snapshot
+
+
+def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str = "/sys",
+                 proc_root: str = "/proc") -> Snapshot:
+    """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
+    ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
+
+    Raises BundleError when a mapped bundle cannot be read (the caller decides: a usage error at a
+    terminal, a checker ERROR in a hook — never a drain)."""
+    path = exp.bundle_for(node)
+    if path:
+        from .bundle import snapshot_from_bundle
+
+        snap = snapshot_from_bundle(path, services=exp.services)
+        snap.node = node
+        if snap.host is None and "host" not in snap.probe_errors:
+            # a bundle of hardware only (no proc/): the host part is this machine, probed live
+            from .probes.host import probe_host
+
+            snap.host = probe_host(proc_root=proc_root, sys_root=sysfs_root, services=exp.services,
+                                   hostname=node)
+        return snap
+    from .probes.live import LiveOptions, snapshot_live
+
+    return snapshot_live(LiveOptions(sysfs_root, proc_root, exp.services, node=node), started_at)

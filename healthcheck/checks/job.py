@@ -1,0 +1,74 @@
+"""Epilog checks: what a job left behind on the node.
+
+The epilog fills ``Snapshot.job`` (Slurm's SLURM_JOB_ID / SLURM_JOB_USER / SLURM_JOB_UID): the
+processes still carrying the job's id in their environment, and the growth of error counters since the
+prolog's baseline. Only the epilog has that information, so these checks run there alone.
+"""
+from __future__ import annotations
+
+from ..expectations import Expectations
+from ..model import Finding, Snapshot, Status
+from .registry import check, finding
+
+_STRAY_STATUS = {"kill": Status.FAIL, "drain": Status.FAIL, "warn": Status.WARN}
+
+
+@check("job.stray_processes", needs=("job",), contexts=("epilog",))
+def stray_processes(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """No process of the finished job is left on the node.
+
+    A process whose environment still carries the job's SLURM_JOB_ID after the job ended holds GPU
+    memory, CPU or files the next job needs. With ``epilog_stray_processes = "kill"`` (the default in
+    ``[slurm]``) the epilog kills them first: killed ones are reported (PASS, counted), survivors FAIL
+    (a process that survives SIGKILL is stuck in the kernel — the node needs attention). ``"drain"``:
+    any leftover FAILs; ``"warn"``: WARN only.
+    """
+    name = "job.stray_processes"
+    job = snap.job
+    if job.stray_processes is None:
+        return [finding(name, Status.SKIP, "process table not read")]
+    left = job.stray_processes
+    killed = f"killed {len(job.killed)} leftover processes of job {job.job_id}" if job.killed else ""
+    if not left:
+        return [finding(name, Status.PASS, killed or f"no process of job {job.job_id} left",
+                        None, killed=len(job.killed), left=0)]
+    listed = ", ".join(f"{p.get('pid')} {p.get('comm') or '?'}" for p in left[:5])
+    more = f" (+{len(left) - 5} more)" if len(left) > 5 else ""
+    verb = "survived SIGKILL" if job.stray_action == "kill" else "left"
+    status = _STRAY_STATUS.get(job.stray_action, Status.FAIL)
+    return [finding(name, status, f"{len(left)} processes of job {job.job_id} {verb}: {listed}{more}",
+                    None, killed=len(job.killed), left=len(left))]
+
+
+@check("job.counter_growth", needs=("job",), contexts=("epilog",),
+       thresholds={"fail_counters": ["ecc_uncorrected_volatile", "retired_pages_dbe", "remap_uncorrectable"],
+                   "ignore_counters": []})
+def counter_growth(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """Error counters that grew while the job ran, attributed to the job id.
+
+    The prolog saves a node-local baseline of the error counters (ECC, retired pages, row remaps,
+    PCIe replays, NVLink CRC/replay/recovery, InfiniBand port errors, Xid events); the epilog reports
+    every counter that grew, per component, naming the job. Growth of a counter in ``fail_counters``
+    (uncorrectable memory errors by default) FAILs; other growth WARNs (the absolute levels are judged
+    by the gpu.* / ib.* checks; the history keeps the per-job growth). SKIP without a baseline.
+    """
+    name = "job.counter_growth"
+    job = snap.job
+    if job.counter_growth is None:
+        return [finding(name, Status.SKIP, f"no prolog baseline for job {job.job_id}")]
+    ignore = set(t.get("ignore_counters") or ())
+    grown = {k: v for k, v in job.counter_growth.items() if v > 0 and k.rsplit(".", 1)[-1] not in ignore}
+    if not grown:
+        return [finding(name, Status.PASS, f"no error counter grew during job {job.job_id}")]
+    fail = set(t.get("fail_counters") or ())
+    by_component: dict[str, dict[str, float]] = {}
+    for key, value in grown.items():
+        component, _, counter = key.rpartition(".")
+        by_component.setdefault(component or "node", {})[counter] = value
+    findings = []
+    for component, counters in sorted(by_component.items()):
+        status = Status.FAIL if fail & set(counters) else Status.WARN
+        text = ", ".join(f"{c} +{v:g}" for c, v in sorted(counters.items()))
+        findings.append(finding(name, status, f"during job {job.job_id}: {text}", component,
+                                **{f"growth_{c}": v for c, v in counters.items()}))
+    return findings

@@ -1,0 +1,1 @@
+"""Slurm integration: hooks (prolog/epilog/HealthCheckProgram), drain/resume with ownership rules."""

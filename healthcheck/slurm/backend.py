@@ -1,0 +1,169 @@
+"""Talk to slurmctld: read node state, drain, resume. Default backend: the ``scontrol`` command.
+
+Every call is an argv list (no shell) run through :mod:`healthcheck.subproc` with a per-call deadline;
+``scontrol`` is resolved once to an absolute path from the fixed safe PATH. Transient failures (the
+controller did not answer, socket timeouts, our own deadline) are retried ``retries`` times with a short
+backoff and then raise :class:`SlurmUnreachable`; any other non-zero exit raises :class:`SlurmError`
+carrying scontrol's message. Worst case per call: ``(retries + 1) * timeout_s + sum(backoff)``.
+
+Commands (exact argv; tests pin them):
+
+- node:   ``scontrol -o show node NAME``
+- nodes:  ``scontrol -o show node``
+- drain:  ``scontrol update NodeName=NAME State=DRAIN Reason=<sanitised reason>`` (Reason is ONE element)
+- resume: ``scontrol update NodeName=NAME State=RESUME``
+
+Node names are checked against ``[A-Za-z0-9][A-Za-z0-9._-]*``: a hostlist expression (``gpu[01-64]``)
+or a comma would make one call act on many nodes, so it is refused (``ValueError``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Callable, Protocol, runtime_checkable
+
+from .. import subproc
+from ..parsers import ParseError
+from .nodestate import NodeState, parse_scontrol_nodes
+from .reasons import sanitise
+
+# Messages of transient failures, as scontrol prints them (slurm_strerror() texts of
+# SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR/SEND/RECEIVE/SHUTDOWN, SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT,
+# SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT, and the controller being busy/in standby).
+TRANSIENT_PATTERNS = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "slurmctld communication",
+    "connection refused",
+    "controller is in standby mode",
+    "slurm backup controller in standby mode",
+    "slurmctld is shutting down",
+    "resource temporarily unavailable",
+)
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class SlurmUnreachable(RuntimeError):
+    """slurmctld did not answer (after retries): the action may be queued and retried later."""
+
+
+class SlurmError(RuntimeError):
+    """slurmctld answered with an error (unknown node, permission denied, ...), or scontrol is missing."""
+
+
+@runtime_checkable
+class SlurmBackend(Protocol):
+    def node(self, name: str) -> NodeState: ...
+
+    def nodes(self) -> dict[str, NodeState]: ...
+
+    def drain(self, name: str, reason: str) -> None: ...
+
+    def resume(self, name: str) -> None: ...
+
+
+def check_node_name(name: str) -> str:
+    if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
+        raise ValueError(f"refusing node name {name!r}: one plain node name only (no hostlist, no spaces)")
+    return name
+
+
+def is_transient(message: str) -> bool:
+    low = message.lower()
+    return any(p in low for p in TRANSIENT_PATTERNS)
+
+
+def child_env() -> dict[str, str]:
+    """Fixed environment for scontrol: the safe PATH/locale plus SLURM_CONF when the caller has one
+    (a non-default slurm.conf, e.g. the test cluster). SLURM_TIME_FORMAT is never passed on, so
+    times print in the ISO 8601 form the parser expects."""
+    env = dict(subproc.SAFE_ENV)
+    if os.environ.get("SLURM_CONF"):
+        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    return env
+
+
+class ScontrolBackend:
+    """The default backend. ``run`` is the subprocess seam (tests inject recorded outputs)."""
+
+    def __init__(self, scontrol: str = "scontrol", timeout_s: float = 5.0, retries: int = 2,
+                 run: Callable[..., subproc.Result] = subproc.run, backoff_s: float = 0.2,
+                 sleep: Callable[[float], None] = time.sleep, env: dict[str, str] | None = None):
+        # Resolved once; when it is not found the name is kept and the first call reports SlurmError.
+        self.scontrol = subproc.which(scontrol) or scontrol
+        self.timeout_s = float(timeout_s)
+        self.retries = max(0, int(retries))
+        self.backoff_s = backoff_s
+        self._run = run
+        self._sleep = sleep
+        self._env = env if env is not None else child_env()
+
+    # -- the one place that runs scontrol ---------------------------------------------------------
+    def _call(self, args: list[str]) -> str:
+        argv = [self.scontrol, *args]
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+            try:
+                res = self._run(argv, timeout=self.timeout_s, env=self._env)
+            except subproc.ToolNotFound as exc:
+                raise SlurmError(f"scontrol not found: {exc}") from exc
+            except OSError as exc:
+                raise SlurmError(f"cannot run {argv[0]}: {exc}") from exc
+            if res.timed_out:
+                last = f"scontrol did not finish within {self.timeout_s:g}s"
+                continue
+            if res.returncode == 0:
+                return res.stdout
+            message = (res.stderr.strip() or res.stdout.strip() or f"exit status {res.returncode}")
+            if is_transient(message):
+                last = message
+                continue
+            raise SlurmError(f"{' '.join(args[:3])}: {message}")
+        raise SlurmUnreachable(f"slurmctld unreachable after {self.retries + 1} attempts: {last}")
+
+    # -- SlurmBackend -------------------------------------------------------------------------------
+    def node(self, name: str) -> NodeState:
+        out = self._call(["-o", "show", "node", check_node_name(name)])
+        try:
+            nodes = parse_scontrol_nodes(out)
+        except ParseError as exc:
+            raise SlurmError(f"cannot parse scontrol output for {name}: {exc}") from exc
+        if name not in nodes:
+            raise SlurmError(f"node {name} not in scontrol output")
+        return nodes[name]
+
+    def nodes(self) -> dict[str, NodeState]:
+        out = self._call(["-o", "show", "node"])
+        try:
+            return parse_scontrol_nodes(out)
+        except ParseError as exc:
+            raise SlurmError(f"cannot parse scontrol output: {exc}") from exc
+
+    def drain(self, name: str, reason: str) -> None:
+        text = sanitise(reason)
+        if not text:
+            raise ValueError("a drain needs a non-empty reason")
+        self._call(["update", f"NodeName={check_node_name(name)}", "State=DRAIN", f"Reason={text}"])
+
+    def resume(self, name: str) -> None:
+        self._call(["update", f"NodeName={check_node_name(name)}", "State=RESUME"])
+
+
+def backend_from_name(name: str, **kwargs) -> SlurmBackend:
+    """``"scontrol"`` | ``"pyslurm"`` | ``"auto"`` (pyslurm when it imports, else scontrol).
+
+    ``kwargs`` go to ScontrolBackend (scontrol=, timeout_s=, retries=, run=) and are ignored by pyslurm.
+    """
+    if name == "scontrol":
+        return ScontrolBackend(**kwargs)
+    if name in ("pyslurm", "auto"):
+        from .pyslurm_backend import PyslurmBackend, pyslurm_available
+        if name == "pyslurm" or pyslurm_available():
+            return PyslurmBackend()
+        return ScontrolBackend(**kwargs)
+    raise ValueError(f"unknown Slurm backend {name!r} (scontrol, pyslurm, auto)")

@@ -1,0 +1,172 @@
+"""The entry point slurmd runs: ``python -I -m healthcheck.slurm.hooks prolog|epilog|slurm-check``.
+
+Lean on purpose (no click, pandas, SQLAlchemy, NumPy, rich: a test checks). One run:
+
+1. load the config (a config that cannot be loaded never drains: report, exit 0);
+2. apply actions queued by earlier runs that could not reach slurmctld;
+3. probe and judge in a forked child under the context's budget (watchdog): a hung probe costs the
+   budget, never the node; a run past its budget is a FAIL of its own (``node.responsive``);
+4. decide (policy: ownership rules), act through the Slurm backend (queue the action if slurmctld is
+   unreachable), record run and action in the node-local spool;
+5. exit: prolog 1 when it drained the node (Slurm then requeues the job), else 0.
+
+Environment used: SLURMD_NODENAME, SLURM_JOB_ID, SLURM_JOB_USER, SLURM_JOB_UID (set by slurmd),
+HEALTHCHECK_CONFIG (else ``--config FILE``, else /etc/healthcheck/healthcheck.toml).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+CONTEXTS = ("prolog", "epilog", "slurm-check")
+DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
+
+
+def log(message: str) -> None:
+    """slurmd keeps a hook's stderr in its log; one line, our prefix."""
+    try:
+        sys.stderr.write(f"healthcheck: {message}\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _args(argv: list[str]) -> tuple[str, str | None]:
+    if not argv or argv[0] not in CONTEXTS:
+        raise SystemExit(f"usage: python -m healthcheck.slurm.hooks {{{'|'.join(CONTEXTS)}}} [--config FILE]")
+    config = None
+    if "--config" in argv[1:]:
+        i = argv.index("--config")
+        if i + 1 >= len(argv):
+            raise SystemExit("--config needs a file")
+        config = argv[i + 1]
+    return argv[0], config
+
+
+def main(argv: list[str] | None = None) -> int:
+    t0 = time.monotonic()
+    context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
+    from ..runner import utc_now_iso
+
+    started = utc_now_iso()
+    run_id = os.urandom(6).hex()
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    job_id = os.environ.get("SLURM_JOB_ID") or None
+    config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG
+    try:
+        config, exp = _load(config_path, node)
+    except Exception as exc:  # a config that cannot be read never drains a node
+        log(f"{context} on {node}: config not used, nothing judged: {exc}")
+        return 0
+    settings = config.slurm if config else _default_settings()
+    state_dir = os.path.join(settings.state_dir, node)
+    from . import actions
+
+    backend = actions.backend_for(settings)
+    actions.apply_pending(backend, state_dir, settings, log)
+
+    budget = settings.budget(context)
+    from .watchdog import run_in_child
+
+    outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, budget),
+                           budget)
+    findings, counters = _findings_of(outcome, budget, context)
+    from ..model import Verdict
+
+    verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
+    if context == "prolog" and job_id and counters is not None:
+        actions.save_baseline(state_dir, job_id, counters, log)
+    decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log)
+    actions.record(settings.spool_dir, verdict, decision, run_id, job_id, config_path, log)
+    if verdict.status.value in ("fail", "error") or decision.action != "none":
+        log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
+            + (f" ({decision.reason})" if decision.reason else ""))
+    if context == "prolog" and verdict.failing and settings.on_fail("prolog") == "drain":
+        return 1  # Slurm requeues the job (see prolog_epilog/README.md for what each version does)
+    return 0
+
+
+def _default_settings():
+    from .settings import SlurmSettings
+
+    return SlurmSettings()
+
+
+def _load(path: str, node: str):
+    from ..config import default_expectations, load
+
+    if not os.path.exists(path):
+        if path != DEFAULT_CONFIG:
+            raise FileNotFoundError(f"{path}: no such config file")
+        return None, default_expectations()
+    config = load(path)
+    return config, config.expectations_for(node)
+
+
+def _work(context, node, exp, settings, job_id, state_dir, started, budget):
+    """In the child: probe, add the job's facts, judge. Returns plain data for the parent."""
+    from ..runner import judge
+    from ..acquire import snapshot_for
+    from ..probes import live
+
+    # every probe deadline inside the budget, so a hung GPU is judged (gpu.responsive) in time
+    for name, value in list(live.DEFAULT_DEADLINES_S.items()):
+        live.DEFAULT_DEADLINES_S[name] = min(value, max(0.2, budget * 0.6))
+    snap = snapshot_for(node, exp, started)
+    if context == "epilog" and job_id:
+        snap.job = _job_facts(job_id, settings, state_dir, snap)
+    verdict = judge(snap, exp, context)
+    counters = None
+    if context == "prolog" and job_id:
+        from .baseline import counters_of
+
+        counters = counters_of(snap)
+    return {"findings": [f.to_dict() for f in verdict.findings], "counters": counters}
+
+
+def _job_facts(job_id, settings, state_dir, snap):
+    from ..model import JobInfo
+    from ..probes.jobprocs import find_job_processes, kill_all
+    from .baseline import counters_of, discard, growth, load
+
+    uid = os.environ.get("SLURM_JOB_UID")
+    job = JobInfo(job_id=job_id, user=os.environ.get("SLURM_JOB_USER"),
+                  uid=int(uid) if uid and uid.isdigit() else None, stray_action=settings.epilog_stray_processes)
+    strays = find_job_processes(job_id)
+    if strays and settings.epilog_stray_processes == "kill":
+        job.killed = kill_all(strays)
+        strays = find_job_processes(job_id)
+    job.stray_processes = strays
+    try:
+        before = load(state_dir, job_id)
+    except (OSError, ValueError):
+        before = None
+    if before is not None:
+        job.counter_growth = growth(before, counters_of(snap))
+        try:
+            discard(state_dir, job_id)
+        except OSError:
+            pass
+    return job
+
+
+def _findings_of(outcome, budget: float, context: str):
+    from ..model import Finding, Status
+
+    if outcome.status == "ok" and isinstance(outcome.value, dict):
+        findings = [Finding(f["check"], Status(f["status"]), f["message"], f.get("component"),
+                            dict(f.get("metrics") or {})) for f in outcome.value["findings"]]
+        return findings, outcome.value.get("counters")
+    if outcome.status == "timeout":
+        return [Finding("node.responsive", Status.FAIL,
+                        f"{context} checks did not finish within their {budget:g} s budget "
+                        "(a probe is hung: driver or filesystem wedged)")], None
+    return [Finding("node.responsive", Status.ERROR,
+                    f"{context} checker crashed: {outcome.error or 'no result'}")], None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The `[slurm]` table of the expectations file: how the hooks behave on this cluster."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+PROLOG_ON_FAIL = ("drain", "warn")
+STRAY_ACTIONS = ("kill", "drain", "warn")
+BACKENDS = ("scontrol", "pyslurm", "auto")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    backend: str = "scontrol"
+    scontrol: str = "scontrol"  # resolved to an absolute path from a fixed PATH, or give one
+    state_dir: str = "/var/lib/healthcheck"
+    spool_dir: str = "/var/lib/healthcheck/spool"
+    prolog_budget_s: float = 5.0
+    epilog_budget_s: float = 30.0
+    slurm_check_budget_s: float = 60.0
+    # prolog FAIL: "drain" = drain the node and exit non-zero (Slurm requeues the job);
+    # "warn" = record and report only, exit 0 (a soft roll-out)
+    prolog_on_fail: str = "drain"
+    epilog_on_fail: str = "drain"
+    slurm_check_on_fail: str = "drain"
+    # a process of the job's user left after the job: kill it, drain the node, or only report
+    epilog_stray_processes: str = "kill"
+    resume: bool = True  # slurm-check resumes nodes we drained once they pass again
+
+    def budget(self, context: str) -> float:
+        return {"prolog": self.prolog_budget_s, "epilog": self.epilog_budget_s}.get(
+            context, self.slurm_check_budget_s)
+
+    def on_fail(self, context: str) -> str:
+        return {"prolog": self.prolog_on_fail, "epilog": self.epilog_on_fail}.get(
+            context, self.slurm_check_on_fail)
+
+
+_CHOICES = {"backend": BACKENDS, "prolog_on_fail": PROLOG_ON_FAIL, "epilog_on_fail": PROLOG_ON_FAIL,
+            "slurm_check_on_fail": PROLOG_ON_FAIL, "epilog_stray_processes": STRAY_ACTIONS}
+
+
+def validate(table: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """Check a [slurm] table: (clean values, None) or ({}, (key, problem))."""
+    known = {f.name: f for f in fields(SlurmSettings)}
+    out = {}
+    for key, value in table.items():
+        if key not in known:
+            return {}, (key, f"unknown key {key!r} in [slurm] (allowed: {', '.join(known)})")
+        default = known[key].default
+        if key in _CHOICES and value not in _CHOICES[key]:
+            return {}, (key, f"{key} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                return {}, (key, f"{key} must be true or false")
+        elif isinstance(default, float):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 3600:
+                return {}, (key, f"{key} must be a number of seconds in (0, 3600], got {value!r}")
+            value = float(value)
+        elif not isinstance(value, str) or not value:
+            return {}, (key, f"{key} must be a non-empty string")
+        elif key.endswith("_dir") and not value.startswith("/"):
+            return {}, (key, f"{key} must be an absolute path, got {value!r}")
+        out[key] = value
+    return out, None

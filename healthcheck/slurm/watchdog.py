@@ -1,0 +1,256 @@
+"""Run a function in a forked child under a hard time budget (the prolog's hang-proof seam).
+
+``run_in_child(fn, budget_s)`` forks; the child becomes the leader of a new process group, runs ``fn``,
+sends its JSON-serialised result back through a pipe and leaves with ``os._exit`` (it never returns into
+the caller's stack, never runs atexit handlers, never flushes the parent's inherited stdio buffers).
+The parent waits with ``select()`` until the deadline. When the deadline passes it SIGKILLs the whole
+process group (the child and anything it spawned: ``nvidia-smi``, a ``sleep``, a forked helper) and
+reaps the child *without blocking*: a child stuck in uninterruptible sleep (D state, a wedged GPU
+driver) cannot be reaped at once, so it is abandoned and reaped later by the next call (or by init
+when this process exits). The parent therefore returns within ``budget_s + 0.1`` seconds whatever the
+child does: ignore SIGTERM, block in a syscall, fork grandchildren, or write gigabytes.
+
+Wire format (child -> parent): an 8-byte big-endian length, then that many bytes of UTF-8 JSON,
+``{"ok": true, "value": ...}`` or ``{"ok": false, "error": "..."}``. The length prefix means the
+parent does not depend on EOF (a grandchild forked by ``fn`` may keep the pipe's write end open).
+
+After a normal completion the child's process group is SIGKILLed as well: whatever ``fn`` left running
+in the background belongs to the run and must not outlive it (stray processes on a compute node are
+what the epilog hunts for).
+
+Call it from a process with no threads (the Slurm hooks are single-threaded): ``fork()`` copies only
+the calling thread, so locks held by other threads would stay locked in the child.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # a larger result is refused ("crashed")
+REAP_GRACE_S = 0.02  # after SIGKILL: how long to poll waitpid(WNOHANG) before abandoning the child
+_HEADER = 8
+_TRACEBACK_LIMIT = 4000  # characters of traceback sent back with an exception
+
+# Children killed at a deadline that could not be reaped at once (D state); reaped by later calls.
+_abandoned: set[int] = set()
+
+
+@dataclass
+class Outcome:
+    """What became of one ``run_in_child`` call.
+
+    status: "ok" (``value`` holds fn's result, round-tripped through JSON), "timeout" (the budget
+    passed; the process group was killed), "crashed" (fn raised, the child died, or the result could
+    not be sent; ``error`` says which).
+    """
+
+    status: Literal["ok", "timeout", "crashed"]
+    value: Any = None
+    error: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
+    """Run ``fn()`` in a forked child; return its JSON-able result or why there is none.
+
+    Never raises for anything the child does; raises ``ValueError`` for a budget that is not a
+    positive finite number and ``OSError`` only if the pipe or the fork itself cannot be made.
+    """
+    if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
+        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    _reap_abandoned()
+    start = time.monotonic()
+    deadline = start + budget_s
+    for stream in (sys.stdout, sys.stderr):  # so the child cannot print the parent's pending output
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed/odd stream must not stop the run
+            pass
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child (coverage cannot see it)
+        _child(fn, read_fd, write_fd)
+    os.close(write_fd)
+    try:
+        os.setpgid(pid, pid)  # also from the parent: no window where a killpg would miss the child
+    except OSError:
+        pass  # the child already did it, or already exited
+    reaped = False
+    try:
+        outcome, reaped = _wait_for_child(pid, read_fd, deadline)
+    finally:
+        os.close(read_fd)
+        if not reaped:  # timeout, error or KeyboardInterrupt in the parent: never leave it running
+            _kill_group(pid)
+            reaped = _reap(pid, REAP_GRACE_S) is not None
+            if not reaped:
+                _abandoned.add(pid)
+    outcome.duration_s = time.monotonic() - start
+    return outcome
+
+
+# --------------------------------------------------------------------------------------- parent
+
+
+def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, bool]:
+    """Read the framed result until complete, EOF or the deadline. Returns (outcome, reaped)."""
+    buf = bytearray()
+    expected: int | None = None
+    while True:
+        if expected is not None and len(buf) >= _HEADER + expected:
+            break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Outcome("timeout", error="budget exceeded; process group killed"), False
+        try:
+            ready, _, _ = select.select([read_fd], [], [], remaining)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
+            continue
+        if not ready:
+            continue  # the loop re-checks the deadline
+        chunk = os.read(read_fd, 1 << 20)
+        if not chunk:  # EOF: the child closed the pipe (exited) before a complete result
+            break
+        buf += chunk
+        if expected is None and len(buf) >= _HEADER:
+            expected = int.from_bytes(buf[:_HEADER], "big")
+            if expected > MAX_RESULT_BYTES:
+                return Outcome("crashed", error=f"result of {expected} bytes exceeds the limit of "
+                                                f"{MAX_RESULT_BYTES} bytes"), False
+    # The child is done (or gone): kill stragglers of its group, then reap it within the deadline.
+    _kill_group(pid)
+    status = _reap(pid, max(deadline - time.monotonic(), REAP_GRACE_S))
+    reaped = status is not None
+    if expected is None or len(buf) < _HEADER + expected:
+        got = max(len(buf) - _HEADER, 0)
+        how = _describe_status(status) if status is not None else "did not exit"
+        detail = "without a result" if not buf else f"after sending {got} of {expected} result bytes"
+        return Outcome("crashed", error=f"child {how} {detail}"), reaped
+    try:
+        message = json.loads(bytes(buf[_HEADER:_HEADER + expected]))
+    except ValueError as exc:
+        return Outcome("crashed", error=f"child sent an unreadable result: {exc}"), reaped
+    if not isinstance(message, dict) or "ok" not in message:
+        return Outcome("crashed", error="child sent a malformed result"), reaped
+    if message["ok"]:
+        return Outcome("ok", value=message.get("value")), reaped
+    return Outcome("crashed", error=str(message.get("error"))), reaped
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already empty (or the id was never ours)
+
+
+def _reap(pid: int, wait_s: float) -> int | None:
+    """waitpid(WNOHANG) polled for at most ``wait_s``; the wait status, or None if not reaped."""
+    end = time.monotonic() + wait_s
+    delay = 0.0005
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0  # already reaped elsewhere
+        if done:
+            return status
+        if time.monotonic() >= end:
+            return None
+        time.sleep(min(delay, max(end - time.monotonic(), 0)))
+        delay = min(delay * 2, 0.005)
+
+
+def _reap_abandoned() -> None:
+    for pid in list(_abandoned):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _abandoned.discard(pid)
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"was killed by signal {sig} ({name})"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"ended with wait status {status}"
+
+
+# ---------------------------------------------------------------------------------------- child
+
+
+def _child(fn: Callable[[], Any], read_fd: int, write_fd: int) -> None:  # pragma: no cover
+    """Body of the forked child. Never returns."""
+    code = 0
+    try:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
+        os.close(read_fd)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C on the terminal: die, do not unwind
+        payload = _run_and_encode(fn)
+        _write_all(write_fd, len(payload).to_bytes(_HEADER, "big") + payload)
+    except BaseException:  # noqa: BLE001 - nothing may escape into the caller's stack
+        code = 70  # EX_SOFTWARE: the result could not be sent
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # what fn printed itself
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _run_and_encode(fn: Callable[[], Any]) -> bytes:
+    try:
+        value = fn()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as "crashed"
+        import traceback  # only on this path: a few ms the prolog need not pay
+
+        text = "".join(traceback.format_exception(exc))[-_TRACEBACK_LIMIT:]
+        return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{text}"}).encode()
+    try:
+        return json.dumps({"ok": True, "value": value}, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        return json.dumps({"ok": False,
+                           "error": f"result is not JSON-serialisable "
+                                    f"({type(value).__name__}): {exc}"}).encode()
+
+
+def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover - child side
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                return  # the parent gave up on us
+            raise
+        view = view[written:]

@@ -1,0 +1,326 @@
+"""Node-local spool of run and action records: JSON lines, appended durably, read back in order.
+
+Every run (prolog, epilog, slurm-check, ``healthcheck check``) and every Slurm action (drain, resume)
+becomes one record, written here first and ingested into the history database later, idempotently by
+``record_id``. The spool is on the prolog's path, so ``append`` is small and bounded: one ``flock``, one
+``write``, one ``fsync``.
+
+Layout of ``spool_dir`` (created 0700; files 0600)::
+
+    records.jsonl        current file; one JSON object per line, '\\n'-terminated
+    records.jsonl.1      the previous file ... records.jsonl.<keep> the oldest kept
+    .lock                writers take an exclusive flock on it; readers a shared one, briefly
+
+Record contract: a JSON object with ``"kind"`` ("run" or "action") and ``"record_id"`` (added as a
+uuid4 hex string when the caller did not set one; set it yourself when you need to know it). Lines
+longer than ``MAX_LINE_BYTES`` are refused.
+
+Failure model: any OS error while writing (ENOSPC full disk, EDQUOT, EROFS read-only filesystem,
+EACCES/EPERM, EIO, a lock not obtained in time) raises ``SpoolError``; the caller decides (the hooks log
+a warning and go on: a full /var never fails a job). A write that fails half-way is truncated back, and
+a partial line left by a crash is terminated by the next append, so the file always parses line by line.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+CURRENT = "records.jsonl"
+LOCK = ".lock"
+KINDS = ("run", "action")
+MAX_LINE_BYTES = 1 << 20  # 1 MiB, newline excluded
+DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_KEEP = 5  # rotated files kept besides the current one (logrotate's "rotate 5")
+LOCK_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
+
+
+class SpoolError(Exception):
+    """The spool could not be written (``errno`` holds the OS error number when there was one)."""
+
+    def __init__(self, message: str, errno_: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno_
+
+
+@dataclass(frozen=True)
+class CorruptLine:
+    """A line ``read`` skipped: the file, its 1-based line number, and why."""
+
+    path: Path
+    lineno: int
+    reason: str
+
+
+# ------------------------------------------------------------------------------------------ write
+
+
+def new_record_id() -> str:
+    """A random (version 4) UUID as 32 hex digits, like ``uuid.uuid4().hex`` without importing uuid
+    (a few ms on the prolog's path)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return raw.hex()
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """The line ``append`` would write (with its trailing newline); pure. ValueError when invalid."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a spool record must be a dict, got {type(record).__name__}")
+    kind = record.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"a spool record needs 'kind' in {KINDS}, got {kind!r}")
+    record = dict(record)
+    rid = record.setdefault("record_id", new_record_id())
+    if not isinstance(rid, str) or not rid:
+        raise ValueError(f"'record_id' must be a non-empty string, got {rid!r}")
+    try:
+        text = json.dumps(record, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"spool record is not JSON-serialisable: {exc}") from None
+    data = text.encode("ascii")
+    if len(data) > MAX_LINE_BYTES:
+        raise ValueError(f"spool record of {len(data)} bytes exceeds the {MAX_LINE_BYTES}-byte line limit")
+    return data + b"\n"
+
+
+def append(spool_dir: str | os.PathLike[str], record: dict[str, Any],
+           max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP) -> Path:
+    """Append ``record`` as one line to ``spool_dir/records.jsonl``; return the file's path.
+
+    Rotates first when the line would take the current file over ``max_bytes`` (a first line is
+    always written, however small ``max_bytes``). ValueError for an invalid record; SpoolError for
+    any OS failure.
+    """
+    line = encode(record)
+    directory = Path(spool_dir)
+    try:
+        _ensure_dir(directory)
+        with _locked(directory, fcntl.LOCK_EX):
+            path = directory / CURRENT
+            if path.exists():
+                size = path.stat().st_size
+                if size > 0 and size + len(line) > max_bytes:
+                    _rotate(directory, keep)
+            _append_line(path, line)
+        return path
+    except SpoolError:
+        raise
+    except OSError as exc:
+        raise SpoolError(f"spool {directory}: {exc.strerror or exc}", exc.errno) from exc
+
+
+def _ensure_dir(directory: Path) -> None:
+    if directory.is_dir():
+        return
+    parent = directory.parent
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(directory, 0o700)  # whatever the umask
+    _fsync_dir(parent)
+
+
+def _append_line(path: Path, line: bytes) -> None:
+    """One write under the lock; a failure part-way truncates back to the previous size."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        if created:
+            os.fchmod(fd, 0o600)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # end a partial line left by a crash: it is reported, ours is whole
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
+
+
+def _rotate(directory: Path, keep: int) -> None:
+    """records.jsonl -> .1 -> .2 ... ; the file beyond ``keep`` is deleted."""
+    base = directory / CURRENT
+    if keep < 1:
+        base.unlink(missing_ok=True)
+    else:
+        Path(f"{base}.{keep}").unlink(missing_ok=True)
+        for n in range(keep - 1, 0, -1):
+            older = Path(f"{base}.{n}")
+            if older.exists():
+                os.replace(older, f"{base}.{n + 1}")
+        os.replace(base, f"{base}.1")
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _locked:
+    """flock on ``spool_dir/.lock``, retried without blocking up to LOCK_TIMEOUT_S.
+
+    With ``optional`` (readers), a lock file that cannot be opened (read-only copy of a spool) means
+    reading without the lock."""
+
+    def __init__(self, directory: Path, mode: int, optional: bool = False) -> None:
+        self.directory, self.mode, self.optional = directory, mode, optional
+        self.fd: int | None = None
+
+    def __enter__(self) -> "_locked":
+        path = self.directory / LOCK
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            if self.optional:
+                return self
+            raise
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(self.fd, self.mode | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    self.fd = None
+                    if self.optional:
+                        return self
+                    raise SpoolError(f"spool {self.directory}: lock busy for {LOCK_TIMEOUT_S} s",
+                                     errno.EWOULDBLOCK) from None
+                time.sleep(0.005)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+
+
+# ------------------------------------------------------------------------------------------- read
+
+
+def spool_files(spool_dir: str | os.PathLike[str]) -> list[Path]:
+    """The spool's files, oldest first: records.jsonl.N ... records.jsonl.1, records.jsonl."""
+    directory = Path(spool_dir)
+    rotated = []
+    for entry in directory.glob(CURRENT + ".*"):
+        suffix = entry.name[len(CURRENT) + 1:]
+        if suffix.isdigit():
+            rotated.append((int(suffix), entry))
+    files = [p for _, p in sorted(rotated, reverse=True)]
+    current = directory / CURRENT
+    if current.exists():
+        files.append(current)
+    return files
+
+
+def read(spool_dir: str | os.PathLike[str],
+         on_corrupt: Callable[[CorruptLine], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the spool's records in write order across rotated files (oldest first).
+
+    A line that is not a JSON object with a known ``kind`` and a ``record_id`` (truncated by a crash,
+    another tool's file, an over-long line) is skipped and reported: to ``on_corrupt`` when given,
+    else as a logging warning. A missing spool directory yields nothing.
+
+    Every file is opened under a shared lock before reading starts, so a rotation during the read
+    neither loses nor repeats a file; records appended while reading may or may not be seen (ingest is
+    idempotent by record_id, so the next read picks them up).
+    """
+    report = on_corrupt or _log_corrupt
+    directory = Path(spool_dir)
+    if not directory.is_dir():
+        return
+    handles = []
+    with _locked(directory, fcntl.LOCK_SH, optional=True):
+        for path in spool_files(directory):
+            try:
+                handles.append((path, open(path, "rb")))
+            except FileNotFoundError:
+                continue
+    try:
+        for path, handle in handles:
+            yield from _read_file(path, handle, report)
+    finally:
+        for _, handle in handles:
+            handle.close()
+
+
+def read_all(spool_dir: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[CorruptLine]]:
+    """``read`` collected: (records, corrupt lines)."""
+    corrupt: list[CorruptLine] = []
+    records = list(read(spool_dir, corrupt.append))
+    return records, corrupt
+
+
+def _read_file(path: Path, handle, report: Callable[[CorruptLine], None]) -> Iterator[dict[str, Any]]:
+    lineno = 0
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 2)
+        if not raw:
+            return
+        lineno += 1
+        if not raw.endswith(b"\n"):
+            if len(raw) > MAX_LINE_BYTES:  # over-long line: skip to its end
+                while raw and not raw.endswith(b"\n"):
+                    raw = handle.readline(MAX_LINE_BYTES + 2)
+                report(CorruptLine(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
+            else:
+                report(CorruptLine(path, lineno, "incomplete line (no newline; crashed or in progress)"))
+            continue
+        record, why = _decode(raw)
+        if record is None:
+            report(CorruptLine(path, lineno, why))
+        else:
+            yield record
+
+
+def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    text = raw.strip()
+    if not text:
+        return None, "empty line"
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not JSON: {exc}"[:200]
+    if not isinstance(value, dict):
+        return None, f"not a JSON object ({type(value).__name__})"
+    if value.get("kind") not in KINDS:
+        return None, f"not a healthcheck record: kind {value.get('kind')!r}"[:200]
+    if not isinstance(value.get("record_id"), str) or not value["record_id"]:
+        return None, "record without a record_id"
+    return value, ""
+
+
+def _log_corrupt(item: CorruptLine) -> None:
+    log.warning("spool %s line %d skipped: %s", item.path, item.lineno, item.reason)

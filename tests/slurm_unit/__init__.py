@@ -1,0 +1,1 @@
+"""Unit tests of healthcheck.slurm (no Slurm daemons needed)."""
