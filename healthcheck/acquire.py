@@ -6,13 +6,15 @@ from .expectations import Expectations
 from .model import Snapshot
 
 
-def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str = "/sys",
-                 proc_root: str = "/proc") -> Snapshot:
+def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
+                 proc_root: str | None = None) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
 
     Raises BundleError when a mapped bundle cannot be read (the caller decides: a usage error at a
     terminal, a checker ERROR in a hook — never a drain)."""
+    sysfs_root = sysfs_root or exp.sysfs_root
+    proc_root = proc_root or exp.proc_root
     path = exp.bundle_for(node)
     if path:
         from .bundle import snapshot_from_bundle

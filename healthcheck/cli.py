@@ -62,8 +62,8 @@ def cli():
 @click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]),
               default="check", show_default=True, help="Which context's check list to run.")
 @click.option("--node", help="Node name for class matching (default: this host / the bundle's host).")
-@click.option("--sysfs-root", default="/sys", show_default=True, help="Read sysfs from here (live only).")
-@click.option("--proc-root", default="/proc", show_default=True, help="Read procfs from here (live only).")
+@click.option("--sysfs-root", help="Read sysfs from here (live only; default: the config's sysfs_root or /sys).")
+@click.option("--proc-root", help="Read procfs from here (live only; default: the config's proc_root or /proc).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every component, passes included.")
 def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, verbose):
     """Probe this node (or read a bundle) and judge it.

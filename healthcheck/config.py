@@ -27,6 +27,8 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "mounts": (list, "mount points that must be present"),
     "ro_mounts": (list, "mount points that are expected read-only"),
     "bundle": (str, "read this node's hardware from a bundle: a path with {node}, e.g. /srv/bundles/{node}"),
+    "sysfs_root": (str, "where the host's /sys is mounted (containers: e.g. /host/sys)"),
+    "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
 }
 _TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks")
 _CPU_KEYS = ("sockets", "cores", "threads")
@@ -123,6 +125,8 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         mem_total_gib=s.get("mem_total_gib"),
         thresholds={k: dict(v) for k, v in s.get("thresholds", {}).items()},
         bundle=s.get("bundle"),
+        sysfs_root=s.get("sysfs_root", "/sys"),
+        proc_root=s.get("proc_root", "/proc"),
         checks={k: tuple(v) for k, v in s.get("checks", {}).items()},
         xid_policy=policy,
     )

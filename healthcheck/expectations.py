@@ -69,6 +69,9 @@ class Expectations:
     # Read the node's hardware from this bundle ("{node}" is replaced) instead of probing it live:
     # for tests, demos and offline triage of a whole cluster's recordings.
     bundle: str | None = None
+    # Where the host's /sys and /proc are (a container mounts them elsewhere).
+    sysfs_root: str = "/sys"
+    proc_root: str = "/proc"
 
     def bundle_for(self, node: str) -> str | None:
         return self.bundle.replace("{node}", node) if self.bundle else None

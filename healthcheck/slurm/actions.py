@@ -8,7 +8,8 @@ import os
 from typing import Callable
 
 from ..model import Verdict
-from .policy import Decision, decide
+from .policy import Decision, decide, failures
+from .reasons import make_reason_multi
 from .settings import SlurmSettings
 
 Log = Callable[[str], None]
@@ -57,6 +58,51 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) ->
             log(f"queued {item.action} of {item.node} failed: {exc}")
 
 
+# Reasons slurmctld itself sets when a hook exits non-zero; after our prolog drained the node and
+# exited 1 (to requeue the job), Slurm replaces our reason with this one.
+SLURM_HOOK_REASONS = ("Prolog error", "Epilog error")
+
+
+def _ledger(state_dir: str) -> str:
+    return os.path.join(state_dir, "drained-by-us.json")
+
+
+def _remember_drain(state_dir: str, reason: str, context: str, log: Log) -> None:
+    import json
+
+    from ..runner import utc_now_iso
+
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        tmp = _ledger(state_dir) + ".tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+            json.dump({"reason": reason, "context": context, "time": utc_now_iso()}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, _ledger(state_dir))
+    except OSError as exc:
+        log(f"drain not remembered locally ({exc}): a 'Prolog error' reason will not be recognised as ours")
+
+
+def _claimed(state, state_dir: str):
+    """The node's state with Slurm's "Prolog error" replaced by the reason we drained it with, when
+    this node's ledger says our prolog/epilog drained it (Slurm overwrote our reason after we exited 1)."""
+    import dataclasses
+    import json
+
+    if state is None or state.reason not in SLURM_HOOK_REASONS:
+        return state, False
+    try:
+        with open(_ledger(state_dir)) as fh:
+            ledger = json.load(fh)
+    except (OSError, ValueError):
+        return state, False
+    if not isinstance(ledger, dict) or ledger.get("context") not in ("prolog", "epilog") \
+            or not isinstance(ledger.get("reason"), str):
+        return state, False
+    return dataclasses.replace(state, reason=ledger["reason"]), True
+
+
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
                    state_dir: str, run_id: str, log: Log) -> Decision:
     from .backend import SlurmError, SlurmUnreachable
@@ -71,7 +117,11 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
         except SlurmError as exc:
             log(f"cannot read node {node}: {exc}")
             return Decision("none", None, f"node state unreadable: {exc}")
+    state, claimed = _claimed(state, state_dir)
     decision = decide(context, verdict, state, settings, run_id)
+    if claimed and decision.action == "none" and decision.reason and verdict.failing:
+        decision = Decision("drain", make_reason_multi(failures(verdict), run_id),
+                            "drained by our prolog; our reason restored over Slurm's")
     if decision.action == "none":
         return decision
     try:
@@ -81,10 +131,18 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
             backend.resume(node)
     except SlurmUnreachable as exc:
         _queue(state_dir, node, decision, run_id, log)
-        return Decision(decision.action, decision.reason, f"{decision.why}; queued: slurmctld unreachable ({exc})")
+        decision = Decision(decision.action, decision.reason,
+                            f"{decision.why}; queued: slurmctld unreachable ({exc})")
     except SlurmError as exc:
         log(f"{decision.action} of {node} refused by Slurm: {exc}")
         return Decision("none", decision.reason, f"{decision.action} refused: {exc}")
+    if decision.action == "drain":
+        _remember_drain(state_dir, decision.reason, context, log)
+    else:
+        try:
+            os.unlink(_ledger(state_dir))
+        except OSError:
+            pass
     return decision
 
 

@@ -1,0 +1,1 @@
+"""Tests that run against a real Slurm cluster on localhost (scripts/local-slurm-cluster)."""

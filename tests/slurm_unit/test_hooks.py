@@ -1,0 +1,143 @@
+"""The hook entry point as slurmd runs it (a subprocess with Slurm's environment), without slurmctld:
+budgets, exit codes, spool records, baselines, lean imports. The drain/resume behaviour against a real
+slurmctld is tested in tests/slurm/."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from healthcheck.collect import collect_bundle
+from tests.integration.test_bundles import make_node
+
+HEAVY = ("pandas", "sqlalchemy", "numpy", "rich", "click")
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundles")
+    healthy = make_node(root / "src-healthy")
+    collect_bundle(str(root / "healthy"), options=healthy)
+    faulty = make_node(root / "src-faulty")
+    faulty.nvml.gpus[3].ecc[(1, 0)] = 2  # uncorrected, volatile
+    collect_bundle(str(root / "faulty"), options=faulty)
+    return root
+
+
+def write_config(tmp_path: Path, bundle: str, **slurm) -> Path:
+    settings = {"state_dir": str(tmp_path / "state"), "spool_dir": str(tmp_path / "spool"),
+                "scontrol": "/bin/false", **slurm}
+    lines = ["[defaults]", f'bundle = "{bundle}"', "[slurm]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    path = tmp_path / "site.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def hook(context: str, config: Path, job: str | None = "4242", extra: list[str] = (), node="node1"):
+    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": node}
+    if job:
+        env.update(SLURM_JOB_ID=job, SLURM_JOB_USER="alice", SLURM_JOB_UID="1000")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-I", *extra, "-m", "healthcheck.slurm.hooks", context,
+                           "--config", str(config)], capture_output=True, text=True, env=env, timeout=120,
+                          cwd="/")
+    return proc, time.monotonic() - start
+
+
+def spool(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "spool" / "records.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_healthy_prolog_exits_0_records_the_run_and_saves_a_baseline(tmp_path, bundles):
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, _ = hook("prolog", config)
+    assert proc.returncode == 0, proc.stderr
+    runs = [r for r in spool(tmp_path) if r["kind"] == "run"]
+    assert runs and runs[-1]["context"] == "prolog" and runs[-1]["job_id"] == "4242"
+    assert runs[-1]["status"] in ("pass", "warn") and runs[-1]["node"] == "node1"
+    assert (tmp_path / "state" / "node1" / "baselines" / "4242.json").exists()
+    # the epilog consumes the baseline and attributes growth (none here) to the job
+    proc, _ = hook("epilog", config)
+    assert proc.returncode == 0, proc.stderr
+    epilog = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
+    growth = [r for r in epilog["results"] if r["check"] == "job.counter_growth"]
+    assert growth and growth[0]["status"] == "pass" and "4242" in growth[0]["message"]
+    assert not (tmp_path / "state" / "node1" / "baselines" / "4242.json").exists()
+
+
+def test_failing_prolog_exits_1_and_names_the_check(tmp_path, bundles):
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    proc, _ = hook("prolog", config)
+    assert proc.returncode == 1
+    run = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
+    failing = [(r["check"], r["component"]) for r in run["results"] if r["status"] == "fail"]
+    assert ("gpu.ecc.uncorrected", "gpu3") in failing
+
+
+def test_warn_mode_prolog_lets_the_job_run(tmp_path, bundles):
+    config = write_config(tmp_path, str(bundles / "faulty"), prolog_on_fail="warn")
+    proc, _ = hook("prolog", config)
+    assert proc.returncode == 0
+
+
+def test_unreachable_slurmctld_queues_the_drain(tmp_path, bundles):
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    config = write_config(tmp_path, str(bundles / "faulty"), scontrol=str(fake))
+    proc, _ = hook("slurm-check", config)
+    assert proc.returncode == 0, proc.stderr
+    queued = (tmp_path / "state" / "node1" / "pending-actions.jsonl").read_text()
+    assert '"drain"' in queued and "healthcheck:" in queued and "gpu.ecc.uncorrected" in queued
+    actions = [r for r in spool(tmp_path) if r["kind"] == "action"]
+    assert actions and "queued" in actions[-1]["why"]
+
+
+def test_budget_overrun_is_a_fail_of_its_own_and_returns_in_time(tmp_path, bundles):
+    config = write_config(tmp_path, str(bundles / "healthy"), prolog_budget_s=0.05)
+    proc, elapsed = hook("prolog", config)
+    assert proc.returncode == 1
+    run = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
+    assert run["results"][0]["check"] == "node.responsive" and run["results"][0]["status"] == "fail"
+    assert "budget" in run["results"][0]["message"]
+    assert elapsed < 5
+
+
+def test_hung_sysfs_read_cannot_hold_the_prolog(tmp_path):
+    """A read that never returns (a FIFO standing in for a wedged device's sysfs file)."""
+    sysfs = tmp_path / "sys"
+    dev = sysfs / "bus" / "pci" / "devices" / "0000:18:00.0"
+    dev.mkdir(parents=True)
+    os.mkfifo(dev / "vendor")
+    (dev / "class").write_text("0x030200\n")
+    config = tmp_path / "site.toml"
+    config.write_text(f'[defaults]\nsysfs_root = "{sysfs}"\n[slurm]\nstate_dir = "{tmp_path}/state"\n'
+                      f'spool_dir = "{tmp_path}/spool"\nscontrol = "/bin/false"\nprolog_budget_s = 1.0\n')
+    proc, elapsed = hook("prolog", config)
+    assert proc.returncode == 1
+    assert elapsed < 1.0 + 1.5  # budget + interpreter start-up, never the hang
+    run = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
+    assert run["results"][0]["check"] == "node.responsive"
+
+
+def test_unreadable_config_never_drains(tmp_path):
+    bad = tmp_path / "site.toml"
+    bad.write_text("[class.a\n")
+    proc, _ = hook("prolog", bad)
+    assert proc.returncode == 0 and "config not used" in proc.stderr
+
+
+def test_prolog_path_imports_nothing_heavy(tmp_path, bundles):
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, _ = hook("prolog", config, extra=["-X", "importtime"])
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "healthcheck.slurm.hooks" in modules or "healthcheck.runner" in modules
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert heavy == [], heavy
