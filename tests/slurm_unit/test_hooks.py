@@ -101,7 +101,7 @@ def test_unreachable_slurmctld_queues_the_drain(tmp_path, bundles):
 
 
 def test_budget_overrun_is_a_fail_of_its_own_and_returns_in_time(tmp_path, bundles):
-    config = write_config(tmp_path, str(bundles / "healthy"), prolog_budget_s=0.05)
+    config = write_config(tmp_path, str(bundles / "healthy"), prolog_budget_s=0.001)
     proc, elapsed = hook("prolog", config)
     assert proc.returncode == 1
     run = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
