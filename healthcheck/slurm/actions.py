@@ -24,7 +24,8 @@ def backend_for(settings: SlurmSettings):
 
 
 def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) -> None:
-    """Apply drains/resumes queued by earlier runs, re-checking ownership against the node's state now."""
+    """Apply drains/resumes queued by earlier runs, re-checking ownership against the node's state now;
+    each one applied is recorded in the spool as an action of the run that queued it."""
     from .pending import PendingError, queue, take_all
     from .backend import SlurmError, SlurmUnreachable
     from .reasons import is_ours
@@ -43,10 +44,11 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) ->
                 log(f"queued {item.action} of {item.node} dropped: reason now {state.reason!r} (not ours)")
             elif item.action == "drain" and not (state.drained and state.reason == item.reason):
                 backend.drain(item.node, item.reason)
-                log(f"applied queued drain of {item.node}: {item.reason}")
+                _remember_drain(state_dir, item.reason, "queued", log)
+                _record_applied(settings.spool_dir, item, log)
             elif item.action == "resume" and (state.drained or state.down) and is_ours(state.reason):
                 backend.resume(item.node)
-                log(f"applied queued resume of {item.node}")
+                _record_applied(settings.spool_dir, item, log)
         except SlurmUnreachable:
             for rest in pending[i:]:
                 try:
@@ -101,6 +103,19 @@ def _claimed(state, state_dir: str):
             or not isinstance(ledger.get("reason"), str):
         return state, False
     return dataclasses.replace(state, reason=ledger["reason"]), True
+
+
+def _record_applied(spool_dir: str, item, log: Log) -> None:
+    from ..runner import utc_now_iso
+    from ..spool import SpoolError, append
+
+    log(f"applied queued {item.action} of {item.node}" + (f": {item.reason}" if item.reason else ""))
+    try:
+        append(spool_dir, {"kind": "action", "run_id": item.run_id, "node": item.node, "time": utc_now_iso(),
+                           "action": item.action, "reason": item.reason, "job_id": None, "context": "queued",
+                           "why": f"applied from the queue (decided {item.created_at})", "checks": []})
+    except (SpoolError, ValueError, OSError) as exc:
+        log(f"spool not written ({exc})")
 
 
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
