@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tarfile
-import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +46,8 @@ def opened(path: str | os.PathLike) -> Iterator[Path]:
         return
     if not p.is_file():
         raise BundleError(f"{p}: no such bundle (a directory or a .tar.gz written by `healthcheck collect`)")
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="healthcheck-bundle-") as tmp:
         _extract(p, Path(tmp))
         entries = list(Path(tmp).iterdir())
@@ -57,6 +57,8 @@ def opened(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def _extract(archive: Path, target: Path) -> None:
+    import tarfile
+
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = []
@@ -244,6 +246,9 @@ def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
     """Write a bundle from a live snapshot plus the raw tool outputs ``raw`` (file name -> text)."""
     out = Path(output)
     tarball = out.name.endswith((".tar.gz", ".tgz"))
+    import tarfile
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="healthcheck-collect-") as tmp:
         folder = Path(tmp) / (out.name.split(".")[0] if tarball else out.name)
         if not tarball:

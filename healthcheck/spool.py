@@ -25,12 +25,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from .lazylog import LazyLog
 
 CURRENT = "records.jsonl"
 LOCK = ".lock"
@@ -40,7 +40,7 @@ DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_KEEP = 5  # rotated files kept besides the current one (logrotate's "rotate 5")
 LOCK_TIMEOUT_S = 2.0
 
-log = logging.getLogger(__name__)
+log = LazyLog(__name__)
 
 
 class SpoolError(Exception):

@@ -31,7 +31,7 @@ ensure_venv() {  # ensure_venv EXTRAS — create the venv and install the projec
         "$PY" -m venv "$VENV"
     fi
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-    "$VENV/bin/python" -m pip install -q -e "$ROOT${extras}" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+    "$VENV/bin/python" -m pip install -q -e "$ROOT${extras}" --config-settings editable_mode=compat 2>&1 | grep -v '^WARNING: Location' >&2 || true
     "$VENV/bin/python" -c 'import healthcheck, click, pynvml, ClusterShell' \
         || { echo "installing the project into $VENV failed" >&2; exit 1; }
     # Compiled bytecode, even where PYTHONDONTWRITEBYTECODE is set: every prolog run pays for compiling.

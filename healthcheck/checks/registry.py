@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
-import pkgutil
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -64,11 +64,11 @@ def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_
 
 def load_all() -> dict[str, CheckSpec]:
     """Import every check module of this package once; return the registry (name -> spec)."""
-    from . import __path__ as pkg_path
-
-    for mod in pkgutil.iter_modules(pkg_path):
-        if mod.name != "registry" and not mod.name.startswith("_"):
-            importlib.import_module(f"{__package__}.{mod.name}")
+    folder = os.path.dirname(__file__)
+    for name in sorted(os.listdir(folder)):
+        stem, ext = os.path.splitext(name)
+        if ext == ".py" and stem != "registry" and not stem.startswith("_"):
+            importlib.import_module(f"{__package__}.{stem}")
     return dict(sorted(_REGISTRY.items()))
 
 

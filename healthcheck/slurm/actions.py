@@ -3,7 +3,6 @@ baselines, and the spool records of every run and action. Every failure here is 
 the prolog must finish."""
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Callable
 
@@ -23,15 +22,26 @@ def backend_for(settings: SlurmSettings):
     return backend_from_name(settings.backend)
 
 
+class LazyBackend:
+    """The configured backend, built (and its modules imported) on first use."""
+
+    def __init__(self, settings: SlurmSettings):
+        self._settings, self._backend = settings, None
+
+    def __getattr__(self, name: str):
+        if self._backend is None:
+            self._backend = backend_for(self._settings)
+        return getattr(self._backend, name)
+
+
 def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) -> None:
     """Apply drains/resumes queued by earlier runs, re-checking ownership against the node's state now;
     each one applied is recorded in the spool as an action of the run that queued it."""
-    from .pending import PendingError, queue, take_all
-    from .backend import SlurmError, SlurmUnreachable
-    from .reasons import is_ours
-
     if not os.path.exists(os.path.join(state_dir, "pending-actions.jsonl")):
         return
+    from .backend import SlurmError, SlurmUnreachable
+    from .pending import PendingError, queue, take_all
+    from .reasons import is_ours
     try:
         pending = take_all(state_dir)
     except PendingError as exc:
@@ -120,10 +130,12 @@ def _record_applied(spool_dir: str, item, log: Log) -> None:
 
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
                    state_dir: str, run_id: str, log: Log) -> Decision:
+    needs_state = bool(verdict.failing) or context == "slurm-check"
+    if not needs_state:  # healthy prolog/epilog: nothing to ask slurmctld, nothing to import
+        return Decision("none", None, "healthy")
     from .backend import SlurmError, SlurmUnreachable
 
     state = None
-    needs_state = bool(verdict.failing) or context == "slurm-check"
     if needs_state:
         try:
             state = backend.node(node)
@@ -207,6 +219,8 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
 
 
 def _config_hash(path: str) -> str | None:
+    import hashlib
+
     try:
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()[:16]

@@ -27,14 +27,13 @@ file + fsync + rename + fsync of the directory). ``save`` also prunes: files old
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
+from ..lazylog import LazyLog
 from ..model import GpuInfo, IbPort, Snapshot
 
 BASELINE_DIR = "baselines"
@@ -60,7 +59,7 @@ _IB_ERROR_WORDS = re.compile(r"err|discard|drop", re.IGNORECASE)
 # CQE flush "errors" grow on every normal queue-pair teardown: not a link or HCA fault.
 _IB_NOT_ERRORS = re.compile(r"flush", re.IGNORECASE)
 
-log = logging.getLogger(__name__)
+log = LazyLog(__name__)
 
 
 # ------------------------------------------------------------------------------------------ pure
@@ -159,6 +158,8 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
         os.chmod(directory, 0o700)
     data = json.dumps({"version": FORMAT_VERSION, "job_id": job_id, "saved_at": now,
                        "counters": clean}, sort_keys=True).encode()
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job_id}.", suffix=".tmp")  # 0600
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = utc_now_iso()
     run_id = os.urandom(6).hex()
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
     job_id = os.environ.get("SLURM_JOB_ID") or None
     config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG
     try:
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = os.path.join(settings.state_dir, node)
     from . import actions
 
-    backend = actions.backend_for(settings)
+    backend = actions.LazyBackend(settings)  # built on first use: a healthy prolog never needs it
     actions.apply_pending(backend, state_dir, settings, log)
 
     budget = settings.budget(context)

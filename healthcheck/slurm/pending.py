@@ -20,17 +20,16 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import logging
 import os
-import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
+from ..lazylog import LazyLog
 
-log = logging.getLogger(__name__)
+log = LazyLog(__name__)
 
 FILENAME = "pending-actions.jsonl"
 LOCKNAME = "pending-actions.lock"
@@ -146,7 +145,7 @@ def _write(d: Path, actions: list[PendingAction]) -> None:
         log.warning("pending actions: %d queued, dropping the %d oldest", len(actions),
                     len(actions) - MAX_ACTIONS)
         actions = actions[-MAX_ACTIONS:]
-    tmp = d / f".{FILENAME}.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp = d / f".{FILENAME}.{os.getpid()}.{os.urandom(4).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -204,7 +203,7 @@ def take_all(state_dir: str | os.PathLike) -> list[PendingAction]:
     d = _ensure_dir(d)
     taken: list[PendingAction] = []
     with _locked(d):
-        mine = d / f"{TAKING}{os.getpid()}.{secrets.token_hex(4)}"
+        mine = d / f"{TAKING}{os.getpid()}.{os.urandom(4).hex()}"
         try:
             os.rename(d / FILENAME, mine)
         except FileNotFoundError:

@@ -10,11 +10,14 @@ Ownership rules (after LBNL NHC's node-mark-offline / node-mark-online):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..model import Status, Verdict
-from .nodestate import NodeState
 from .reasons import is_ours, make_reason_multi, without_run
 from .settings import SlurmSettings
+
+if TYPE_CHECKING:
+    from .nodestate import NodeState
 
 
 @dataclass(frozen=True)
