@@ -6,7 +6,6 @@ Heavy modules (pynvml) are imported only when the PCI bus shows an NVIDIA GPU.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ class LiveOptions:
 
 
 def short_hostname() -> str:
-    return socket.gethostname().split(".")[0]
+    return os.uname().nodename.split(".")[0]
 
 
 class _Bounded(threading.Thread):
