@@ -1,13 +1,9 @@
 """The shared language of healthcheck: what probes produce and what checks judge.
 
-Everything here is plain data (dataclasses of str/int/float/bool/list/dict) and round-trips through
-JSON: ``Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap``.
-
-Conventions every producer (NVML probe, nvidia-smi parsers, sysfs probes, bundle reader) follows:
-- ``None`` means "not known / not reported by this source / not supported by this hardware".
-  A field an older GPU lacks stays ``None``; checks treat ``None`` as "cannot judge this field".
-- A list-valued source that is ``None`` on the Snapshot (``gpus``, ``ib_ports``, ...) means the source
-  was not probed at all (absent tool, absent bundle file); an empty list means "probed, found none".
+Plain data (dataclasses of str/int/float/bool/list/dict) that round-trips through JSON. Conventions:
+- ``None``: not known / not reported / not supported (a field an older GPU lacks); checks cannot judge it.
+- A source that is ``None`` on the Snapshot (``gpus``, ``ib_ports``, ...) was not probed at all;
+  an empty list means "probed, found none".
 - Units are in field names: ``_c`` degrees Celsius, ``_w`` watts, ``_mib`` MiB, ``_s`` seconds.
 """
 from __future__ import annotations

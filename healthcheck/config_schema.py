@@ -1,0 +1,273 @@
+"""Validation of the expectations file: every key, type and reference checked, errors with file:line.
+
+Used by :func:`healthcheck.config.loads`; produces the :class:`~healthcheck.config.Config` it returns.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .checks.registry import CONTEXTS
+from .config import Config, ConfigError, NodeClass
+from .slurm.settings import SlurmSettings, validate as validate_slurm
+
+# key -> (type checker, description) for the keys allowed in [defaults] and [class.NAME]
+_SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "nodes": (str, "node-set pattern, e.g. gpu[001-128]"),
+    "gpu_count": (int, "number of GPUs"),
+    "gpu_model": (str, "substring of the GPU name"),
+    "nvlinks_per_gpu": (int, "active NVLinks per GPU"),
+    "mem_total_gib": ((int, float), "installed memory in GiB"),
+    "services": (list, "process names that must be running"),
+    "mounts": (list, "mount points that must be present"),
+    "ro_mounts": (list, "mount points that are expected read-only"),
+    "bundle": (str, "read this node's hardware from a bundle: a path with {node}, e.g. /srv/bundles/{node}"),
+    "sysfs_root": (str, "where the host's /sys is mounted (containers: e.g. /host/sys)"),
+    "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
+}
+_TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks")
+_CPU_KEYS = ("sockets", "cores", "threads")
+_IB_KEYS = ("ports", "rate_gbps", "link_layer", "devices", "firmware")
+_PCIE_KEYS = ("gen", "width")
+_VERSION_KEYS = ("driver", "cuda", "nccl", "ofed", "rdma_core", "kernel", "vbios", "hca_firmware", "mlx5_core")
+_XID_KEYS = ("action", "window_s", "min_count", "name")
+
+
+class Validator:
+    def __init__(self, text: str, path: str | None):
+        self.lines = text.splitlines()
+        self.path = path
+
+    def error(self, message: str, table: str, key: str | None = None) -> ConfigError:
+        return ConfigError(message, self.path, self._locate(table, key))
+
+    def _locate(self, table: str, key: str | None) -> int | None:
+        """Line of ``key`` inside ``[table]`` (else of the table header) — best effort for messages."""
+        want = _norm_table(table)
+        header_line, current = None, ""
+        for number, line in enumerate(self.lines, 1):
+            stripped = line.strip()
+            header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", stripped)
+            if header:
+                current = _norm_table(header.group(1))
+                if current == want and header_line is None:
+                    header_line = number
+                continue
+            if key is not None and current == want:
+                kv = re.match(r'^["\']?([^"\'=\s]+)["\']?\s*=', stripped)
+                if kv and kv.group(1) == key:
+                    return number
+        if key is not None:  # dotted keys and inline tables: the first line that sets the key
+            pattern = rf'(^|[{{,.])\s*["\']?{re.escape(key)}["\']?\s*='
+            for number, line in enumerate(self.lines, 1):
+                if re.search(pattern, line):
+                    return number
+        return header_line
+
+    def config(self, data: dict[str, Any]) -> Config:
+        unknown = set(data) - {"defaults", "class", "xid", "slurm"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
+                             "[slurm])", "", key)
+        if not isinstance(data.get("slurm", {}), dict):
+            raise self.error("[slurm] must be a table", "", "slurm")
+        slurm, problem = validate_slurm(data.get("slurm", {}))
+        if problem:
+            raise self.error(problem[1], "slurm", problem[0])
+        if not isinstance(data.get("defaults", {}), dict):
+            raise self.error("[defaults] must be a table", "", "defaults")
+        defaults = self.settings(data.get("defaults", {}), "defaults", allow_nodes=False)
+        classes = []
+        raw_classes = data.get("class", {})
+        if not isinstance(raw_classes, dict):
+            raise self.error("[class] must be a table of [class.NAME] tables", "class")
+        for name, body in raw_classes.items():
+            table = f"class.{name}"
+            if not isinstance(body, dict):
+                raise self.error(f"[{table}] must be a table", table)
+            settings = self.settings(body, table, allow_nodes=True)
+            if "nodes" not in settings:
+                raise self.error(f"[{table}] needs nodes = \"pattern\"", table)
+            nodes = settings.pop("nodes")
+            self.check_nodeset(nodes, table)
+            classes.append(NodeClass(name, nodes, settings))
+        xid = self.xid(data.get("xid", {}))
+        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm))
+
+    def check_nodeset(self, pattern: str, table: str) -> None:
+        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+        from ClusterShell.RangeSet import RangeSetParseError
+
+        try:
+            NodeSet(pattern)
+        except (NodeSetParseError, RangeSetParseError) as exc:
+            raise self.error(f"bad node-set pattern {pattern!r}: {exc}", table, "nodes") from exc
+
+    def settings(self, body: dict[str, Any], table: str, allow_nodes: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in body.items():
+            if key in _SCALARS:
+                if key == "nodes" and not allow_nodes:
+                    raise self.error("nodes = belongs in a [class.NAME] table", table, key)
+                kind, what = _SCALARS[key]
+                if not isinstance(value, kind) or isinstance(value, bool):
+                    raise self.error(f"{key} must be {_kind_name(kind)} ({what}), got {value!r}", table, key)
+                if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+                    raise self.error(f"{key} must be a list of strings", table, key)
+                if isinstance(value, (int, float)) and value < 0:
+                    raise self.error(f"{key} must not be negative", table, key)
+                out[key] = value
+            elif key in _TABLES:
+                if not isinstance(value, dict):
+                    raise self.error(f"{key} must be a table", table, key)
+                out[key] = getattr(self, f"table_{key}")(value, f"{table}.{key}")
+            else:
+                allowed = ", ".join(sorted([*_SCALARS, *_TABLES]))
+                raise self.error(f"unknown key {key!r} (allowed: {allowed})", table, key)
+        return out
+
+    def _keys(self, value: dict, table: str, allowed: tuple[str, ...]) -> None:
+        for key in value:
+            if key not in allowed:
+                raise self.error(f"unknown key {key!r} in [{table}] (allowed: {', '.join(allowed)})",
+                                 table, key)
+
+    def _int(self, value: dict, table: str, key: str) -> None:
+        if key in value and (not isinstance(value[key], int) or isinstance(value[key], bool)
+                             or value[key] < 0):
+            raise self.error(f"{key} must be a non-negative integer, got {value[key]!r}", table, key)
+
+    def table_cpu(self, value: dict, table: str) -> dict:
+        self._keys(value, table, _CPU_KEYS)
+        for key in _CPU_KEYS:
+            self._int(value, table, key)
+        return dict(value)
+
+    def table_ib(self, value: dict, table: str) -> dict:
+        self._keys(value, table, _IB_KEYS)
+        self._int(value, table, "ports")
+        if "rate_gbps" in value and not isinstance(value["rate_gbps"], (int, float)):
+            raise self.error("rate_gbps must be a number (e.g. 400)", table, "rate_gbps")
+        if "link_layer" in value and value["link_layer"] not in ("InfiniBand", "Ethernet"):
+            raise self.error("link_layer must be \"InfiniBand\" or \"Ethernet\"", table, "link_layer")
+        if "devices" in value and not (isinstance(value["devices"], list)
+                                       and all(isinstance(d, str) for d in value["devices"])):
+            raise self.error("devices must be a list of device names like \"mlx5_0\"", table, "devices")
+        if "firmware" in value and not isinstance(value["firmware"], str):
+            raise self.error("firmware must be a string", table, "firmware")
+        return dict(value)
+
+    def table_pcie(self, value: dict, table: str) -> dict:
+        out = {}
+        for target, spec in value.items():
+            sub = f"{table}.{target}"
+            if target not in ("gpu", "hca", "nvswitch") and not re.fullmatch(
+                    r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", target):
+                raise self.error(f"pcie target {target!r} must be gpu, hca, nvswitch or a PCI address "
+                                 "like \"0000:1a:00.0\"", table, target)
+            if not isinstance(spec, dict):
+                raise self.error(f"pcie.{target} must be a table like {{ gen = 5, width = 16 }}", table, target)
+            self._keys(spec, sub, _PCIE_KEYS)
+            for key in _PCIE_KEYS:
+                self._int(spec, sub, key)
+            out[target] = dict(spec)
+        return out
+
+    def table_versions(self, value: dict, table: str) -> dict:
+        self._keys(value, table, _VERSION_KEYS)
+        for key, version in value.items():
+            if not isinstance(version, str):
+                raise self.error(f"version {key} must be a string (quote it: \"{version}\")", table, key)
+        return dict(value)
+
+    def table_thresholds(self, value: dict, table: str) -> dict:
+        from .checks.registry import load_all
+
+        specs = load_all()
+        out = {}
+        for check_name, values in value.items():
+            if check_name not in specs:
+                raise self.error(f"thresholds for unknown check {check_name!r} (see `healthcheck checks`)",
+                                 f"{table}.\"{check_name}\"" if isinstance(values, dict) else table,
+                                 None if isinstance(values, dict) else check_name)
+            if not isinstance(values, dict):
+                raise self.error(f"thresholds.\"{check_name}\" must be a table", table, check_name)
+            known = specs[check_name].thresholds
+            for key, value in values.items():
+                if key not in known:
+                    allowed = ", ".join(sorted(known)) or "none"
+                    raise self.error(f"unknown threshold {key!r} for {check_name} (allowed: {allowed})",
+                                     f"{table}.\"{check_name}\"", key)
+                problem = _threshold_type_problem(known[key], value)
+                if problem:
+                    raise self.error(f"threshold {check_name}.{key} {problem}, got {value!r}",
+                                     f"{table}.\"{check_name}\"", key)
+            out[check_name] = dict(values)
+        return out
+
+    def table_checks(self, value: dict, table: str) -> dict:
+        from .checks.registry import load_all
+        import fnmatch
+
+        names = list(load_all())
+        out = {}
+        for context, globs in value.items():
+            if context not in CONTEXTS:
+                raise self.error(f"unknown context {context!r} (allowed: {', '.join(CONTEXTS)})", table, context)
+            if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+                raise self.error(f"checks.{context} must be a list of check names or globs", table, context)
+            for glob in globs:
+                if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+                    raise self.error(f"checks.{context}: {glob!r} matches no check", table, context)
+            out[context] = list(globs)
+        return out
+
+    def xid(self, value: Any) -> dict[str, dict[str, Any]]:
+        if not isinstance(value, dict):
+            raise self.error("[xid] must be a table of Xid numbers", "xid")
+        out = {}
+        for number, rule in value.items():
+            if not str(number).isdigit():
+                raise self.error(f"[xid] key {number!r} is not an Xid number", "xid", str(number))
+            if not isinstance(rule, dict):
+                raise self.error(f"xid {number} must be a table like {{ action = \"fail\" }}", "xid", str(number))
+            self._keys(rule, f"xid.{number}", _XID_KEYS)
+            if "action" in rule and rule["action"] not in ("fail", "warn", "ignore"):
+                raise self.error(f"xid {number}: action must be fail, warn or ignore", "xid", str(number))
+            out[str(number)] = dict(rule)
+        from .xid_policy import load_xid_policy
+
+        for number, rule in out.items():  # the policy's own validation, with a line number
+            try:
+                load_xid_policy(overrides={number: rule})
+            except ValueError as exc:
+                raise self.error(str(exc), "xid", number) from exc
+        return out
+
+
+def _threshold_type_problem(default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot replace a threshold whose default is ``default`` (None: it can)."""
+    if default is None:  # unset by default: any scalar sets it (the check documents which)
+        return None if isinstance(value, (bool, int, float, str)) else "must be a number, string or boolean"
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, (int, float)):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "must be a string"
+    if isinstance(default, (list, tuple)):
+        return None if isinstance(value, list) else "must be a list"
+    return None
+
+
+def _norm_table(name: str) -> str:
+    return name.replace('"', "").replace("'", "").replace(" ", "")
+
+
+def _kind_name(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
