@@ -62,6 +62,7 @@ class NvLink:
 
 @dataclass
 class GpuProcess:
+    """A compute process on a GPU."""
     pid: int
     name: str | None = None
     used_memory_mib: float | None = None
@@ -139,17 +140,9 @@ class GpuInfo:
 
 
 # Canonical throttle / clock event reason names (NVML nvmlClocksEventReason* / nvidia-smi XML tags).
-THROTTLE_REASONS = (
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "display_clocks_setting",
-)
+THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+                    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+                    "display_clocks_setting")
 
 FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
 
