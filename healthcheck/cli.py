@@ -65,7 +65,9 @@ def cli():
 @click.option("--sysfs-root", help="Read sysfs from here (live only; default: the config's sysfs_root or /sys).")
 @click.option("--proc-root", help="Read procfs from here (live only; default: the config's proc_root or /proc).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every component, passes included.")
-def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, verbose):
+@click.option("--spool", "spool_dir", type=click.Path(file_okay=False),
+              help="Also record the run in this spool directory (for `healthcheck history ingest`).")
+def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, verbose, spool_dir):
     """Probe this node (or read a bundle) and judge it.
 
     Exit status: 0 healthy, 1 a check failed, 2 usage or config error, 3 internal error.
@@ -103,8 +105,20 @@ def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, 
         except BundleError as exc:
             raise UsageFailure(f"bundle of {node} (from the config): {exc}") from exc
     verdict = judge(snap, exp, context, list(only) or None, started_at=started, started_monotonic=t0)
+    if spool_dir:
+        _spool_run(spool_dir, verdict, config_path)
     click.echo(render(verdict, fmt, color=fmt == "text" and sys.stdout.isatty(), verbose=verbose), nl=False)
     _exit(exit_code(verdict))
+
+
+def _spool_run(spool_dir: str, verdict, config_path: str | None) -> None:
+    from .records import new_run_id, run_record
+    from .spool import SpoolError, append
+
+    try:
+        append(spool_dir, run_record(verdict, new_run_id(), os.environ.get("SLURM_JOB_ID"), config_path))
+    except (SpoolError, ValueError) as exc:
+        click.echo(f"warning: run not recorded in {spool_dir}: {exc}", err=True)
 
 
 @cli.command()

@@ -7,7 +7,7 @@ import os
 from typing import Callable
 
 from ..model import Verdict
-from .policy import Decision, decide, failures
+from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi
 from .settings import SlurmSettings
 
@@ -147,7 +147,7 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
     state, claimed = _claimed(state, state_dir)
     decision = decide(context, verdict, state, settings, run_id)
     if claimed and decision.action == "none" and decision.reason and verdict.failing:
-        decision = Decision("drain", make_reason_multi(failures(verdict), run_id),
+        decision = Decision("drain", make_reason_multi(failures(verdict), short_run(run_id)),
                             "drained by our prolog; our reason restored over Slurm's")
     if decision.action == "none":
         return decision
@@ -195,14 +195,10 @@ def save_baseline(state_dir: str, job_id: str, counters: dict, log: Log) -> None
 def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, job_id: str | None,
            config_path: str, log: Log) -> None:
     """One "run" record per run and one "action" record per drain/resume, to the node-local spool."""
+    from ..records import run_record
     from ..spool import SpoolError, append
-    from .. import __version__
 
-    run = {"kind": "run", "run_id": run_id, "node": verdict.node, "context": verdict.context,
-           "job_id": job_id, "started_at": verdict.started_at, "duration_s": round(verdict.duration_s, 6),
-           "status": verdict.status.value, "results": [f.to_dict() for f in verdict.findings],
-           "config_hash": _config_hash(config_path), "tool_version": __version__}
-    records = [run]
+    records = [run_record(verdict, run_id, job_id, config_path)]
     if decision.action != "none":
         from ..runner import utc_now_iso
 
@@ -216,13 +212,3 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
         except (SpoolError, ValueError, OSError) as exc:
             log(f"spool not written ({exc}); run {run_id} is only in this log")
             return
-
-
-def _config_hash(path: str) -> str | None:
-    import hashlib
-
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()[:16]
-    except OSError:
-        return None

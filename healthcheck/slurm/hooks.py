@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..runner import utc_now_iso
 
     started = utc_now_iso()
-    run_id = os.urandom(6).hex()
+    from ..records import new_run_id
+
+    run_id = new_run_id()
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
     job_id = os.environ.get("SLURM_JOB_ID") or None
     config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG

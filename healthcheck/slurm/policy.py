@@ -27,6 +27,11 @@ class Decision:
     why: str  # one line for logs and the action record
 
 
+def short_run(run_id: str | None) -> str | None:
+    """The run tag in a drain reason: enough of the run id to find the run in the history."""
+    return run_id[:12] if run_id else None
+
+
 def failures(verdict: Verdict) -> list[tuple[str, str | None, str]]:
     return [(f.check, f.component, f.message) for f in verdict.findings if f.status is Status.FAIL]
 
@@ -42,7 +47,7 @@ def decide(context: str, verdict: Verdict, state: NodeState | None, settings: Sl
         if foreign:
             return Decision("none", None, f"{len(failed)} checks failed but the node's reason is not ours "
                                           f"({state.reason!r}): left as the admin set it")
-        reason = make_reason_multi(failed, run_id)
+        reason = make_reason_multi(failed, short_run(run_id))
         if state is not None and state.drained and without_run(state.reason) == without_run(reason):
             return Decision("none", reason, "already drained by us for the same reason")
         return Decision("drain", reason, f"{len(failed)} checks failed")

@@ -113,3 +113,21 @@ def test_parse_commands_print_facts(tmp_path):
     log.write_text("[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
     result = CliRunner().invoke(cli, ["parse", "kernel-log", str(log)])
     assert result.exit_code == 0 and "Xid 79" in result.output and "0000:3b:00.0" in result.output
+
+
+def test_check_records_the_run_in_a_spool(tmp_path):
+    from healthcheck.spool import read_all
+    from tests.conftest import FIXTURES
+
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "nvidia-smi-q-x.xml").write_text(
+        (FIXTURES / "nvidia-smi" / "q-x-h100-sxm-8gpu-565.57.01-healthy.xml").read_text())
+    result = CliRunner().invoke(cli, ["check", "--bundle", str(bundle), "--format", "json",
+                                      "--spool", str(tmp_path / "spool")])
+    assert result.exit_code == 0, result.output
+    records, corrupt = read_all(str(tmp_path / "spool"))
+    assert not corrupt and len(records) == 1
+    run = records[0]
+    assert run["kind"] == "run" and run["node"] == "b" and run["context"] == "check"
+    assert len(run["run_id"]) == 32 and run["results"]

@@ -1,0 +1,34 @@
+"""The spool's "run" record of a verdict: the one shape every producer writes (the Slurm hooks,
+`healthcheck check --spool`) and the history ingests."""
+from __future__ import annotations
+
+import os
+
+from .model import Verdict
+
+
+def new_run_id() -> str:
+    """A run's id: 128 random bits as 32 hex digits (a uuid4's entropy, without importing uuid)."""
+    return os.urandom(16).hex()
+
+
+def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: str | None) -> dict:
+    from . import __version__
+
+    return {"kind": "run", "run_id": run_id, "node": verdict.node, "context": verdict.context,
+            "job_id": job_id, "started_at": verdict.started_at, "duration_s": round(verdict.duration_s, 6),
+            "status": verdict.status.value, "results": [f.to_dict() for f in verdict.findings],
+            "config_hash": config_hash(config_path), "tool_version": __version__}
+
+
+def config_hash(path: str | None) -> str | None:
+    """First 16 hex digits of the config file's SHA-256 (which config judged the run)."""
+    if not path:
+        return None
+    import hashlib
+
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()[:16]
+    except OSError:
+        return None
