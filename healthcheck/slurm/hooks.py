@@ -169,5 +169,17 @@ def _findings_of(outcome, budget: float, context: str):
                     f"{context} checker crashed: {outcome.error or 'no result'}")], None
 
 
+def guarded_main(argv: list[str] | None = None) -> int:
+    """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
+    unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
+    try:
+        return main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the last line of defence
+        log(f"internal error, nothing judged: {type(exc).__name__}: {exc}")
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded_main())

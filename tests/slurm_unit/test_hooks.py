@@ -141,3 +141,18 @@ def test_prolog_path_imports_nothing_heavy(tmp_path, bundles):
     assert "healthcheck.slurm.hooks" in modules or "healthcheck.runner" in modules
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
+
+
+def test_a_bug_of_ours_never_drains(tmp_path, bundles, monkeypatch, capsys):
+    """An exception escaping the hook logic is logged and the hook exits 0 (Slurm would drain on 1)."""
+    from healthcheck.slurm import hooks
+
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    monkeypatch.setattr(hooks, "_load", lambda *a: (_ for _ in ()).throw(ZeroDivisionError("boom")))
+    monkeypatch.setenv("SLURMD_NODENAME", "node1")
+    # _load's failure is the config path: logged as "config not used"; break a later step too
+    assert hooks.guarded_main(["prolog", "--config", str(config)]) == 0
+    monkeypatch.setattr(hooks, "_load", lambda *a: (None, __import__("healthcheck.config").config.default_expectations()))
+    monkeypatch.setattr(hooks, "_findings_of", lambda *a: (_ for _ in ()).throw(KeyError("bug")))
+    assert hooks.guarded_main(["prolog", "--config", str(config)]) == 0
+    assert "internal error, nothing judged: KeyError" in capsys.readouterr().err
