@@ -120,6 +120,17 @@ def default_expectations() -> Expectations:
 
 
 def load(path: str) -> Config:
+    """Read and validate the expectations file. As root, the file and the directories above it must
+    be root's alone (see :mod:`healthcheck.safety`): a refused config judges nothing, drains nothing."""
+    from .safety import UntrustedFile, check_trusted, running_as_root
+
+    if running_as_root():
+        try:
+            check_trusted(path, "config")
+        except UntrustedFile as exc:
+            raise ConfigError(str(exc), path) from exc
+        except OSError as exc:
+            raise ConfigError(f"cannot read config: {exc.strerror or exc}", path) from exc
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
