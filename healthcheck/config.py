@@ -8,7 +8,6 @@ each class overrides it key by key (tables such as thresholds, versions and pcie
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +118,10 @@ def default_expectations() -> Expectations:
 # ------------------------------------------------------------------------------------- loading
 
 
-def load(path: str) -> Config:
+def load(path: str, use_cache: bool = False) -> Config:
     """Read and validate the expectations file. As root, the file and the directories above it must
-    be root's alone (see :mod:`healthcheck.safety`): a refused config judges nothing, drains nothing."""
+    be root's alone (see :mod:`healthcheck.safety`): a refused config judges nothing, drains nothing.
+    ``use_cache``: reuse the parsed file from :mod:`healthcheck.tomlcache` (the hooks' hot path)."""
     from .safety import UntrustedFile, check_trusted, running_as_root
 
     if running_as_root():
@@ -131,6 +131,16 @@ def load(path: str) -> Config:
             raise ConfigError(str(exc), path) from exc
         except OSError as exc:
             raise ConfigError(f"cannot read config: {exc.strerror or exc}", path) from exc
+    if use_cache:
+        from . import tomlcache
+        from .config_schema import Validator
+
+        data = tomlcache.get(path)
+        if data is not None:
+            try:
+                return Validator("", path).config(data)
+            except ConfigError:
+                pass  # read it again below, for an error with its line number
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -140,20 +150,33 @@ def load(path: str) -> Config:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", path) from exc
-    return loads(text, path)
+    data = _parse(text, path)
+    from .config_schema import Validator
+
+    config = Validator(text, path).config(data)
+    if use_cache:
+        from . import tomlcache
+
+        tomlcache.put(path, data)
+    return config
 
 
 def loads(text: str, path: str | None = None) -> Config:
+    from .config_schema import Validator
+
+    return Validator(text, path).config(_parse(text, path))
+
+
+def _parse(text: str, path: str | None) -> dict[str, Any]:
+    import tomllib
+
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line = int(match.group(1)) if match else None
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise ConfigError(f"TOML syntax error: {msg}", path, line) from exc
-    from .config_schema import Validator
-
-    return Validator(text, path).config(data)
 
 
 def overlapping_classes(cfg: Config) -> list[tuple[str, str, str]]:

@@ -13,7 +13,6 @@ key at fault.
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,14 @@ def default_policy_text() -> str:
 
 @lru_cache(maxsize=1)
 def _default_data() -> dict[str, Any]:
-    """The packaged policy, parsed once per process (every run judges against it)."""
-    return _read(default_policy_text())
+    """The packaged policy, parsed once per process (and cached across runs: every run judges it)."""
+    from . import tomlcache
+
+    data = tomlcache.get(str(DEFAULT_POLICY_FILE))
+    if data is None:
+        data = _read(default_policy_text())
+        tomlcache.put(str(DEFAULT_POLICY_FILE), data)
+    return data
 
 
 def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> XidPolicy:
@@ -96,6 +101,8 @@ def describe(policy: XidPolicy) -> list[dict[str, Any]]:
 
 
 def _read(text: str) -> dict[str, Any]:
+    import tomllib
+
     if not isinstance(text, str):
         raise ValueError(f"xid policy must be TOML text, got {type(text).__name__}")
     try:

@@ -43,6 +43,11 @@ def latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop_duplicates("node", keep="last").reset_index(drop=True)
 
 
+def text(col: pd.Series) -> pd.Series:
+    """A key column as str, missing values (a node-level metric has no component) as ""."""
+    return col.astype(object).where(col.notna(), "").astype(str)
+
+
 def _names(col: pd.Series) -> list[str]:
     if isinstance(col.dtype, pd.CategoricalDtype):
         return [str(c) for c in col.cat.categories]
@@ -97,6 +102,8 @@ def counter_growth(metrics: pd.DataFrame, is_counter: Callable[[str], bool]) -> 
     starts = np.flatnonzero(~same)
     ends = np.append(starts[1:] - 1, len(c) - 1)
     out = keys.copy()
+    for col in SERIES_KEYS:
+        out[col] = text(out[col])
     out["first_at"] = pd.to_datetime(t[starts], utc=True)
     out["last_at"] = pd.to_datetime(t[ends], utc=True)
     out["first"] = v[starts]
@@ -119,11 +126,12 @@ def series_points(metrics: pd.DataFrame, series: pd.DataFrame, limit_points: int
     sub = _select(metrics, lambda n: n in names)
     nodes = set(series["node"].astype(str))
     sub = sub[sub["node"].isin(nodes)]
-    wanted = set(zip(series["node"].astype(str), series["component"].astype(str), series["name"].astype(str)))
-    keep = [(str(a), str(b), str(c)) in wanted for a, b, c in zip(sub["node"], sub["component"], sub["name"])]
-    sub = sub[np.asarray(keep, dtype=bool)].copy()
+    sub = sub.copy()
+    wanted = series[SERIES_KEYS].copy()
     for col in SERIES_KEYS:
-        sub[col] = sub[col].astype(str)
+        sub[col] = text(sub[col])
+        wanted[col] = text(wanted[col])
+    sub = sub.merge(wanted.drop_duplicates(), on=SERIES_KEYS, how="inner")
     parts = []
     for _, grp in sub.groupby(SERIES_KEYS, sort=False):
         v = grp["value"].to_numpy(dtype="float64")
@@ -145,7 +153,7 @@ def latest_values(metrics: pd.DataFrame, wanted: Callable[[str], bool]) -> pd.Da
     last = sub.drop_duplicates(SERIES_KEYS, keep="last")
     out = last[SERIES_KEYS + ["value", "started_at"]].reset_index(drop=True)
     for col in SERIES_KEYS:
-        out[col] = out[col].astype(str)
+        out[col] = text(out[col])
     return out
 
 

@@ -103,7 +103,7 @@ def _load(path: str, node: str):
         if path != DEFAULT_CONFIG:
             raise FileNotFoundError(f"{path}: no such config file")
         return None, default_expectations()
-    config = load(path)
+    config = load(path, use_cache=True)
     return config, config.expectations_for(node)
 
 

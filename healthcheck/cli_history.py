@@ -1,0 +1,224 @@
+"""`healthcheck history ...` and `healthcheck db ...`: thin click shells over healthcheck.history.
+
+Only click is imported here; SQLAlchemy, Alembic and pandas load inside the commands. Library errors
+(HistoryError and friends, already redacted) become exit 2 with a one-line message.
+Registered into the main group by healthcheck/cli.py (``cli.add_command(history)``, ``cli.add_command(db)``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+EXIT_USAGE = 2
+DB_HELP = ("Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, else the default SQLite file). "
+           "Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
+
+
+class HistoryFailure(click.ClickException):
+    exit_code = EXIT_USAGE
+
+
+def _engine(db_url: str | None):
+    from .history.db import HistoryError, open_engine
+
+    try:
+        return open_engine(db_url)
+    except HistoryError as exc:
+        raise HistoryFailure(str(exc)) from None
+
+
+def _guard(func, *args, **kwargs):
+    """Run a library call; its HistoryError becomes a clean exit 2."""
+    from .history.db import HistoryError
+
+    try:
+        return func(*args, **kwargs)
+    except HistoryError as exc:
+        raise HistoryFailure(str(exc)) from None
+
+
+def _since(text: str | None):
+    if not text:
+        return None
+    from datetime import datetime, timezone
+
+    from .history.queries import parse_since
+
+    try:
+        return parse_since(text, datetime.now(timezone.utc))
+    except ValueError as exc:
+        raise HistoryFailure(str(exc)) from None
+
+
+db_option = click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def history():
+    """Results history: ingest the spools, show and export runs.
+
+    \b
+    Example:
+      healthcheck history ingest /var/lib/healthcheck/spool
+      healthcheck history show --node gpu017 --since 7d
+    """
+
+
+@history.command("ingest")
+@click.argument("paths", nargs=-1, type=click.Path())
+@db_option
+@click.option("--batch-rows", default=20_000, show_default=True, type=click.IntRange(1),
+              help="Rows per transaction.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and skipped lines.")
+def history_ingest(paths, db_url, batch_rows, quiet):
+    """Store spooled records in the database, idempotently (re-ingesting stores nothing twice).
+
+    PATHS are spool directories, or shared directories holding many nodes' spools at any depth
+    (default: /var/lib/healthcheck/spool). A corrupt line or an unreadable record is reported on
+    stderr and skipped; the rest goes in. The spool files are never modified. Creates the schema in an
+    empty database; refuses a database of a newer schema.
+
+    \b
+    Example:
+      healthcheck history ingest                              # this node's spool, default database
+      healthcheck history ingest /shared/spools --db postgresql://hc@db.example/healthcheck
+    """
+    from .history import migrations
+    from .history.ingest import ingest
+
+    engine = _engine(db_url)
+    _guard(migrations.require_current, engine, create=True)
+    report = _guard(ingest, list(paths) or ["/var/lib/healthcheck/spool"], engine, batch_rows=batch_rows)
+    for item in report.skipped[:20]:
+        click.echo(f"skipped {item.where}: {item.reason}", err=True)
+    if len(report.skipped) > 20:
+        click.echo(f"... and {len(report.skipped) - 20} more skipped", err=True)
+    if not report.spools:
+        click.echo("no spool files found under " + ", ".join(paths or ["/var/lib/healthcheck/spool"]), err=True)
+    if not quiet:
+        click.echo(report.summary())
+
+
+@history.command("show")
+@db_option
+@click.option("--node", help="Node name or glob (gpu0*).")
+@click.option("--check", help="Show results of this check (name or glob, e.g. 'gpu.*') instead of runs.")
+@click.option("--since", help="7d, 12h, 30m, 2w or an ISO-8601 time.")
+@click.option("--status", type=click.Choice(["pass", "warn", "fail", "error", "skip"]))
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def history_show(db_url, node, check, since, status, limit, fmt):
+    """The newest runs (with their non-passing checks), or with --check the newest results of a check.
+
+    \b
+    Example:
+      healthcheck history show --since 24h --status fail
+      healthcheck history show --node 'gpu0*' --check 'gpu.ecc*' --since 30d --format json
+    """
+    from .history import migrations
+    from .history.queries import show
+
+    engine = _engine(db_url)
+    _guard(migrations.require_current, engine)
+    cols, rows = _guard(show, engine, node=node, check=check, since=_since(since), status=status, limit=limit)
+    if fmt == "json":
+        click.echo(json.dumps([{c: _text(v) for c, v in zip(cols, row)} for row in rows], indent=1))
+        return
+    if not rows:
+        click.echo("no matching records")
+        return
+    table = [cols] + [[_text(v) for v in row] for row in rows]
+    widths = [min(max(len(r[i]) for r in table), 60) for i in range(len(cols) - 1)]
+    for row in table:
+        cells = [row[i][:60].ljust(widths[i]) for i in range(len(cols) - 1)] + [row[-1]]
+        click.echo("  ".join(cells).rstrip())
+
+
+def _text(value) -> str:
+    from datetime import datetime
+
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+@history.command("export")
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), required=True)
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--table", type=click.Choice(["runs", "results", "metrics", "actions"]), default="results",
+              show_default=True)
+@click.option("--node", help="Node name or glob.")
+@click.option("--since", help="7d, 12h, 30m, 2w or an ISO-8601 time.")
+def history_export(db_url, fmt, output, table, node, since):
+    """Write one table of the history to a file (written whole, or not at all).
+
+    \b
+    Example:
+      healthcheck history export --format parquet --output metrics.parquet --table metrics --since 30d
+      healthcheck history export --format csv -o results.csv --node gpu017
+    """
+    from .history import migrations
+    from .history.queries import export
+
+    engine = _engine(db_url)
+    _guard(migrations.require_current, engine)
+    count = _guard(export, engine, fmt, output, table=table, node=node, since=_since(since))
+    click.echo(f"{count} {table} row(s) written to {output}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def db():
+    """The history database's schema: create, migrate, inspect.
+
+    \b
+    Example:
+      healthcheck db upgrade
+      healthcheck db status --db postgresql://hc@db.example/healthcheck
+    """
+
+
+@db.command("upgrade")
+@db_option
+def db_upgrade(db_url):
+    """Create or migrate the schema to this healthcheck's version (safe to run concurrently).
+
+    \b
+    Example:
+      healthcheck db upgrade
+      HEALTHCHECK_DB_PASSWORD_FILE=/etc/healthcheck/db.pw healthcheck db upgrade --db postgresql://hc@db/hc
+    """
+    from .history import migrations
+    from .history.db import redact
+
+    engine = _engine(db_url)
+    before = _guard(migrations.upgrade, engine)
+    after = _guard(migrations.status, engine)
+    if before.current == after.current:
+        click.echo(f"{redact(engine.url)}: already at {after.head}")
+    else:
+        click.echo(f"{redact(engine.url)}: upgraded {','.join(before.current) or 'empty'} -> {after.head}")
+
+
+@db.command("status")
+@db_option
+def db_status(db_url):
+    """Say where the schema stands; exit 0 when current, 1 when it needs an upgrade, 2 when newer.
+
+    \b
+    Example:
+      healthcheck db status
+    """
+    from .history import migrations
+    from .history.db import redact
+
+    engine = _engine(db_url)
+    now = _guard(migrations.status, engine)
+    click.echo(f"{redact(engine.url)}: {now.describe()}")
+    sys.exit({"current": 0, "empty": 1, "behind": 1, "newer": 2}[now.state])

@@ -1,0 +1,148 @@
+"""Spool records -> table rows: validation and normalisation, pure (no I/O, no clock).
+
+Accepted record shapes (written by healthcheck/slurm/actions.py and ``healthcheck check``):
+
+    run:    {"kind":"run","record_id","run_id","node","context","job_id"|null,"started_at":ISO-8601,
+             "duration_s","status","results":[{"check","status","message","component"|null,
+             "metrics":{name: number}}],"config_hash"|null,"tool_version"}
+    action: {"kind":"action","record_id","run_id","node","time":ISO-8601,"action":"drain"|"resume",
+             "reason","job_id"|null,"context","why","checks":[...]}
+
+An optional ``"schema_version"`` (absent means 1) lets a future writer change the shape: a version this
+code does not know is refused with that reason rather than half-understood. Timestamps without a zone
+are taken as UTC ("2024-05-01T10:00:00Z", "+00:00" offsets and naive forms all occur). Non-finite metric
+values (NaN/Infinity, which Python's json accepts) are dropped. Anything else wrong raises
+``RecordInvalid`` naming the field.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .schema import unit_of
+
+KNOWN_SCHEMA_VERSIONS = (1,)
+STATUSES = ("pass", "warn", "fail", "error", "skip")
+ACTIONS = ("drain", "resume")
+
+
+class RecordInvalid(ValueError):
+    """A record that cannot be stored; the message says which field and why."""
+
+
+@dataclass
+class RunRows:
+    """One run record as rows. ``run`` is a dict of the runs columns; results/metrics are tuples in
+    RESULT_COLUMNS / METRIC_COLUMNS order, with started_at as an aware UTC datetime."""
+
+    run: dict[str, Any]
+    results: list[tuple]
+    metrics: list[tuple]
+
+
+RUN_COLUMNS = ("run_id", "record_id", "node", "context", "job_id", "started_at", "duration_s", "status",
+               "config_hash", "tool_version", "ingested_at")
+RESULT_COLUMNS = ("run_id", "seq", "node", "started_at", "check", "component", "status", "message")
+METRIC_COLUMNS = ("run_id", "seq", "name", "node", "started_at", "check", "component", "value", "unit")
+ACTION_COLUMNS = ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context", "why",
+                  "checks")
+
+
+def _str(rec: dict, key: str, limit: int, required: bool = True) -> str | None:
+    value = rec.get(key)
+    if value is None:
+        if required:
+            raise RecordInvalid(f"missing {key!r}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise RecordInvalid(f"{key!r} must be a string, got {type(value).__name__}")
+    value = str(value)
+    if required and not value:
+        raise RecordInvalid(f"empty {key!r}")
+    if len(value) > limit:
+        raise RecordInvalid(f"{key!r} longer than {limit} characters")
+    return value
+
+
+def _time(rec: dict, key: str) -> datetime:
+    value = rec.get(key)
+    if not isinstance(value, str):
+        raise RecordInvalid(f"{key!r} must be an ISO-8601 time, got {type(value).__name__}")
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise RecordInvalid(f"{key!r} is not an ISO-8601 time: {value[:40]!r}") from None
+    if when.tzinfo is None:
+        return when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc)
+
+
+def _status(value: Any, where: str) -> str:
+    if value not in STATUSES:
+        raise RecordInvalid(f"{where}status {str(value)[:20]!r} is not one of {', '.join(STATUSES)}")
+    return value
+
+
+def check_version(rec: dict) -> None:
+    version = rec.get("schema_version", 1)
+    if version not in KNOWN_SCHEMA_VERSIONS:
+        raise RecordInvalid(f"unknown schema_version {str(version)[:20]!r} (this healthcheck reads "
+                            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}; upgrade it)")
+
+
+def run_rows(rec: dict, ingested_at: datetime) -> RunRows:
+    """The rows of a "run" record; RecordInvalid when it cannot be stored."""
+    check_version(rec)
+    run_id = _str(rec, "run_id", 64)
+    node = _str(rec, "node", 255)
+    started = _time(rec, "started_at")
+    duration = rec.get("duration_s")
+    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
+        raise RecordInvalid(f"'duration_s' must be a number, got {type(duration).__name__}")
+    run = {"run_id": run_id, "record_id": _str(rec, "record_id", 64), "node": node,
+           "context": _str(rec, "context", 32), "job_id": _str(rec, "job_id", 64, required=False),
+           "started_at": started, "duration_s": float(duration) if duration is not None else None,
+           "status": _status(rec.get("status"), ""), "config_hash": _str(rec, "config_hash", 64, required=False),
+           "tool_version": _str(rec, "tool_version", 64, required=False), "ingested_at": ingested_at}
+    findings = rec.get("results", [])
+    if not isinstance(findings, list):
+        raise RecordInvalid(f"'results' must be a list, got {type(findings).__name__}")
+    results, metrics = [], []
+    for seq, item in enumerate(findings):
+        if not isinstance(item, dict):
+            raise RecordInvalid(f"results[{seq}] must be an object")
+        try:
+            check = _str(item, "check", 128)
+            component = _str(item, "component", 128, required=False)
+            status = _status(item.get("status"), "")
+            message = item.get("message")
+            message = None if message is None else str(message)
+        except RecordInvalid as exc:
+            raise RecordInvalid(f"results[{seq}]: {exc}") from None
+        results.append((run_id, seq, node, started, check, component, status, message))
+        values = item.get("metrics") or {}
+        if not isinstance(values, dict):
+            raise RecordInvalid(f"results[{seq}].metrics must be an object")
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or len(name) > 128:
+                raise RecordInvalid(f"results[{seq}].metrics[{name[:40]!r}] is not a number")
+            if math.isfinite(value):
+                metrics.append((run_id, seq, name, node, started, check, component, float(value), unit_of(name)))
+    return RunRows(run, results, metrics)
+
+
+def action_row(rec: dict) -> tuple:
+    """The row of an "action" record (ACTION_COLUMNS order); RecordInvalid when it cannot be stored."""
+    check_version(rec)
+    action = rec.get("action")
+    if action not in ACTIONS:
+        raise RecordInvalid(f"action {str(action)[:20]!r} is not one of {', '.join(ACTIONS)}")
+    checks = rec.get("checks") or []
+    if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+        raise RecordInvalid("'checks' must be a list of check names")
+    return (_str(rec, "record_id", 64), _str(rec, "run_id", 64, required=False), _str(rec, "node", 255),
+            _time(rec, "time"), action, _str(rec, "reason", 10_000, required=False),
+            _str(rec, "job_id", 64, required=False), _str(rec, "context", 32, required=False),
+            _str(rec, "why", 10_000, required=False), ",".join(checks) or None)

@@ -1,0 +1,171 @@
+"""The readiness report as plain data: what every renderer (HTML, markdown, JSON) shows. No pandas here.
+
+``Report.to_dict()`` is the JSON form (``healthcheck report --format json``); times are ISO-8601 UTC
+strings, every other value a str/int/float/bool/None/list/dict. Plot data (``Distribution.points``,
+``Report.growth_points``, ``Report.intervals``) is kept for the HTML plots and left out of the dict,
+except the outliers and the drain intervals, which are findings in their own right.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+NODE_STATES = ("ready", "drained_ours", "drained_others", "failing", "unknown")
+STATE_LABELS = {"ready": "ready", "drained_ours": "drained by us", "drained_others": "drained by others",
+                "failing": "failing", "unknown": "unknown"}
+
+
+def iso(t: Any) -> str | None:
+    """ISO-8601 UTC text of a datetime/Timestamp (None stays None)."""
+    if t is None:
+        return None
+    try:
+        if t != t:  # NaT
+            return None
+    except (TypeError, ValueError):
+        pass
+    if hasattr(t, "isoformat"):
+        return t.isoformat().replace("+00:00", "Z")
+    return str(t)
+
+
+@dataclass
+class FleetSummary:
+    """How many nodes are in each state; ``slurm_known`` False: drains inferred from our own actions."""
+    counts: dict[str, int]
+    nodes: dict[str, list[str]]
+    slurm_known: bool
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class CheckRank:
+    check: str
+    fail_results: int
+    warn_results: int
+    nodes_failing_now: int
+    nodes: list[str]  # nodes whose latest run fails this check (first few)
+    last_seen: datetime | None
+    last_message: str
+    action: str
+
+
+@dataclass
+class NodeRisk:
+    node: str
+    score: float
+    state: str
+    node_class: str
+    evidence: list[str]
+
+
+@dataclass
+class Finding:
+    """One thing to act on: a failing/warning check now, a growing counter, or a performance outlier."""
+    kind: str  # "check" | "growth" | "outlier"
+    node: str
+    subject: str  # the check, or the metric name
+    component: str
+    status: str  # fail | warn
+    detail: str
+    seen: datetime | None
+    action: str
+
+
+@dataclass
+class Distribution:
+    metric: str
+    low_is_bad: bool
+    count: int
+    median: float
+    p5: float
+    p95: float
+    outliers: list[dict[str, Any]]  # node, component, value, z, peer_group
+    points: Any = None  # DataFrame (node, component, value, outlier) for the plot; not serialised
+
+
+@dataclass
+class Growth:
+    node: str
+    component: str
+    metric: str
+    increase: float
+    rate_per_h: float
+    last: float
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+@dataclass
+class DrainStat:
+    node: str
+    drains: int
+    drained_hours: float
+    open: bool
+    last_reason: str
+    flapping: bool
+
+
+@dataclass
+class Report:
+    generated_at: datetime
+    since: datetime
+    until: datetime
+    counts: dict[str, int]  # runs, results, metrics, actions, nodes
+    fleet: FleetSummary
+    checks: list[CheckRank] = field(default_factory=list)
+    risks: list[NodeRisk] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    distributions: list[Distribution] = field(default_factory=list)
+    growth: list[Growth] = field(default_factory=list)
+    drains: list[DrainStat] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    growth_points: Any = None  # DataFrame for the counter-growth plot
+    intervals: Any = None  # DataFrame (node, start, end, open, reason) for the drain timeline
+
+    @property
+    def empty(self) -> bool:
+        return self.counts.get("runs", 0) == 0 and self.counts.get("actions", 0) == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: plain types only, times as ISO text."""
+        intervals = []
+        if self.intervals is not None:
+            for row in self.intervals.itertuples(index=False):
+                intervals.append({"node": row.node, "start": iso(row.start), "end": iso(row.end),
+                                  "open": bool(row.open), "reason": row.reason})
+        return {
+            "generated_at": iso(self.generated_at), "since": iso(self.since), "until": iso(self.until),
+            "empty": self.empty, "counts": dict(self.counts), "source": self.source, "notes": list(self.notes),
+            "fleet": {"counts": dict(self.fleet.counts), "nodes": {k: list(v) for k, v in self.fleet.nodes.items()},
+                      "slurm_known": self.fleet.slurm_known, "total": self.fleet.total},
+            "checks": [{**_plain(c.__dict__), "last_seen": iso(c.last_seen)} for c in self.checks],
+            "risks": [_plain(r.__dict__) for r in self.risks],
+            "findings": [{**_plain(f.__dict__), "seen": iso(f.seen)} for f in self.findings],
+            "distributions": [{k: _plain(v) for k, v in d.__dict__.items() if k != "points"}
+                              for d in self.distributions],
+            "growth": [{**_plain(g.__dict__), "first_at": iso(g.first_at), "last_at": iso(g.last_at)}
+                       for g in self.growth],
+            "drains": [_plain(d.__dict__) for d in self.drains],
+            "drain_intervals": intervals,
+        }
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python; containers recursively; non-finite floats -> None (valid JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, datetime):
+        return iso(value)
+    return value
