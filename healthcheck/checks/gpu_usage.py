@@ -7,8 +7,9 @@ mean out-of-memory errors or shared GPUs), epilog (the job's processes should be
 a survivor is a stuck/unkillable process, often a driver problem) and interactive ``check``.
 Not ``slurm-check`` nor ``burnin``: HealthCheckProgram runs periodically while jobs are running,
 and burn-in runs its own load, so busy GPUs are normal there. A pure check cannot know the context,
-so the default is WARN; the prolog/epilog config sets ``fail_if_any`` / ``fail`` to make leftovers
-drain the node.
+so the default is WARN; a site sets ``fail_if_any`` / ``fail`` in its thresholds to make leftovers
+drain the node (thresholds apply to every context that runs the check). A process the finished job
+left behind is judged in the epilog by ``job.stray_processes`` (killed by default).
 """
 from __future__ import annotations
 
@@ -31,8 +32,7 @@ def _basename(name: str | None) -> str:
 def gpu_processes(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """No compute process holds the GPU (outside a job).
 
-    Processes present -> WARN naming pids and names (FAIL when threshold ``fail_if_any`` is true,
-    as the prolog/epilog config sets it). Processes whose name (basename) is in ``ignore_names``
+    Processes present -> WARN naming pids and names (FAIL when threshold ``fail_if_any`` is true). Processes whose name (basename) is in ``ignore_names``
     (e.g. "nvidia-cuda-mps-server" where MPS is run on purpose) are not counted.
     SKIP when the process list is not reported.
     """

@@ -89,6 +89,10 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Every InfiniBand port (or every port of the expected link layer) is ACTIVE/LinkUp, the expected
     HCAs exist and at least the expected number of ports is active.
 
+    FAIL: an HCA of ``ib.devices`` missing or one of its ports not active; fewer active ports than
+    ``ib.ports``. A port that is down on a node with no IB expectation only WARNs (with how to make it a
+    failure): a dual-port HCA's uncabled second port is normal, and draining for it would be wrong.
+    ``healthcheck config generate`` records the devices and port count of a known-good node.
     Runs in the prolog too: it reads a few sysfs files per port.
     """
     name = "ib.port.state"
@@ -120,8 +124,14 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                 out.append(finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)})",
                                    port.component, **metrics))
             else:
-                out.append(finding(name, Status.FAIL,
-                                   f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}",
+                # FAIL only what the node is known to need up: a port of an expected HCA. Without
+                # expectations a dual-port card's uncabled second port would drain the node.
+                expected = port.device in (exp.ib_devices or ())
+                status = Status.FAIL if expected else Status.WARN
+                hint = "" if expected or exp.ib_port_count is not None else \
+                    " (set [class.NAME.ib] devices/ports to make this a failure)"
+                out.append(finding(name, status,
+                                   f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}{hint}",
                                    port.component, **metrics))
         elif up:
             out.append(finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)}, not judged)",

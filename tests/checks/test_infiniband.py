@@ -65,9 +65,17 @@ def test_state_port_not_active_fails(state, phys, words):
     assert out["mlx5_2:1"].status is Status.PASS
 
 
-def test_state_without_expectations_still_fails_down_ib_port():
+def test_state_without_expectations_warns_for_a_down_port():
+    """A dual-port HCA's uncabled port must not drain a node that declared nothing."""
     ports = [_port(0), _port(1, state="DOWN", phys="Polling")]
-    out = _statuses(ib_port_state(_snap(ports), Expectations(), {}))
+    out = _by(ib_port_state(_snap(ports), Expectations(), {}))
+    assert {k: f.status for k, f in out.items()} == {"mlx5_0:1": Status.PASS, "mlx5_1:1": Status.WARN}
+    assert "set [class.NAME.ib] devices/ports" in out["mlx5_1:1"].message
+
+
+def test_state_down_port_of_an_expected_hca_fails():
+    ports = [_port(0), _port(1, state="DOWN", phys="Polling")]
+    out = _statuses(ib_port_state(_snap(ports), Expectations(ib_devices=("mlx5_0", "mlx5_1")), {}))
     assert out == {"mlx5_0:1": Status.PASS, "mlx5_1:1": Status.FAIL}
 
 
@@ -83,7 +91,7 @@ def test_state_ethernet_ports():
     # RoCE node: Ethernet is the judged layer; the InfiniBand port is not counted.
     roce = Expectations(ib_link_layer="Ethernet", ib_port_count=2)
     out = _by(ib_port_state(_snap(ports), roce, {}))
-    assert out["mlx5_8:1"].status is Status.FAIL
+    assert out["mlx5_8:1"].status is Status.WARN  # the count below fails the node, once
     assert out[None].status is Status.FAIL and "1 of 2 expected Ethernet" in out[None].message
 
 

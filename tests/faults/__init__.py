@@ -1,0 +1,1 @@
+"""The fault matrix: every fault class the suite must catch, injected and judged (see matrix.py)."""
