@@ -355,6 +355,20 @@ def slurm_install_hooks(prefix, config_path, python, slurm_conf):
     click.echo(slurm_conf_lines(prefix), nl=False)
 
 
+def _register() -> None:
+    """The history, database and report commands live in their own modules (imported here: they
+    import only click at module level; pandas and SQLAlchemy load inside the commands)."""
+    from .cli_history import db, history
+    from .cli_report import report
+
+    cli.add_command(history)
+    cli.add_command(db)
+    cli.add_command(report)
+
+
+_register()
+
+
 def _exit(code: int) -> None:
     sys.stdout.flush()
     sys.exit(code)

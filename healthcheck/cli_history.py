@@ -21,11 +21,12 @@ class HistoryFailure(click.ClickException):
 
 
 def _engine(db_url: str | None):
+    from .config import ConfigError, site_db_url
     from .history.db import HistoryError, open_engine
 
     try:
-        return open_engine(db_url)
-    except HistoryError as exc:
+        return open_engine(db_url, None if db_url else site_db_url())
+    except (HistoryError, ConfigError) as exc:
         raise HistoryFailure(str(exc)) from None
 
 
@@ -120,9 +121,10 @@ def history_show(db_url, node, check, since, status, limit, fmt):
     from .history import migrations
     from .history.queries import show
 
+    when = _since(since)
     engine = _engine(db_url)
     _guard(migrations.require_current, engine)
-    cols, rows = _guard(show, engine, node=node, check=check, since=_since(since), status=status, limit=limit)
+    cols, rows = _guard(show, engine, node=node, check=check, since=when, status=status, limit=limit)
     if fmt == "json":
         click.echo(json.dumps([{c: _text(v) for c, v in zip(cols, row)} for row in rows], indent=1))
         return
@@ -167,9 +169,10 @@ def history_export(db_url, fmt, output, table, node, since):
     from .history import migrations
     from .history.queries import export
 
+    when = _since(since)
     engine = _engine(db_url)
     _guard(migrations.require_current, engine)
-    count = _guard(export, engine, fmt, output, table=table, node=node, since=_since(since))
+    count = _guard(export, engine, fmt, output, table=table, node=node, since=when)
     click.echo(f"{count} {table} row(s) written to {output}")
 
 

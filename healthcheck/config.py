@@ -46,6 +46,7 @@ class Config:
     classes: list[NodeClass] = field(default_factory=list)
     xid: dict[str, dict[str, Any]] = field(default_factory=dict)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    history_db_url: str | None = None  # [history] db_url
 
     def node_class(self, node: str) -> NodeClass | None:
         return next((c for c in self.classes if c.matches(node)), None)
@@ -191,3 +192,14 @@ def overlapping_classes(cfg: Config) -> list[tuple[str, str, str]]:
             if len(both):
                 out.append((a, b, str(both)))
     return out
+
+
+def site_db_url(config_path: str | None = None) -> str | None:
+    """The history database URL of the site config (``[history] db_url``): the file named, else
+    $HEALTHCHECK_CONFIG, else /etc/healthcheck/healthcheck.toml when it exists; None without one."""
+    import os
+
+    path = config_path or os.environ.get("HEALTHCHECK_CONFIG")
+    if path is None and os.path.exists("/etc/healthcheck/healthcheck.toml"):
+        path = "/etc/healthcheck/healthcheck.toml"
+    return load(path).history_db_url if path else None

@@ -65,11 +65,11 @@ class Validator:
         return header_line
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid", "slurm"}
+        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history"}
         if unknown:
             key = sorted(unknown)[0]
             raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
-                             "[slurm])", "", key)
+                             "[slurm], [history])", "", key)
         if not isinstance(data.get("slurm", {}), dict):
             raise self.error("[slurm] must be a table", "", "slurm")
         slurm, problem = validate_slurm(data.get("slurm", {}))
@@ -93,7 +93,25 @@ class Validator:
             self.check_nodeset(nodes, table)
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
-        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm))
+        db_url = self.history(data.get("history", {}))
+        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url)
+
+    def history(self, value: Any) -> str | None:
+        """[history] db_url = "postgresql://user@host/db" — the password never here (a file or the env)."""
+        if not isinstance(value, dict):
+            raise self.error("[history] must be a table", "history")
+        for key in value:
+            if key != "db_url":
+                raise self.error(f"unknown key {key!r} in [history] (allowed: db_url)", "history", key)
+        url = value.get("db_url")
+        if url is None:
+            return None
+        if not isinstance(url, str) or not url:
+            raise self.error("db_url must be a database URL string", "history", "db_url")
+        if re.match(r"^[a-z0-9+]+://[^/@:]*:[^/@]*@", url):
+            raise self.error("db_url must not carry a password: put it in the file named by "
+                             "HEALTHCHECK_DB_PASSWORD_FILE (or HEALTHCHECK_DB_PASSWORD)", "history", "db_url")
+        return url
 
     def check_nodeset(self, pattern: str, table: str) -> None:
         from ClusterShell.NodeSet import NodeSet, NodeSetParseError

@@ -97,7 +97,8 @@ def ingest(paths: Iterable[str | os.PathLike[str]], engine, batch_rows: int = DE
     report = IngestReport(spools=find_spools(paths))
     ingested_at = now or datetime.now(timezone.utc)
     writer = _Writer(engine, report)
-    for batch in _batches(report, ingested_at, batch_rows):
+    stamp = _sqlite_stamp if writer.sqlite else None
+    for batch in _batches(report, stamp(ingested_at) if stamp else ingested_at, batch_rows, stamp):
         writer.write(*batch)
         report.batches += 1
         if on_batch:
@@ -123,7 +124,14 @@ def _records(report: IngestReport) -> Iterator[tuple[Path, dict]]:
                                                           "another tool's file, or not a spool"))
 
 
-def _batches(report: IngestReport, ingested_at: datetime, batch_rows: int):
+def _sqlite_stamp(when: datetime) -> str:
+    """SQLite's stored form of a UTC time (what schema.UTCDateTime binds), made once per record."""
+    from .schema import SQLITE_TIME_FORMAT
+
+    return when.strftime(SQLITE_TIME_FORMAT)
+
+
+def _batches(report: IngestReport, ingested_at, batch_rows: int, stamp=None):
     """(runs, results, metrics, actions) lists, a whole number of records each, ~batch_rows rows."""
     seen_runs: set[str] = set()
     seen_actions: set[str] = set()
@@ -135,7 +143,7 @@ def _batches(report: IngestReport, ingested_at: datetime, batch_rows: int):
         rid = rec.get("record_id")
         try:
             if rec["kind"] == "run":
-                rows = run_rows(rec, ingested_at)
+                rows = run_rows(rec, ingested_at, stamp)
                 if rows.run["run_id"] in seen_runs:
                     report.duplicates += 1
                     continue
@@ -144,7 +152,7 @@ def _batches(report: IngestReport, ingested_at: datetime, batch_rows: int):
                 results.extend(rows.results)
                 metrics.extend(rows.metrics)
             else:
-                row = action_row(rec)
+                row = action_row(rec, stamp)
                 if row[0] in seen_actions:
                     report.duplicates += 1
                     continue
@@ -174,9 +182,10 @@ class _Writer:
         from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
         runs.sort(key=lambda r: r["run_id"])
-        results.sort(key=lambda r: (r[0], r[1]))
-        metrics.sort(key=lambda r: (r[0], r[1], r[2]))
         actions.sort(key=lambda r: r[0])
+        if not self.sqlite:  # key order = lock order (see the module docstring); SQLite writers are serial
+            results.sort(key=lambda r: (r[0], r[1]))
+            metrics.sort(key=lambda r: (r[0], r[1], r[2]))
         for attempt in range(RETRIES + 1):
             try:
                 with self.engine.connect() as conn:
@@ -211,41 +220,18 @@ class _Writer:
         return found
 
     def _sqlite(self, conn, runs, results, metrics, actions) -> tuple[int, int, int, int]:
-        """Inside BEGIN IMMEDIATE nobody else writes, so "not there yet" is exact: insert only those."""
-        from .schema import SQLITE_TIME_FORMAT
-
+        """Inside BEGIN IMMEDIATE nobody else writes, so "not there yet" is exact: insert only those.
+        Times arrive already in SQLite's text form (``_sqlite_stamp``)."""
         s = self.schema
         have = self._existing(conn, s.runs, "run_id", [r["run_id"] for r in runs]) if runs else set()
-        fresh = [r for r in runs if r["run_id"] not in have]
-        fmt = SQLITE_TIME_FORMAT
-
-        def stamp(value):
-            return value.strftime(fmt)
-
-        run_rows = [tuple(stamp(r[c]) if c in ("started_at", "ingested_at") else r[c] for c in RUN_COLUMNS)
-                    for r in fresh]
-        keep = {r["run_id"] for r in fresh}
+        run_rows = [tuple(r[c] for c in RUN_COLUMNS) for r in runs if r["run_id"] not in have]
         if have:
-            results = [row for row in results if row[0] in keep]
-            metrics = [row for row in metrics if row[0] in keep]
-        stamps: dict = {}
-
-        def restamp(rows: list[tuple], at: int) -> list[tuple]:
-            out = []
-            for row in rows:
-                when = row[at]
-                text = stamps.get(when)
-                if text is None:
-                    text = stamps[when] = stamp(when)
-                out.append(row[:at] + (text,) + row[at + 1:])
-            return out
-
+            results = [row for row in results if row[0] not in have]
+            metrics = [row for row in metrics if row[0] not in have]
         have_actions = self._existing(conn, s.actions, "record_id", [a[0] for a in actions]) if actions else set()
-        action_rows = [a[:3] + (stamp(a[3]),) + a[4:] for a in actions if a[0] not in have_actions]
-        for table, columns, rows in (("runs", RUN_COLUMNS, run_rows),
-                                     ("results", RESULT_COLUMNS, restamp(results, 3)),
-                                     ("metrics", METRIC_COLUMNS, restamp(metrics, 4)),
-                                     ("actions", ACTION_COLUMNS, action_rows)):
+        action_rows = [a for a in actions if a[0] not in have_actions]
+        for table, columns, rows in (("runs", RUN_COLUMNS, run_rows), ("results", RESULT_COLUMNS, results),
+                                     ("metrics", METRIC_COLUMNS, metrics), ("actions", ACTION_COLUMNS, action_rows)):
             if rows:
                 names = ", ".join(f'"{c}"' for c in columns)
                 marks = ", ".join("?" * len(columns))

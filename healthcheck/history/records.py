@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from .schema import unit_of
 
@@ -88,16 +88,19 @@ def _status(value: Any, where: str) -> str:
 def check_version(rec: dict) -> None:
     version = rec.get("schema_version", 1)
     if version not in KNOWN_SCHEMA_VERSIONS:
-        raise RecordInvalid(f"unknown schema_version {str(version)[:20]!r} (this healthcheck reads "
+        raise RecordInvalid(f"unknown schema_version {str(version)[:20]} (this healthcheck reads "
                             f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}; upgrade it)")
 
 
-def run_rows(rec: dict, ingested_at: datetime) -> RunRows:
-    """The rows of a "run" record; RecordInvalid when it cannot be stored."""
+def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | None = None) -> RunRows:
+    """The rows of a "run" record; RecordInvalid when it cannot be stored. ``stamp`` (optional) turns
+    the run's aware UTC start time into the value stored (SQLite: its text form), once per run."""
     check_version(rec)
     run_id = _str(rec, "run_id", 64)
     node = _str(rec, "node", 255)
     started = _time(rec, "started_at")
+    if stamp is not None:
+        started = stamp(started)
     duration = rec.get("duration_s")
     if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
         raise RecordInvalid(f"'duration_s' must be a number, got {type(duration).__name__}")
@@ -111,18 +114,26 @@ def run_rows(rec: dict, ingested_at: datetime) -> RunRows:
         raise RecordInvalid(f"'results' must be a list, got {type(findings).__name__}")
     results, metrics = [], []
     for seq, item in enumerate(findings):
-        if not isinstance(item, dict):
+        if type(item) is not dict:
             raise RecordInvalid(f"results[{seq}] must be an object")
-        try:
-            check = _str(item, "check", 128)
-            component = _str(item, "component", 128, required=False)
-            status = _status(item.get("status"), "")
-            message = item.get("message")
-            message = None if message is None else str(message)
-        except RecordInvalid as exc:
-            raise RecordInvalid(f"results[{seq}]: {exc}") from None
+        check, component, status, message = (item.get("check"), item.get("component"), item.get("status"),
+                                             item.get("message"))
+        # the common, well-formed case without a function call per field; anything else is re-checked
+        # by the slow path, which names the bad field
+        if not (type(check) is str and 0 < len(check) <= 128 and status in STATUSES
+                and (component is None or (type(component) is str and len(component) <= 128))):
+            try:
+                check = _str(item, "check", 128)
+                component = _str(item, "component", 128, required=False)
+                status = _status(status, "")
+            except RecordInvalid as exc:
+                raise RecordInvalid(f"results[{seq}]: {exc}") from None
+        if message is not None and type(message) is not str:
+            message = str(message)
         results.append((run_id, seq, node, started, check, component, status, message))
-        values = item.get("metrics") or {}
+        values = item.get("metrics")
+        if not values:
+            continue
         if not isinstance(values, dict):
             raise RecordInvalid(f"results[{seq}].metrics must be an object")
         for name, value in values.items():
@@ -133,7 +144,7 @@ def run_rows(rec: dict, ingested_at: datetime) -> RunRows:
     return RunRows(run, results, metrics)
 
 
-def action_row(rec: dict) -> tuple:
+def action_row(rec: dict, stamp: Callable[[datetime], Any] | None = None) -> tuple:
     """The row of an "action" record (ACTION_COLUMNS order); RecordInvalid when it cannot be stored."""
     check_version(rec)
     action = rec.get("action")
@@ -143,6 +154,6 @@ def action_row(rec: dict) -> tuple:
     if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
         raise RecordInvalid("'checks' must be a list of check names")
     return (_str(rec, "record_id", 64), _str(rec, "run_id", 64, required=False), _str(rec, "node", 255),
-            _time(rec, "time"), action, _str(rec, "reason", 10_000, required=False),
+            stamp(_time(rec, "time")) if stamp else _time(rec, "time"), action, _str(rec, "reason", 10_000, required=False),
             _str(rec, "job_id", 64, required=False), _str(rec, "context", 32, required=False),
             _str(rec, "why", 10_000, required=False), ",".join(checks) or None)

@@ -134,3 +134,18 @@ def test_values_are_type_checked_with_lines(text, line, words):
 def test_unset_thresholds_accept_scalars():
     cfg = loads('[defaults.thresholds."gpu.ecc.mode"]\nrequire_enabled = true\n')
     assert cfg.expectations_for("n").thresholds["gpu.ecc.mode"]["require_enabled"] is True
+
+
+def test_history_db_url_from_the_config_never_with_a_password(tmp_path, monkeypatch):
+    from healthcheck.config import site_db_url
+
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[history]\ndb_url = "postgresql://healthcheck@db1/fleet"\n')
+    assert loads(cfg.read_text()).history_db_url == "postgresql://healthcheck@db1/fleet"
+    monkeypatch.setenv("HEALTHCHECK_CONFIG", str(cfg))
+    assert site_db_url() == "postgresql://healthcheck@db1/fleet"
+    with pytest.raises(ConfigError, match="must not carry a password") as info:
+        loads('[history]\ndb_url = "postgresql://u:s3cret@db1/fleet"\n', "site.toml")
+    assert info.value.line == 2 and "s3cret" not in str(info.value)
+    with pytest.raises(ConfigError, match="unknown key 'url'"):
+        loads('[history]\nurl = "sqlite:///x"\n')
