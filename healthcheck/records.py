@@ -7,6 +7,9 @@ import os
 from .model import Verdict
 
 
+SCHEMA_VERSION = 1  # of the spool records; the history ingest skips versions it does not know
+
+
 def new_run_id() -> str:
     """A run's id: 128 random bits as 32 hex digits (a uuid4's entropy, without importing uuid)."""
     return os.urandom(16).hex()
@@ -15,7 +18,7 @@ def new_run_id() -> str:
 def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: str | None) -> dict:
     from . import __version__
 
-    return {"kind": "run", "run_id": run_id, "node": verdict.node, "context": verdict.context,
+    return {"kind": "run", "schema_version": SCHEMA_VERSION, "run_id": run_id, "node": verdict.node, "context": verdict.context,
             "job_id": job_id, "started_at": verdict.started_at, "duration_s": round(verdict.duration_s, 6),
             "status": verdict.status.value, "results": [f.to_dict() for f in verdict.findings],
             "config_hash": config_hash(config_path), "tool_version": __version__}

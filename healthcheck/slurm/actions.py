@@ -10,6 +10,7 @@ from ..model import Verdict
 from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi
 from .settings import SlurmSettings
+from ..records import SCHEMA_VERSION
 
 Log = Callable[[str], None]
 
@@ -121,7 +122,8 @@ def _record_applied(spool_dir: str, item, log: Log) -> None:
 
     log(f"applied queued {item.action} of {item.node}" + (f": {item.reason}" if item.reason else ""))
     try:
-        append(spool_dir, {"kind": "action", "run_id": item.run_id, "node": item.node, "time": utc_now_iso(),
+        append(spool_dir, {"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": item.run_id,
+                           "node": item.node, "time": utc_now_iso(),
                            "action": item.action, "reason": item.reason, "job_id": None, "context": "queued",
                            "why": f"applied from the queue (decided {item.created_at})", "checks": []})
     except (SpoolError, ValueError, OSError) as exc:
@@ -202,7 +204,8 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
     if decision.action != "none":
         from ..runner import utc_now_iso
 
-        records.append({"kind": "action", "run_id": run_id, "node": verdict.node, "time": utc_now_iso(),
+        records.append({"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": run_id,
+                        "node": verdict.node, "time": utc_now_iso(),
                         "action": decision.action, "reason": decision.reason, "job_id": job_id,
                         "context": verdict.context, "why": decision.why,
                         "checks": sorted({f.check for f in verdict.failing})})
