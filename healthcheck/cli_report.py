@@ -6,14 +6,12 @@ command only. The lead registers :data:`report` into ``healthcheck/cli.py``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import click
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
          "plots", "render")
 
@@ -23,17 +21,13 @@ class ReportFailure(click.ClickException):
 
 
 def parse_since(text: str, now: datetime) -> datetime:
-    """"30d" (also s, m, h, w) before ``now``, or an ISO-8601 date/time (UTC when zoneless)."""
-    value = text.strip()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", value)
-    if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    """"30d" (also s, m, h, w) before ``now``, or an ISO-8601 time (UTC when zoneless)."""
+    from .timespec import parse_since as parse
+
     try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected a duration like 30d, 12h, 2w or an ISO-8601 time like "
-                                 "2024-05-01T08:00:00Z", param_hint="--since") from None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+        return parse(text, now)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
 
 
 def load_history(db_url: str | None, since: datetime):

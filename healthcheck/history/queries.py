@@ -7,36 +7,22 @@ Time filters take ``since`` as an aware datetime; ``parse_since`` turns "7d", "1
 from __future__ import annotations
 
 import os
-import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, Iterator
 
 from .db import HistoryError, describe_error, is_sqlite
 
 EXPORT_FORMATS = ("csv", "json", "parquet")
 EXPORT_TABLES = ("runs", "results", "metrics", "actions")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 FRAME_COLUMNS = {
     "runs": ("run_id", "node", "context", "job_id", "started_at", "duration_s", "status"),
     "results": ("run_id", "node", "started_at", "check", "component", "status", "message"),
     "metrics": ("run_id", "node", "started_at", "check", "component", "name", "value"),
     "actions": ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context"),
 }
+from ..timespec import parse_since  # noqa: E402,F401 - re-exported for the CLI
+
 TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
-
-
-def parse_since(text: str, now: datetime) -> datetime:
-    """"7d" (days; also s, m, h, w) before ``now``, or an ISO-8601 date/time (UTC when zoneless)."""
-    value = text.strip()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", value)
-    if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"--since {text!r}: expected a duration like 7d, 12h, 30m, 2w or an ISO-8601 "
-                         "time like 2024-05-01 or 2024-05-01T08:00:00Z") from None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
 
 def _like(pattern: str) -> str:

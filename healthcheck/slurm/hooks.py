@@ -15,7 +15,6 @@ HEALTHCHECK_CONFIG (else ``--config FILE``, else /etc/healthcheck/healthcheck.to
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time

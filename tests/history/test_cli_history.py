@@ -63,7 +63,7 @@ def test_ingest_show_export_round_trip(tmp_path, dbfile):
 def test_usage_errors_exit_2_without_traceback(tmp_path, dbfile):
     runner = CliRunner()
     result = runner.invoke(history, ["show", "--db", dbfile, "--since", "last tuesday"])
-    assert result.exit_code == 2 and "expected a duration like 7d" in result.output
+    assert result.exit_code == 2 and "expected a duration like 30d" in result.output
     result = runner.invoke(history, ["ingest", str(tmp_path / "missing"), "--db", dbfile])
     assert result.exit_code == 2 and "no such file or directory" in result.output
     result = runner.invoke(history, ["show", "--db", str(tmp_path / "nodir" / "h.sqlite")])
