@@ -163,9 +163,14 @@ def reliability(runs: pd.DataFrame, *, now: Any, actions: pd.DataFrame | None = 
     out["observed_s"] = (now - out["first_seen"]).dt.total_seconds()
     out["drained_s"] = 0.0
     if actions is not None and len(actions):
-        starts = out["first_seen"].min()
-        summary = drain_summary(actions, now=now, since=starts).set_index("node")["drained_s"]
-        out["drained_s"] = summary.reindex(out.index).fillna(0.0).clip(upper=out["observed_s"])
+        iv = drain_intervals(actions, now=now)
+        iv = iv[iv["node"].isin(out.index)]
+        seen = iv["node"].map(out["first_seen"])
+        stop = iv["resumed_at"].where(~iv["open"], now)
+        # Only drained time after the node's first run counts (each interval clipped to it).
+        part = (stop - iv["drained_at"].where(iv["drained_at"] > seen, seen)).dt.total_seconds()
+        drained = part.clip(lower=0.0).groupby(iv["node"]).sum()
+        out["drained_s"] = drained.reindex(out.index).fillna(0.0).astype("float64")
     out["mtbf_s"] = ((out["observed_s"] - out["drained_s"]) / out["failures"]).where(
         out["failures"] > 0)
     return out.reset_index()[list(RELIABILITY_COLUMNS)]

@@ -14,13 +14,13 @@ flagged: a median of three is no fleet.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._frames import empty, filter_names, per_name, prepare
+from ._frames import Names, empty, int_times, metric_units, per_name, series_codes
 
 IGLEWICZ_HOAGLIN_THRESHOLD = 3.5
 _K = 0.6745          # Phi^-1(0.75)
@@ -31,7 +31,6 @@ OUTLIER_COLUMNS = {"node_class": "object", "check": "object", "name": "object", 
                    "mad": "float64", "n_peers": "int64", "z": "float64", "outlier": "bool",
                    "side": "object"}
 
-_METRIC_COLS = ["node", "started_at", "check", "component", "name", "value"]
 _STATS = ("median", "mean", "min", "max", "last", "first")
 
 NodeClassSource = Mapping[str, Any] | Callable[[str], Any] | None
@@ -77,10 +76,31 @@ def _class_of(nodes: pd.Series, node_class: NodeClassSource) -> pd.Series:
     return nodes.map(resolved).astype(object)
 
 
-def fleet_outliers(metrics: pd.DataFrame, names: str | Iterable[str] | None = None, *,
+def _reduce(df: pd.DataFrame, stat: str) -> pd.DataFrame:
+    """One row per (node, check, component, name) unit, its samples reduced with ``stat``.
+
+    Units are integer series codes; "first"/"last" take the earliest/latest sample by time (input
+    order among equal times); the other statistics are grouped reductions over the codes.
+    """
+    keys = ["node", "check", "component", "name"]
+    codes, units = series_codes(df, keys)
+    values = df["value"].to_numpy(dtype="float64")
+    if stat in ("last", "first"):
+        order = np.argsort(int_times(df["started_at"]), kind="stable")
+        c = codes[order]
+        # Sorted by time: the position of each unit's last (first) sample in that order.
+        pos = np.full(len(units), -1 if stat == "last" else len(c), dtype=np.int64)
+        (np.maximum if stat == "last" else np.minimum).at(pos, c, np.arange(len(c)))
+        units["value"] = values[order[pos]]
+    else:
+        units["value"] = pd.Series(values).groupby(codes, sort=True).agg(stat).to_numpy()
+    return units
+
+
+def fleet_outliers(metrics: pd.DataFrame, names: Names = None, *,
                    node_class: NodeClassSource = None, per: str = "component",
                    stat: str = "median", threshold: float = IGLEWICZ_HOAGLIN_THRESHOLD,
-                   min_peers: int = 5, side: str | Mapping[str, str] = "both",
+                   min_peers: int = 5, side: str | Mapping[str, str] | Callable[[str], str] = "both",
                    min_rel_deviation: float = 0.0) -> pd.DataFrame:
     """Score every node (``per="node"``) or GPU/port (``per="component"``) against its peers.
 
@@ -91,7 +111,8 @@ def fleet_outliers(metrics: pd.DataFrame, names: str | Iterable[str] | None = No
     fleet. Nodes of no class are peers of each other.
 
     ``side``: "both", "low" (only low values are bad: bandwidth, TFLOPS) or "high" (temperatures,
-    error rates), or ``{name: side}`` (unlisted: "both"). ``min_rel_deviation``: additionally require
+    error rates), or ``{name: side}`` (unlisted: "both"), or a callable ``name -> side`` (asked once
+    per distinct name). ``min_rel_deviation``: additionally require
     ``|x - median| > min_rel_deviation * |median|`` (e.g. 0.05 so a 1 % spread on a very uniform fleet
     is not flagged). ``outlier`` = ``|z| > threshold`` on the flagged side.
 
@@ -99,24 +120,19 @@ def fleet_outliers(metrics: pd.DataFrame, names: str | Iterable[str] | None = No
     peer_median, mad, n_peers, z, outlier, side ("low"/"high" where value is below/above the
     median, None when equal); sorted by |z| descending (NaN last).
 
-    Complexity: one groupby reduction O(n), robust_z O(u) over the u units, class lookup
-    O(distinct nodes).
+    ``names``: names, one name, a predicate ``name -> bool`` (asked once per distinct name) or None
+    (all).
+
+    Complexity: O(n) selection and integer series codes, one reduction over the codes (O(n log n)
+    time sort for "first"/"last" when the rows are not already in time order), robust_z O(u) over
+    the u units, class lookup O(distinct nodes).
     """
-    if per not in ("component", "node"):
-        raise ValueError(f"per must be 'component' or 'node', not {per!r}")
     if stat not in _STATS:
         raise ValueError(f"stat must be one of {_STATS}, not {stat!r}")
-    df = filter_names(prepare(metrics, _METRIC_COLS, frame="metrics", time_col="started_at",
-                              value_col="value"), names)
-    df = df[df["value"].notna()]
+    df = metric_units(metrics, names, per)
     if df.empty:
         return empty(OUTLIER_COLUMNS)
-    if per == "node":
-        df = df.assign(component=None)
-    if stat in ("last", "first"):
-        df = df.sort_values("started_at", kind="stable")
-    units = (df.groupby(["node", "check", "component", "name"], dropna=False, sort=True)["value"]
-             .agg(stat).rename("value").reset_index())
+    units = _reduce(df, stat)
     units["node_class"] = _class_of(units["node"], node_class)
     scored = robust_z(units["value"], [units["node_class"], units["check"], units["name"]],
                       min_peers=min_peers)

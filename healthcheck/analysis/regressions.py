@@ -11,22 +11,20 @@ longer than the period you want to compare against (e.g. ``window="30D"``).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from ._frames import SERIES_KEYS, empty, filter_names, per_name, prepare, series_sorted
+from ._frames import SERIES_KEYS, Names, empty, metric_rows, per_name, series_sorted
 
 DEVIATION_COLUMNS = {"node": "object", "check": "object", "component": "object", "name": "object",
                      "started_at": "datetime64[us, UTC]", "value": "float64",
                      "baseline": "float64", "n_baseline": "int64", "change": "float64",
                      "direction": "object", "regressed": "bool"}
 
-_METRIC_COLS = ["node", "started_at", "check", "component", "name", "value"]
 
-
-def baseline_deviation(metrics: pd.DataFrame, names: str | Iterable[str] | None = None, *,
+def baseline_deviation(metrics: pd.DataFrame, names: Names = None, *,
                        window: int | str = 10, min_periods: int = 3,
                        threshold: float | Mapping[str, float] = 0.15,
                        direction: str | Mapping[str, str] = "higher") -> pd.DataFrame:
@@ -48,9 +46,7 @@ def baseline_deviation(metrics: pd.DataFrame, names: str | Iterable[str] | None 
         raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
     if isinstance(window, int) and window < 1 or min_periods < 1:
         raise ValueError("window and min_periods must be >= 1")
-    df = filter_names(prepare(metrics, _METRIC_COLS, frame="metrics", time_col="started_at",
-                              value_col="value"), names)
-    df = df[df["value"].notna()]
+    df = metric_rows(metrics, names)
     if df.empty:
         return empty(DEVIATION_COLUMNS)
     df = series_sorted(df, SERIES_KEYS)
@@ -78,7 +74,7 @@ def baseline_deviation(metrics: pd.DataFrame, names: str | Iterable[str] | None 
     return df[list(DEVIATION_COLUMNS)].reset_index(drop=True)
 
 
-def regressions(metrics: pd.DataFrame, names: str | Iterable[str] | None = None, *,
+def regressions(metrics: pd.DataFrame, names: Names = None, *,
                 window: int | str = 10, min_periods: int = 3,
                 threshold: float | Mapping[str, float] = 0.15,
                 direction: str | Mapping[str, str] = "higher",

@@ -8,11 +8,13 @@ value itself (what accumulated since the reset; a lower bound), never a negative
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from ._frames import SERIES_KEYS, empty, filter_names, hours_between, prepare, series_sorted
+from ._frames import (SERIES_KEYS, Names, empty, from_ticks, int_times, metric_rows, metric_units,
+                      series_codes, time_order)
 
 #: Cumulative error counters emitted by our checks (docs/checks.md): GPU ECC (gpu.ecc.*),
 #: NVLink (gpu.nvlink.errors), InfiniBand port counters (ib.port.errors).
@@ -25,8 +27,6 @@ DEFAULT_COUNTERS: tuple[str, ...] = (
     "port_rcv_remote_physical_errors", "local_link_integrity_errors",
     "excessive_buffer_overrun_errors",
 )
-
-_METRIC_COLS = ["node", "started_at", "check", "component", "name", "value"]
 
 SERIES_COLUMNS = {"node": "object", "check": "object", "component": "object", "name": "object",
                   "started_at": "datetime64[us, UTC]", "value": "float64", "n": "int64"}
@@ -41,7 +41,7 @@ RATE_COLUMNS = {"node": "object", "check": "object", "component": "object", "nam
                 "last_rate_per_hour": "float64"}
 
 
-def metric_series(metrics: pd.DataFrame, names: str | Iterable[str] | None = None, *,
+def metric_series(metrics: pd.DataFrame, names: Names = None, *,
                   per: str = "component", freq: str | None = None,
                   agg: str = "median") -> pd.DataFrame:
     """Time series of metric ``names`` per GPU/port (``per="component"``) or per node (``per="node"``).
@@ -57,27 +57,57 @@ def metric_series(metrics: pd.DataFrame, names: str | Iterable[str] | None = Non
 
     Complexity: one filter and one hash groupby, O(n) plus the O(g log g) sort of the g output rows.
     """
-    if per not in ("component", "node"):
-        raise ValueError(f"per must be 'component' or 'node', not {per!r}")
-    df = filter_names(prepare(metrics, _METRIC_COLS, frame="metrics", time_col="started_at",
-                              value_col="value"), names)
-    df = df[df["value"].notna()]
+    df = metric_units(metrics, names, per)
     if df.empty:
         return empty(SERIES_COLUMNS)
-    if per == "node":
-        df = df.assign(component=None)
     if freq is not None:
         df = df.assign(started_at=df["started_at"].dt.floor(freq))
     keys = SERIES_KEYS + ["started_at"]
-    grouped = df.groupby(keys, dropna=False, sort=True)["value"]
+    grouped = df.groupby(keys, dropna=False, sort=True, observed=True)["value"]
     out = grouped.agg(agg).rename("value").to_frame()
     out["n"] = grouped.count().astype("int64")
     out = out.reset_index()
     return out[list(SERIES_COLUMNS)].reset_index(drop=True)
 
 
-def counter_increments(metrics: pd.DataFrame,
-                       names: str | Iterable[str] | None = DEFAULT_COUNTERS) -> pd.DataFrame:
+class _Steps(NamedTuple):
+    """Counter samples in (series, time) order with the step from the previous sample."""
+    keys: pd.DataFrame     # series keys, one row per code
+    code: np.ndarray       # series code per sample
+    ticks: np.ndarray      # int64 time per sample (unit of ``like``)
+    value: np.ndarray
+    same: np.ndarray       # the previous sample is of the same series
+    reset: np.ndarray      # the counter dropped since the previous sample
+    increase: np.ndarray   # growth since the previous sample (0 at a series' first sample)
+    hours: np.ndarray      # hours since the previous sample (0 at a series' first sample)
+    like: pd.Series        # the time column (for its unit)
+    per_second: int        # ticks per second
+
+
+def _steps(metrics: pd.DataFrame, names: Names, nodes: Iterable[str] | None) -> _Steps | None:
+    """The samples of the selected counters, sorted, with per-interval increases (no Python loop)."""
+    df = metric_rows(metrics, names, nodes)
+    if df.empty:
+        return None
+    codes, keys = series_codes(df, SERIES_KEYS)
+    ticks = int_times(df["started_at"])
+    order = time_order(codes, ticks)
+    c, t, v = codes[order], ticks[order], df["value"].to_numpy(dtype="float64")[order]
+    same = np.zeros(len(c), dtype=bool)
+    same[1:] = c[1:] == c[:-1]
+    delta = np.zeros(len(v))
+    delta[1:] = v[1:] - v[:-1]
+    reset = same & (delta < 0)
+    increase = np.where(same, np.where(reset, np.maximum(v, 0.0), delta), 0.0)
+    per_second = pd.Timedelta(seconds=1) // pd.Timedelta(1, unit=pd.DatetimeIndex(df["started_at"]).unit)
+    dt = np.zeros(len(t), dtype=np.int64)
+    dt[1:] = t[1:] - t[:-1]
+    hours = np.where(same, dt / per_second / 3600.0, 0.0)
+    return _Steps(keys, c, t, v, same, reset, increase, hours, df["started_at"], per_second)
+
+
+def counter_increments(metrics: pd.DataFrame, names: Names = DEFAULT_COUNTERS, *,
+                       nodes: Iterable[str] | None = None) -> pd.DataFrame:
     """Per-interval increases of cumulative counters, with resets handled.
 
     For consecutive samples of one series (sorted by time): ``increase = value - prev_value``, or
@@ -87,28 +117,31 @@ def counter_increments(metrics: pd.DataFrame,
     Returns one row per interval (a series with k samples gives k-1 rows), columns: node, check,
     component, name, prev_at, started_at, prev_value, value, increase, hours, rate_per_hour, reset.
 
-    Complexity: O(n log n) for the sort, then vectorised shifts (no per-series Python loop).
+    ``names``: names, one name, a predicate ``name -> bool`` (asked once per distinct name) or None
+    (all); ``nodes``: only these nodes (None: all).
+
+    Complexity: O(n) selection and series codes (integer factorize), an O(n log n) stable sort,
+    then vectorised numpy differences (no per-series Python loop).
     """
-    df = filter_names(prepare(metrics, _METRIC_COLS, frame="metrics", time_col="started_at",
-                              value_col="value"), names)
-    df = df[df["value"].notna()]
-    if df.empty:
+    st = _steps(metrics, names, nodes)
+    if st is None:
         return empty(INCREMENT_COLUMNS)
-    df = series_sorted(df, SERIES_KEYS)
-    same = df["_gid"].eq(df["_gid"].shift())
-    df["prev_value"] = df["value"].shift()
-    df["prev_at"] = df["started_at"].shift()
-    df = df[same].copy()
-    delta = df["value"] - df["prev_value"]
-    df["reset"] = (delta < 0).astype(bool)
-    df["increase"] = np.where(df["reset"], df["value"].clip(lower=0.0), delta)
-    df["hours"] = hours_between(df["started_at"], df["prev_at"])
-    df["rate_per_hour"] = (df["increase"] / df["hours"]).where(df["hours"] > 0)
-    return df[list(INCREMENT_COLUMNS)].reset_index(drop=True)
+    at = np.flatnonzero(st.same)
+    out = st.keys.iloc[st.code[at]].reset_index(drop=True)
+    out["prev_at"] = from_ticks(st.ticks[at - 1], st.like)
+    out["started_at"] = from_ticks(st.ticks[at], st.like)
+    out["prev_value"] = st.value[at - 1]
+    out["value"] = st.value[at]
+    out["increase"] = st.increase[at]
+    out["hours"] = st.hours[at]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["rate_per_hour"] = np.where(st.hours[at] > 0, st.increase[at] / st.hours[at], np.nan)
+    out["reset"] = st.reset[at]
+    return out[list(INCREMENT_COLUMNS)]
 
 
-def counter_rates(metrics: pd.DataFrame,
-                  names: str | Iterable[str] | None = DEFAULT_COUNTERS) -> pd.DataFrame:
+def counter_rates(metrics: pd.DataFrame, names: Names = DEFAULT_COUNTERS, *,
+                  nodes: Iterable[str] | None = None, min_hours: float = 0.0) -> pd.DataFrame:
     """Growth rate of each counter series over the whole frame (filter ``metrics`` by time first
     for a window, e.g. the last 7 days).
 
@@ -121,34 +154,36 @@ def counter_rates(metrics: pd.DataFrame,
     last_value, increase, resets, hours, rate_per_hour, last_rate_per_hour; sorted by
     rate_per_hour descending (NaN last), then series key.
 
-    Complexity: O(n log n) sort + two vectorised groupby reductions.
+    ``names`` / ``nodes`` as in :func:`counter_increments`. ``min_hours`` > 0 divides by
+    ``max(hours, min_hours)`` instead (never NaN: a single sample gives 0, and two samples minutes
+    apart do not read as a huge rate).
+
+    Complexity: that of :func:`counter_increments`, then ``np.bincount`` reductions per series code
+    and an O(s log s) sort of the s output rows.
     """
-    df = filter_names(prepare(metrics, _METRIC_COLS, frame="metrics", time_col="started_at",
-                              value_col="value"), names)
-    df = df[df["value"].notna()]
-    if df.empty:
+    st = _steps(metrics, names, nodes)
+    if st is None:
         return empty(RATE_COLUMNS)
-    df = series_sorted(df, SERIES_KEYS)
-    g = df.groupby("_gid", sort=True)
-    out = df.loc[g.head(1).index, SERIES_KEYS + ["_gid"]].set_index("_gid")
-    out["first_at"] = g["started_at"].min()
-    out["last_at"] = g["started_at"].max()
-    out["samples"] = g.size().astype("int64")
-    out["last_value"] = g["value"].last()
-    same = df["_gid"].eq(df["_gid"].shift())
-    delta = df["value"] - df["value"].shift()
-    reset = same & (delta < 0)
-    increase = np.where(reset, df["value"].clip(lower=0.0), delta).astype("float64")
-    increase = pd.Series(np.where(same, increase, 0.0), index=df.index)
-    hours = hours_between(df["started_at"], df["started_at"].shift())
-    rate = (increase / hours).where(same & (hours > 0))
-    out["increase"] = increase.groupby(df["_gid"]).sum()
-    out["resets"] = reset.groupby(df["_gid"]).sum().astype("int64")
-    out["hours"] = hours_between(out["last_at"], out["first_at"])
-    out["rate_per_hour"] = (out["increase"] / out["hours"]).where(out["hours"] > 0)
-    last_idx = g.tail(1).index
-    out["last_rate_per_hour"] = pd.Series(rate.loc[last_idx].to_numpy(),
-                                          index=df.loc[last_idx, "_gid"].to_numpy())
+    n = len(st.keys)
+    starts = np.flatnonzero(~st.same)
+    ends = np.append(starts[1:] - 1, len(st.code) - 1)
+    out = st.keys.copy()
+    out["first_at"] = from_ticks(st.ticks[starts], st.like)
+    out["last_at"] = from_ticks(st.ticks[ends], st.like)
+    out["samples"] = np.bincount(st.code, minlength=n).astype("int64")
+    out["last_value"] = st.value[ends]
+    increase = np.bincount(st.code, weights=st.increase, minlength=n)
+    out["increase"] = increase
+    out["resets"] = np.bincount(st.code, weights=st.reset, minlength=n).astype("int64")
+    hours = (st.ticks[ends] - st.ticks[starts]) / st.per_second / 3600.0
+    out["hours"] = hours
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if min_hours > 0:
+            out["rate_per_hour"] = increase / np.maximum(hours, min_hours)
+        else:
+            out["rate_per_hour"] = np.where(hours > 0, increase / hours, np.nan)
+        last_ok = st.same[ends] & (st.hours[ends] > 0)
+        out["last_rate_per_hour"] = np.where(last_ok, st.increase[ends] / st.hours[ends], np.nan)
     out = out.sort_values(["rate_per_hour"] + SERIES_KEYS, ascending=[False, True, True, True, True],
                           na_position="last", kind="stable")
     return out[list(RATE_COLUMNS)].reset_index(drop=True)

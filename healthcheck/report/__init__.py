@@ -9,7 +9,8 @@ API::
     render_json(report) -> str      # report.to_dict() as JSON
 
 ``frames`` are the four DataFrames of ``healthcheck.history.queries.load_frames`` (runs, results,
-metrics, actions). The analyses come through :mod:`healthcheck.report.inputs` (one switch point).
+metrics, actions). The figures are computed by :mod:`healthcheck.analysis`; :mod:`healthcheck.report.inputs`
+says which analysis and with which settings.
 pandas is imported by this package; matplotlib only when the HTML plots are drawn.
 """
 from __future__ import annotations

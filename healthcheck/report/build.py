@@ -28,7 +28,6 @@ TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "starte
 MAX_MESSAGE = 300
 TOP_GROWTH = 50
 PLOTTED_GROWTH = 8
-FLAPPING_DRAINS = 3
 
 
 def _frames(frames: Any) -> dict[str, pd.DataFrame]:
@@ -123,27 +122,33 @@ def _distributions(outl: pd.DataFrame) -> list[Distribution]:
         values = grp["value"].astype(float)
         bad = grp[grp["outlier"]].sort_values("z", key=lambda z: -z.abs())
         outliers = [{"node": r.node, "component": r.component, "value": float(r.value), "z": float(r.z),
-                     "median": float(r.median), "peer_group": str(r.peer_group)} for r in bad.itertuples()]
-        points = grp[["node", "component", "value", "outlier", "peer_group"]].reset_index(drop=True)
+                     "median": float(r.peer_median), "peer_group": str(r.node_class)} for r in bad.itertuples()]
+        points = grp[["node", "component", "value", "outlier"]].assign(peer_group=grp["node_class"]) \
+            .reset_index(drop=True)
         out.append(Distribution(str(metric), act.low_is_bad(str(metric)), int(len(values)),
                                 float(values.median()), float(values.quantile(0.05)), float(values.quantile(0.95)),
                                 outliers, points))
     return out
 
 
-def _drains(acts: pd.DataFrame, intervals: pd.DataFrame, since: pd.Timestamp) -> list[DrainStat]:
-    if intervals.empty and acts.empty:
+def _drains(stats: pd.DataFrame, intervals: pd.DataFrame) -> list[DrainStat]:
+    """Per node: drains in the window, hours drained inside the window, still drained, flapping,
+    the reason of its latest drain."""
+    if stats.empty:
         return []
-    drains = acts[acts["action"] == "drain"].groupby("node", observed=True).size()
-    stats = []
-    for node in sorted(set(drains.index.astype(str)) | set(intervals["node"])):
-        iv = intervals[intervals["node"] == node]
-        hours = sum(max((e - max(s, since)).total_seconds(), 0.0) for s, e in zip(iv["start"], iv["end"])) / 3600
-        n = int(drains.get(node, 0))
-        reason = _short(iv["reason"].iloc[-1]) if len(iv) else ""
-        stats.append(DrainStat(node, n, round(hours, 2), bool(iv["open"].any()), reason, n >= FLAPPING_DRAINS))
-    stats.sort(key=lambda d: (-d.drained_hours, -d.drains, d.node))
-    return stats
+    reason = intervals.sort_values("start", kind="stable").drop_duplicates("node", keep="last") \
+        .set_index("node")["reason"] if len(intervals) else pd.Series(dtype=object)
+    out = [DrainStat(str(r.node), int(r.drains), round(float(r.drained_s) / 3600, 2), bool(r.open),
+                     _short(reason.get(r.node, "")), bool(r.flapping)) for r in stats.itertuples(index=False)]
+    out.sort(key=lambda d: (-d.drained_hours, -d.drains, d.node))
+    return out
+
+
+def _latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per node: its most recent run."""
+    if runs.empty:
+        return runs.iloc[0:0]
+    return runs.sort_values("started_at", kind="stable").drop_duplicates("node", keep="last").reset_index(drop=True)
 
 
 def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], str | None] | None = None,
@@ -158,7 +163,7 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
     runs, results, metrics, acts = f["runs"], f["results"], f["metrics"], f["actions"]
     peer = (lambda n: node_class(n) or "default") if node_class else (lambda n: "all")
     step("latest runs")
-    latest = inputs.latest_runs(runs)
+    latest = _latest_runs(runs)
     fleet = _fleet(latest, acts, slurm_states)
     state_of = {n: s for s, ns in fleet.nodes.items() for n in ns}
     now_bad = results[results["run_id"].isin(set(latest["run_id"])) & results["status"].isin(["fail", "warn"])] \
@@ -169,16 +174,16 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
                         r.started_at, act.recommend(str(r.check), str(r.message)))
                 for r in now_bad.itertuples(index=False)]
     step("counter growth")
-    growth_df = inputs.counter_growth(metrics, act.counter_metric)
-    growing = growth_df[growth_df["increase"] > 0].sort_values(["rate_per_h", "increase"], ascending=False)
-    growth = [Growth(str(r.node), _comp(r.component), str(r.name), float(r.increase), float(r.rate_per_h),
-                     float(r.last), r.first_at, r.last_at) for r in growing.head(TOP_GROWTH).itertuples()]
+    growth_df = inputs.growth(metrics)
+    growing = growth_df[growth_df["increase"] > 0].sort_values(["rate_per_hour", "increase"], ascending=False)
+    growth = [Growth(str(r.node), _comp(r.component), str(r.name), float(r.increase), float(r.rate_per_hour),
+                     float(r.last_value), r.first_at, r.last_at) for r in growing.head(TOP_GROWTH).itertuples()]
     findings += [Finding("growth", g.node, g.metric, g.component, "warn",
                          f"grew by {g.increase:g} ({g.rate_per_h:.3g}/h), now {g.last:g}", g.last_at,
                          act.recommend_growth(g.metric)) for g in growth]
-    growth_points = inputs.series_points(metrics, growing.head(PLOTTED_GROWTH))
+    growth_points = inputs.growth_points(metrics, growing.head(PLOTTED_GROWTH))
     step("performance distributions")
-    outl = inputs.fleet_outliers(inputs.latest_values(metrics, act.perf_metric), peer, act.low_is_bad)
+    outl = inputs.perf_outliers(metrics, peer)
     distributions = _distributions(outl)
     for d in distributions:
         findings += [Finding("outlier", o["node"], d.metric, o["component"], "warn",
@@ -186,7 +191,7 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
                              None, act.recommend_outlier(d.metric)) for o in d.outliers]
     step("drains")
     intervals = inputs.drain_intervals(acts, now)
-    drains = _drains(acts, intervals, since)
+    drains = _drains(inputs.drain_stats(acts, since, now), intervals)
     step("risk")
     failing_now = sorted(latest.loc[latest["status"] == "fail", "node"].astype(str)) if len(latest) else []
     risks = _risks(fleet, failing_now, state_of, findings, growth, drains, results, peer)

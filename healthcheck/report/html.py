@@ -30,8 +30,8 @@ th{background:#eaeded}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .note{background:#fef9e7;border-left:4px solid #f1c40f;padding:8px 12px;margin:8px 0}
 .nodata{background:#fdedec;border-left:4px solid #c0392b;padding:14px 16px;margin:12px 0;font-size:16px}
 .plot{background:#fff;padding:8px;box-shadow:0 1px 3px rgba(0,0,0,.12);margin:6px 0}
-.plot svg{max-width:100%;height:auto;display:block}
-code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
+.plot svg{width:100%;height:auto;display:block}
+code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:break-word}
 ul.ev{margin:0;padding-left:18px}details{margin:4px 0}.muted{color:#7f8c8d}
 footer{margin-top:30px;color:#7f8c8d;font-size:12px}
 """

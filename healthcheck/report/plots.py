@@ -13,6 +13,7 @@ from typing import Any
 
 MAX_METRICS = 6
 MAX_LABELLED = 8
+MAX_POINTS = 800  # non-outlier points drawn per metric
 MAX_TIMELINE_NODES = 40
 
 
@@ -29,6 +30,14 @@ def _naive_utc(t):
     return t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t
 
 
+def _horizontal() -> dict:
+    """boxplot's horizontal switch: ``orientation`` from matplotlib 3.10, ``vert`` before (deprecated since)."""
+    import matplotlib
+
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
 def _pyplot():
     import matplotlib
 
@@ -43,7 +52,7 @@ def _svg(fig, salt: str) -> str:
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"hc-{salt}"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buf, format="svg", metadata={"Date": None})  # tight_layout done: one draw
     _pyplot().close(fig)
     text = buf.getvalue()
     start = text.find("<svg")
@@ -73,9 +82,12 @@ def distributions_svg(distributions: list) -> str | None:
             values = pts["value"].to_numpy(dtype=float)
             bad = pts["outlier"].to_numpy(dtype=bool)
             y = rng.uniform(-0.25, 0.25, len(values))
-            ax.boxplot(values, vert=False, widths=0.7, showfliers=False, positions=[0],
+            ax.boxplot(values, **_horizontal(), widths=0.7, showfliers=False, positions=[0],
                        medianprops={"color": "#1f4e79"}, boxprops={"color": "#7f8c8d"})
-            ax.scatter(values[~bad], y[~bad], s=6, alpha=0.45, color="#2e86c1", linewidths=0)
+            normal = np.flatnonzero(~bad)
+            if len(normal) > MAX_POINTS:  # the box shows them all; the strip a sample (keeps the SVG small)
+                normal = np.sort(rng.choice(normal, MAX_POINTS, replace=False))
+            ax.scatter(values[normal], y[normal], s=6, alpha=0.45, color="#2e86c1", linewidths=0)
             ax.scatter(values[bad], y[bad], s=22, color="#c0392b", marker="x", label="outlier")
             for (_, row), yy in list(zip(pts[bad].iterrows(), y[bad]))[:MAX_LABELLED]:
                 ax.annotate(label(f"{row['node']} {row['component']}", 28), (row["value"], yy), fontsize=7,
@@ -110,6 +122,7 @@ def timeline_svg(intervals, since, now) -> str | None:
     if intervals is None or not len(intervals):
         return None
     import matplotlib.dates as mdates
+    import numpy as np
     import pandas as pd
 
     since, now = _naive_utc(since), _naive_utc(now)
@@ -121,12 +134,14 @@ def timeline_svg(intervals, since, now) -> str | None:
     plt = _pyplot()
     with _style():
         fig, ax = plt.subplots(figsize=(10, 0.28 * len(order) + 1.0))
-        for i, node in enumerate(order):
-            rows = iv[iv["node"] == node]
-            for s, e, still in zip(rows["start"], rows["end"], rows["open"]):
-                x0 = mdates.date2num(s)
-                ax.broken_barh([(x0, max(mdates.date2num(e) - x0, 0.002))], (i - 0.35, 0.7),
-                               color="#c0392b" if still else "#e67e22")
+        iv = iv[iv["node"].isin(set(order))]
+        x0 = mdates.date2num(iv["start"])
+        width = np.maximum(mdates.date2num(iv["end"]) - x0, 0.002)
+        nodes, still = iv["node"].to_numpy(), iv["open"].to_numpy(dtype=bool)
+        for i, node in enumerate(order):  # one collection per node row
+            mine = nodes == node
+            ax.broken_barh(list(zip(x0[mine], width[mine])), (i - 0.35, 0.7),
+                           facecolors=["#c0392b" if o else "#e67e22" for o in still[mine]])
         ax.set_yticks(range(len(order)), [label(n, 30) for n in order], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(mdates.date2num(since), mdates.date2num(now))

@@ -30,7 +30,7 @@ def test_baseline_is_median_of_previous_samples_hand_computed():
     assert d["n_baseline"].tolist() == [0, 1, 2, 3, 3, 3]
     assert math.isnan(d["baseline"][1])  # one earlier sample < min_periods
     assert d["change"][4] == pytest.approx(-0.20)
-    assert d["change"][2] == pytest.approx(-5 / 105)
+    assert d["change"][2] == pytest.approx(-15 / 105)
     assert d["regressed"].tolist() == [False, False, False, False, True, False]
 
 
@@ -91,7 +91,7 @@ def test_single_sample_empty_and_bad_arguments():
         baseline_deviation(_series([1]), window=0)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(metric_frames(), st.sampled_from([1, 3, "2D"]), st.sampled_from(["higher", "lower"]))
 def test_fuzz_regressions_never_raise(frame, window, direction):
     d = baseline_deviation(frame, window=window, min_periods=1, direction=direction)

@@ -115,7 +115,7 @@ def test_missing_column_is_a_clear_error():
         metric_series(metrics([]), per="rack")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(metric_frames())
 def test_fuzz_trends_never_raise(frame):
     r = counter_rates(frame, names=None)
