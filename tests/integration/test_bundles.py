@@ -75,7 +75,9 @@ def test_faulty_node_bundle_fails_the_right_checks(tmp_path):
     node = make_node(tmp_path / "node", SysfsFaults(port_down=frozenset({3}), gpu_width_x8=frozenset({2})))
     node.nvml.gpus[5].remapped_rows = (0, 2, 1, 0)  # uncorrectable remap pending on gpu5
     path, _ = collect_bundle(str(tmp_path / "b.tar.gz"), options=node)
-    verdict = judge(snapshot_from_bundle(path, services=SERVICES), default_expectations())
+    exp = loads('[defaults]\nib = { ports = 8, devices = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", '
+                '"mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"] }\n').expectations_for("gpu017")
+    verdict = judge(snapshot_from_bundle(path, services=SERVICES), exp)
     failing = {(f.check, f.component) for f in verdict.failing}
     assert ("ib.port.state", "mlx5_3:1") in failing
     assert ("gpu.row_remap", "gpu5") in failing

@@ -120,8 +120,9 @@ def test_prolog_drains_a_faulty_node_and_the_job_completes_elsewhere(tmp_path, s
     cluster.wait_for(settle, 90, interval=1.0, message="requeued job did not complete")
     ran_on = out.read_text().split("ran-on=")[-1].strip()
     assert ran_on in ("node3", "node4"), ran_on
-    actions = [a for a in site.records("action") if a["node"] == "node2"]
-    assert actions and actions[0]["action"] == "drain" and actions[0]["context"] == "prolog"
+    actions = cluster.wait_for(lambda: [a for a in site.records("action") if a["node"] == "node2"], 15,
+                               message="no action record for node2")
+    assert actions[0]["action"] == "drain" and actions[0]["context"] == "prolog"
     assert "gpu.ecc.uncorrected" in actions[0]["checks"] and actions[0]["job_id"] == job
     # Slurm replaced our reason with "Prolog error"; the next health check restores the precise one
     site.health_check("node2")
@@ -162,7 +163,9 @@ def test_hung_probe_prolog_returns_in_budget_drains_and_leaves_nothing(tmp_path,
     start = time.monotonic()
     job = cluster.sbatch("-N1", "-w", "node4", "--wrap", "true")
     cluster.wait_for(lambda: site.drained("node4"), 30, message="node4 not drained")
-    runs = [r for r in site.records("run") if r["node"] == "node4" and r["context"] == "prolog"]
+    # the hook drains first, then writes its record: wait for the record too
+    runs = cluster.wait_for(lambda: [r for r in site.records("run") if r["node"] == "node4"
+                                     and r["context"] == "prolog"], 15, message="no prolog record")
     assert runs and runs[0]["results"][0]["check"] == "node.responsive"
     assert runs[0]["duration_s"] < 2.0 + 0.5, runs[0]["duration_s"]
     assert time.monotonic() - start < 30
