@@ -38,7 +38,13 @@ def default_policy_text() -> str:
 def _default_data() -> dict[str, Any]:
     """The packaged policy, parsed once per process (and cached across runs: every run judges it)."""
     from . import tomlcache
+    from .safety import UntrustedFile, check_trusted, running_as_root
 
+    if running_as_root():  # the policy decides what drains: as root it must be root's alone
+        try:
+            check_trusted(str(DEFAULT_POLICY_FILE), "Xid policy")
+        except (UntrustedFile, OSError) as exc:
+            raise ValueError(str(exc)) from exc
     data = tomlcache.get(str(DEFAULT_POLICY_FILE))
     if data is None:
         data = _read(default_policy_text())

@@ -54,3 +54,18 @@ def test_symlink_is_judged_by_its_target(tmp_path):
     path.chmod(0o666)
     with pytest.raises(UntrustedFile, match=str(path)):
         check_trusted(str(link))
+
+
+def test_xid_policy_file_others_can_write_is_refused(tmp_path, monkeypatch):
+    import healthcheck.xid_policy as xp
+
+    copy = tmp_path / "xid_policy.toml"
+    copy.write_text(xp.default_policy_text())
+    copy.chmod(0o666)
+    monkeypatch.setattr(xp, "DEFAULT_POLICY_FILE", copy)
+    xp._default_data.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="Xid policy .* writable by group or others"):
+            xp.load_xid_policy()
+    finally:
+        xp._default_data.cache_clear()
