@@ -26,8 +26,12 @@ from typing import Callable, Iterator
 
 from .model import GpuInfo, ProbeError, Snapshot
 
-MAX_MEMBER_BYTES = 256 * 1024 * 1024
-MAX_MEMBERS = 200_000
+# Limits on untrusted bundles (support tickets): a bundle over any of them is refused with a
+# BundleError (exit 2), before its contents are extracted or parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024  # one file (tar member or file in a bundle directory), read or extracted
+MAX_MEMBER_BYTES = MAX_FILE_BYTES  # older name
+MAX_TOTAL_BYTES = 256 * 1024 * 1024  # all of a tarball's members together (what extraction may write)
+MAX_MEMBERS = 50_000  # entries of a tarball / a bundle directory (a collected node has a few thousand)
 
 
 class BundleError(ValueError):
@@ -42,6 +46,7 @@ def opened(path: str | os.PathLike) -> Iterator[Path]:
     """The bundle as a directory: itself, or a safely extracted .tar.gz in a temporary directory."""
     p = Path(path)
     if p.is_dir():
+        _vet_directory(p)
         yield p
         return
     if not p.is_file():
@@ -69,15 +74,60 @@ def _extract(archive: Path, target: Path) -> None:
                 name = member.name
                 if name.startswith("/") or ".." in Path(name).parts:
                     raise BundleError(f"{archive}: refusing entry outside the bundle: {name!r}")
-                if not (member.isfile() or member.isdir()):
+                if not (member.isfile() or member.isdir()) or member.issparse():
                     raise BundleError(f"{archive}: refusing non-regular entry {name!r} (links, devices)")
                 total += member.size
-                if member.size > MAX_MEMBER_BYTES or total > 4 * MAX_MEMBER_BYTES:
-                    raise BundleError(f"{archive}: entry {name!r} too large")
+                if member.size > MAX_FILE_BYTES:
+                    raise BundleError(f"{archive}: entry {name!r} too large: {member.size} bytes "
+                                      f"(limit {MAX_FILE_BYTES} per file)")
+                if total > MAX_TOTAL_BYTES:
+                    raise BundleError(f"{archive}: entries too large together: over {MAX_TOTAL_BYTES} bytes")
                 members.append(member)
             tar.extractall(target, members=members, filter="data")
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BundleError(f"{archive}: not a readable .tar.gz bundle: {exc}") from exc
+
+
+def _vet_directory(root: Path) -> None:
+    """Refuse a bundle directory that would make us read outside it or block: a symlink whose target
+    leaves the directory (``nvidia-smi-q-x.xml -> /etc/shadow``, ``sys -> /sys``), a hard link (a
+    regular file with more than one name may be another file's), a FIFO, socket or device (a read could
+    hang), a file over MAX_FILE_BYTES, more than MAX_MEMBERS entries. Symlinks inside the directory
+    (a sysfs-like tree with relative links) are accepted. The directory itself may be a link (the
+    caller named it); checked once, before reading: a bundle is not expected to change under us."""
+    import stat
+
+    real_root = os.path.realpath(root)
+    count = 0
+    for folder, dirs, files in os.walk(root, onerror=_raise_walk_error):
+        for name in dirs + files:
+            count += 1
+            if count > MAX_MEMBERS:
+                raise BundleError(f"{root}: more than {MAX_MEMBERS} entries")
+            full = os.path.join(folder, name)
+            rel = os.path.relpath(full, root)
+            try:
+                st = os.lstat(full)
+            except OSError as exc:
+                raise BundleError(f"{root}: cannot read entry {rel!r}: {exc.strerror or exc}") from exc
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(full)
+                if os.path.commonpath([real_root, target]) != real_root:
+                    raise BundleError(f"{root}: refusing symlink {rel!r} to {os.readlink(full)!r}, "
+                                      "outside the bundle")
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    raise BundleError(f"{root}: refusing hard link {rel!r} ({st.st_nlink} names): "
+                                      "a bundle holds plain copies")
+                if st.st_size > MAX_FILE_BYTES:
+                    raise BundleError(f"{root}: refusing {rel!r}: {st.st_size} bytes "
+                                      f"(limit {MAX_FILE_BYTES} per file)")
+            elif not stat.S_ISDIR(st.st_mode):
+                raise BundleError(f"{root}: refusing non-regular entry {rel!r} (FIFO, socket or device)")
+
+
+def _raise_walk_error(exc: OSError) -> None:
+    raise BundleError(f"cannot read bundle folder {exc.filename!r}: {exc.strerror or exc}")
 
 
 def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = (),
@@ -89,10 +139,19 @@ def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = ()
 
 
 def _text(root: Path, name: str) -> str | None:
+    """A top-level file of the bundle as text (undecodable bytes replaced), None when absent; at most
+    MAX_FILE_BYTES (BundleError beyond: a parser never sees an unbounded input)."""
     f = root / name
     if not f.is_file():
         return None
-    return f.read_bytes().decode("utf-8", "replace")
+    try:
+        with open(f, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise BundleError(f"{name}: larger than the {MAX_FILE_BYTES}-byte limit per bundle file")
+    return data.decode("utf-8", "replace")
 
 
 def _read(root: Path, label: str, services: tuple[str, ...],
@@ -102,7 +161,7 @@ def _read(root: Path, label: str, services: tuple[str, ...],
     if raw_meta is not None:
         try:
             meta = json.loads(raw_meta)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise BundleError(f"{label}: meta.json is not JSON: {exc}") from exc
         if not isinstance(meta, dict):
             raise BundleError(f"{label}: meta.json must hold an object")
@@ -134,9 +193,14 @@ def _read(root: Path, label: str, services: tuple[str, ...],
     if proc_root.is_dir():
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
     guarded("versions", lambda: _versions(root, sys_root, proc_root, snap))
-    for source, err in (meta.get("probe_errors") or {}).items():
+    recorded = meta.get("probe_errors") or {}
+    if not isinstance(recorded, dict):
+        raise BundleError(f"{label}: meta.json probe_errors must be an object")
+    for source, err in recorded.items():
+        if not isinstance(err, dict):
+            raise BundleError(f"{label}: meta.json probe_errors[{source!r}] must be an object")
         if getattr(snap, source, None) is None and source not in snap.probe_errors:
-            snap.probe_errors[source] = ProbeError(err.get("kind", "error"), err.get("message", ""))
+            snap.probe_errors[source] = ProbeError(str(err.get("kind", "error")), str(err.get("message", "")))
     return snap
 
 

@@ -18,8 +18,19 @@ def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = Fals
     return text(verdict, color, verbose)
 
 
+def clean(value: object) -> str:
+    """``value`` as text with every non-printable character escaped (``\\x1b``, ``\\n``, ``\\u202e``):
+    node names and messages come from bundles, tool output and the kernel log, and must not move the
+    cursor, clear the screen or forge extra lines on an admin's terminal or in a log."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
-    """One line per non-passing component; one line per check whose components all passed."""
+    """One line per non-passing component; one line per check whose components all passed.
+    Everything taken from the input is passed through :func:`clean` (no raw control characters)."""
     def paint(status: Status) -> str:
         label = status.value.upper().ljust(5)
         if not color:
@@ -30,27 +41,27 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
 
     by_check: OrderedDict[str, list] = OrderedDict()
     for f in verdict.findings:
-        by_check.setdefault(f.check, []).append(f)
-    lines = [f"{verdict.node}: {paint(verdict.status).strip()}  "
-             f"({len(by_check)} checks, {verdict.duration_s:.3f} s, context {verdict.context})"]
+        by_check.setdefault(clean(f.check), []).append(f)
+    lines = [f"{clean(verdict.node)}: {paint(verdict.status).strip()}  "
+             f"({len(by_check)} checks, {verdict.duration_s:.3f} s, context {clean(verdict.context)})"]
     width = max((len(c) for c in by_check), default=10)
     skipped: OrderedDict[str, list[str]] = OrderedDict()  # reason -> checks skipped for it
     for check, findings in by_check.items():
         status = worst(f.status for f in findings)
         if not verbose and status is Status.SKIP:
-            skipped.setdefault(findings[0].message, []).append(check)
+            skipped.setdefault(clean(findings[0].message), []).append(check)
             continue
         if not verbose and status is Status.PASS:
             comps = [f.component for f in findings if f.component and f.status is Status.PASS]
             what = (f"{len(comps)} component{'s' if len(comps) != 1 else ''} ok"
-                    if len(comps) > 1 else findings[0].message)
+                    if len(comps) > 1 else clean(findings[0].message))
             lines.append(f"  {paint(Status.PASS)} {check.ljust(width)}  {what}")
             continue
         for f in findings:
             if not verbose and f.status in (Status.PASS, Status.SKIP):
                 continue
-            comp = f" [{f.component}]" if f.component else ""
-            lines.append(f"  {paint(f.status)} {check.ljust(width)}  {f.message}{comp}")
+            comp = f" [{clean(f.component)}]" if f.component else ""
+            lines.append(f"  {paint(f.status)} {check.ljust(width)}  {clean(f.message)}{comp}")
     for reason, checks in skipped.items():
         names = checks[0] if len(checks) == 1 else f"{len(checks)} checks ({', '.join(checks)})"
         lines.append(f"  {paint(Status.SKIP)} {names}: {reason}")
@@ -61,7 +72,10 @@ _METRIC_NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def _label(value: str | None) -> str:
-    return (value or "").replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: control characters escaped as text first (see :func:`clean`), then the
+    exposition format's own escapes (backslash, double quote; no raw newline can remain)."""
+    text = "\n".join(clean(part) for part in (value or "").split("\n"))
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def prometheus(verdict: Verdict) -> str:

@@ -68,7 +68,9 @@ def put(path: str, data: dict[str, Any]) -> None:
         return
     tmp = f"{cache_file}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
+        from .safety import make_private
+
+        make_private(os.path.dirname(cache_file))
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, cache_file)

@@ -11,6 +11,7 @@ from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi
 from .settings import SlurmSettings
 from ..records import SCHEMA_VERSION
+from ..safety import make_private  # noqa: F401 - used here and re-exported
 
 Log = Callable[[str], None]
 
@@ -86,7 +87,7 @@ def _remember_drain(state_dir: str, reason: str, context: str, log: Log) -> None
     from ..runner import utc_now_iso
 
     try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        make_private(state_dir)
         tmp = _ledger(state_dir) + ".tmp"
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
             json.dump({"reason": reason, "context": context, "time": utc_now_iso()}, fh)
@@ -180,6 +181,10 @@ def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log)
     from .pending import PendingAction, PendingError, queue
 
     try:
+        make_private(state_dir)
+    except OSError:
+        pass  # queue() names the path and the error
+    try:
         queue(state_dir, PendingAction(node, decision.action, decision.reason, utc_now_iso(), run_id))
     except PendingError as exc:
         log(f"LOST {decision.action} of {node}: cannot queue it: {exc}")
@@ -189,6 +194,7 @@ def save_baseline(state_dir: str, job_id: str, counters: dict, log: Log) -> None
     from .baseline import save
 
     try:
+        make_private(state_dir)
         save(state_dir, job_id, counters)
     except (OSError, ValueError) as exc:
         log(f"baseline for job {job_id} not saved: {exc}")
@@ -209,6 +215,10 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
                         "action": decision.action, "reason": decision.reason, "job_id": job_id,
                         "context": verdict.context, "why": decision.why,
                         "checks": sorted({f.check for f in verdict.failing})})
+    try:
+        make_private(spool_dir)
+    except OSError:
+        pass  # append() reports it
     for rec in records:
         try:
             append(spool_dir, rec)
