@@ -24,9 +24,12 @@ DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
 
 
 def log(message: str) -> None:
-    """slurmd keeps a hook's stderr in its log; one line, our prefix."""
+    """slurmd keeps a hook's stderr in its log: one line, our prefix, no raw control characters
+    (messages carry node names, paths and tool output that must not forge log lines)."""
+    from ..output import clean
+
     try:
-        sys.stderr.write(f"healthcheck: {message}\n")
+        sys.stderr.write(f"healthcheck: {clean(message)}\n")
         sys.stderr.flush()
     except OSError:
         pass

@@ -156,3 +156,11 @@ def test_a_bug_of_ours_never_drains(tmp_path, bundles, monkeypatch, capsys):
     monkeypatch.setattr(hooks, "_findings_of", lambda *a: (_ for _ in ()).throw(KeyError("bug")))
     assert hooks.guarded_main(["prolog", "--config", str(config)]) == 0
     assert "internal error, nothing judged: KeyError" in capsys.readouterr().err
+
+
+def test_hook_log_lines_cannot_be_forged(capsys):
+    from healthcheck.slurm.hooks import log
+
+    log("config /etc/x\nhealthcheck: resumed node7\x1b[2J")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\\n" in err
