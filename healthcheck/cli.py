@@ -318,52 +318,17 @@ def checks_cmd(context, fmt):
             click.echo(f"    thresholds: {thresholds}")
 
 
-@cli.group()
-def slurm():
-    """Slurm integration: install the prolog / epilog / HealthCheckProgram hooks.
-
-    \b
-    Example:
-      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
-    """
-
-
-@slurm.command("install-hooks")
-@click.option("--prefix", required=True, type=click.Path(file_okay=False), help="Directory for the hooks.")
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, exists=True),
-              help="Expectations file the hooks read (validated now).")
-@click.option("--python", "python", type=click.Path(dir_okay=False, exists=True),
-              help="Interpreter of the venv healthcheck is installed in (default: this one).")
-@click.option("--slurm-conf", type=click.Path(dir_okay=False, exists=True),
-              help="slurm.conf outside the default place (exported as SLURM_CONF for scontrol).")
-def slurm_install_hooks(prefix, config_path, python, slurm_conf):
-    """Write prolog.sh, epilog.sh and healthcheck.sh with absolute paths; print the slurm.conf lines.
-
-    \b
-    Example:
-      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
-    """
-    from .slurm.install import install_hooks, slurm_conf_lines
-
-    _load_config(config_path)  # a config that does not validate is not installed
-    try:
-        written = install_hooks(prefix, config_path, python, slurm_conf)
-    except (ValueError, OSError) as exc:
-        raise UsageFailure(str(exc)) from exc
-    for path in written:
-        click.echo(f"wrote {path}", err=True)
-    click.echo(slurm_conf_lines(prefix), nl=False)
-
-
 def _register() -> None:
-    """The history, database and report commands live in their own modules (imported here: they
-    import only click at module level; pandas and SQLAlchemy load inside the commands)."""
+    """The history, database, report and slurm commands live in their own modules (imported here:
+    they import only click at module level; pandas and SQLAlchemy load inside the commands)."""
     from .cli_history import db, history
     from .cli_report import report
+    from .cli_slurm import slurm
 
     cli.add_command(history)
     cli.add_command(db)
     cli.add_command(report)
+    cli.add_command(slurm)
 
 
 _register()
