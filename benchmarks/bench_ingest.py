@@ -8,7 +8,7 @@ is given.
 
 The spool holds RUNS run records of 10 findings each (no metrics, so "rows" are result rows), written
 straight to records.jsonl. "ingest" is the whole `healthcheck history ingest` path (read + parse JSON +
-validate + insert, in transactions of 20,000 rows); "raw" is only sqlite3.executemany of pre-built row
+validate + insert, in transactions of ~100,000 rows, the default); "raw" is only sqlite3.executemany of pre-built row
 tuples in one transaction, with the same pragmas (WAL, synchronous=NORMAL): the floor.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ def raw_sqlite(path: Path, records: list[dict]) -> float:
     run_tuples, result_tuples = [], []
     for rec in records:
         rows = run_rows(rec, now)
-        run = rows.run
+        run = rows.run_dict()
         run_tuples.append(tuple(run[c].strftime(SQLITE_TIME_FORMAT) if c in ("started_at", "ingested_at")
                                 else run[c] for c in RUN_COLUMNS))
         stamp = run["started_at"].strftime(SQLITE_TIME_FORMAT)

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from .schema import unit_of
+
+_unit = lru_cache(maxsize=4096)(unit_of)  # metric names are few; their suffix scan is not free
 
 KNOWN_SCHEMA_VERSIONS = (1,)
 STATUSES = ("pass", "warn", "fail", "error", "skip")
@@ -34,12 +37,19 @@ class RecordInvalid(ValueError):
 
 @dataclass
 class RunRows:
-    """One run record as rows. ``run`` is a dict of the runs columns; results/metrics are tuples in
-    RESULT_COLUMNS / METRIC_COLUMNS order, with started_at as an aware UTC datetime."""
+    """One run record as rows, each a tuple: ``run`` in RUN_COLUMNS order, results/metrics in
+    RESULT_COLUMNS / METRIC_COLUMNS order, with started_at as an aware UTC datetime (or its ``stamp``)."""
 
-    run: dict[str, Any]
+    run: tuple
     results: list[tuple]
     metrics: list[tuple]
+
+    @property
+    def run_id(self) -> str:
+        return self.run[0]
+
+    def run_dict(self) -> dict[str, Any]:
+        return dict(zip(RUN_COLUMNS, self.run))
 
 
 RUN_COLUMNS = ("run_id", "record_id", "node", "context", "job_id", "started_at", "duration_s", "status",
@@ -104,11 +114,10 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
     duration = rec.get("duration_s")
     if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
         raise RecordInvalid(f"'duration_s' must be a number, got {type(duration).__name__}")
-    run = {"run_id": run_id, "record_id": _str(rec, "record_id", 64), "node": node,
-           "context": _str(rec, "context", 32), "job_id": _str(rec, "job_id", 64, required=False),
-           "started_at": started, "duration_s": float(duration) if duration is not None else None,
-           "status": _status(rec.get("status"), ""), "config_hash": _str(rec, "config_hash", 64, required=False),
-           "tool_version": _str(rec, "tool_version", 64, required=False), "ingested_at": ingested_at}
+    run = (run_id, _str(rec, "record_id", 64), node, _str(rec, "context", 32),
+           _str(rec, "job_id", 64, required=False), started, float(duration) if duration is not None else None,
+           _status(rec.get("status"), ""), _str(rec, "config_hash", 64, required=False),
+           _str(rec, "tool_version", 64, required=False), ingested_at)
     findings = rec.get("results", [])
     if not isinstance(findings, list):
         raise RecordInvalid(f"'results' must be a list, got {type(findings).__name__}")
@@ -140,7 +149,7 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
             if isinstance(value, bool) or not isinstance(value, (int, float)) or len(name) > 128:
                 raise RecordInvalid(f"results[{seq}].metrics[{name[:40]!r}] is not a number")
             if math.isfinite(value):
-                metrics.append((run_id, seq, name, node, started, check, component, float(value), unit_of(name)))
+                metrics.append((run_id, seq, name, node, started, check, component, float(value), _unit(name)))
     return RunRows(run, results, metrics)
 
 

@@ -18,7 +18,8 @@ NOW = datetime(2026, 5, 20, tzinfo=timezone.utc)
 def test_run_rows_of_a_real_record():
     rec = dict(run_record("gpu01", 3), record_id="ab" * 16)
     rows = run_rows(rec, NOW)
-    assert rows.run["started_at"] == datetime(2026, 5, 1, 11, tzinfo=timezone.utc)
+    assert rows.run_dict()["started_at"] == datetime(2026, 5, 1, 11, tzinfo=timezone.utc)
+    assert rows.run_id == rec["run_id"] and rows.run_dict()["ingested_at"] == NOW
     assert len(rows.results) == 10 and rows.results[3][4:7] == ("gpu.ecc", "GPU3", "pass")
     assert ("ecc_sbe_volatile", 3.0) in [(m[2], m[7]) for m in rows.metrics if m[6] == "GPU3"]
     assert action_row(dict(action_record("gpu01", 1)))[4] == "drain"
@@ -46,7 +47,7 @@ def test_non_finite_metrics_are_dropped_and_naive_times_are_utc():
     rec["results"][0]["metrics"] = json.loads('{"a": NaN, "b": Infinity, "c": 1.5}')
     rows = run_rows(rec, NOW)
     assert [m[2] for m in rows.metrics if m[1] == 0] == ["c"]
-    assert rows.run["started_at"].tzinfo == timezone.utc
+    assert rows.run_dict()["started_at"].tzinfo == timezone.utc
 
 
 def test_parse_since():

@@ -232,3 +232,50 @@ def test_load_frames_contract(engine, tmp_path):
     only = load_frames(engine, since=parse_since("2026-05-01T10:00:00Z", T0), tables=("metrics",),
                        metric_names=["temperature_c"])
     assert set(only) == {"metrics"} and len(only["metrics"]) == 8
+
+
+def test_awkward_text_survives_the_bulk_path(engine, tmp_path):
+    """Tabs, newlines, backslashes, quotes and non-ASCII in messages (COPY's escapes on PostgreSQL)."""
+    rec = run_record("gpu07", 1)
+    awkward = 'a\tb\nc\\d "e" \\N ü€ \r'
+    rec["results"][0]["message"] = awkward
+    rec["results"][1]["message"] = None
+    write_spool(tmp_path / "sp", [rec, action_record("gpu07", 1)])
+    report = ingest([tmp_path / "sp"], engine)
+    assert (report.runs, report.results, report.actions) == (1, 10, 1)
+    with engine.connect() as conn:
+        got = dict(conn.execute(select(results.c.seq, results.c.message).where(results.c.seq < 2)).all())
+    assert got == {0: awkward, 1: None}
+
+
+def test_big_batches_mixed_with_stored_runs(engine, tmp_path):
+    """A batch holding runs already stored and new ones: only the new runs' rows go in, whole."""
+    write_spool(tmp_path / "a", [run_record("gpu08", i) for i in range(0, 30, 2)])
+    ingest([tmp_path / "a"], engine, batch_rows=40)
+    write_spool(tmp_path / "b", [run_record("gpu08", i) for i in range(30)])
+    report = ingest([tmp_path / "b"], engine)
+    assert (report.runs, report.results, report.duplicates, report.batches) == (15, 150, 15, 1)
+    assert counts(engine) == {"runs": 30, "results": 300, "metrics": 30 * 17, "actions": 0}
+
+
+def test_reader_errors_reach_the_caller_after_the_batches_before(engine, tmp_path, monkeypatch):
+    from healthcheck.history import ingest as ingest_module
+
+    def broken(report):
+        yield tmp_path, run_record("gpu09", 0) | {"record_id": "r0"}
+        raise OSError("disk gone")
+
+    write_spool(tmp_path / "sp", [run_record("gpu09", 0)])
+    monkeypatch.setattr(ingest_module, "_records", broken)
+    with pytest.raises(OSError, match="disk gone"):
+        ingest([tmp_path / "sp"], engine, batch_rows=1)
+    assert counts(engine)["runs"] == 1  # the batch read before the error is committed
+
+
+def test_sqlite_time_text_is_what_the_column_type_binds():
+    from healthcheck.history.ingest import _sqlite_stamp
+    from healthcheck.history.schema import SQLITE_TIME_FORMAT
+
+    for when in (datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc),
+                 datetime(2026, 5, 1, 8, 0, 1, 7, tzinfo=timezone.utc)):
+        assert _sqlite_stamp(when) == when.strftime(SQLITE_TIME_FORMAT)
