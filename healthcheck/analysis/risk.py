@@ -9,7 +9,12 @@ kind with ``weights``):
   ``min_rate_per_hour``;
 - ``outlier``: a row flagged by :func:`outliers.fleet_outliers`;
 - ``regression``: a row of :func:`regressions.regressions`;
-- ``flapping``: a row of :func:`availability.flapping`.
+- ``flapping``: a row of :func:`availability.flapping`;
+- ``drain``: per drain interval of a node in :func:`availability.drain_summary` (its ``drains``
+  column; one evidence line per node, scoring ``drains * weight``);
+- ``failure``: per failure (onset of a failing streak of runs) of a node in
+  :func:`availability.reliability` (its ``failures`` column; one evidence line per node, scoring
+  ``failures * weight``).
 
 Every input is optional; pass the outputs of the other analyses so the report and the sweep
 compute them once.
@@ -23,7 +28,8 @@ import pandas as pd
 from ._frames import empty, prepare
 
 DEFAULT_WEIGHTS: dict[str, float] = {"fail": 10.0, "regression": 5.0, "flapping": 6.0,
-                                     "growth": 4.0, "outlier": 3.0, "error": 3.0, "warn": 2.0}
+                                     "growth": 4.0, "outlier": 3.0, "error": 3.0, "warn": 2.0,
+                                     "failure": 2.0, "drain": 1.0}
 
 RISK_COLUMNS = {"node": "object", "score": "float64", "n_fail": "int64", "n_warn": "int64",
                 "n_error": "int64", "n_growing": "int64", "n_outliers": "int64",
@@ -34,9 +40,9 @@ _COUNTS = {"fail": "n_fail", "warn": "n_warn", "error": "n_error", "growth": "n_
 
 
 def _where(component: pd.Series) -> pd.Series:
-    """" [GPU3]" or "" for node-level rows (vectorised string ops)."""
+    """" [GPU3]" or "" for node-level rows (missing or empty component; vectorised string ops)."""
     comp = component.astype(object)
-    return (" [" + comp.astype(str) + "]").where(comp.notna(), "")
+    return (" [" + comp.astype(str) + "]").where(comp.notna() & comp.astype(str).ne(""), "")
 
 
 def _fmt(values: pd.Series, spec: str) -> pd.Series:
@@ -55,6 +61,8 @@ def _latest_results(results: pd.DataFrame) -> pd.DataFrame:
 def rank_nodes(*, results: pd.DataFrame | None = None, rates: pd.DataFrame | None = None,
                outliers: pd.DataFrame | None = None, regressions: pd.DataFrame | None = None,
                flapping: pd.DataFrame | None = None,
+               drains: pd.DataFrame | None = None,
+               reliability: pd.DataFrame | None = None,
                weights: Mapping[str, float] | None = None,
                min_rate_per_hour: float = 0.0) -> pd.DataFrame:
     """Rank nodes by risk score (highest first), with the evidence.
@@ -64,7 +72,10 @@ def rank_nodes(*, results: pd.DataFrame | None = None, rates: pd.DataFrame | Non
     strings, heaviest first, e.g. ``"FAIL gpu.ecc.sbe [GPU3]: 12 corrected"``,
     ``"growth ecc_corrected_volatile [GPU3]: +2.5/h"``, ``"outlier busbw_gbps: 61.2 vs peer median
     98.5 (z=-9.1)"``, ``"regression busbw_gbps: 80 vs baseline 100 (-20.0%)"``,
-    ``"flapping: 4 drain/resume cycles"``). Every node named in any input appears once (score 0 if
+    ``"flapping: 4 drain/resume cycles"``, ``"drained 2x, 5.5 h (still drained)"``,
+    ``"failed 3x (failing streaks of runs)"``). ``drains`` is a :func:`availability.drain_summary`
+    frame (node, drains, drained_s, open), ``reliability`` an :func:`availability.reliability`
+    frame (node, failures); both optional. Every node named in any input appears once (score 0 if
     nothing counts against it); ties sort by node.
 
     Complexity: O(n log n) for the latest-result sort over the results; the rest is linear in the
@@ -74,8 +85,11 @@ def rank_nodes(*, results: pd.DataFrame | None = None, rates: pd.DataFrame | Non
     parts: list[pd.DataFrame] = []
     nodes: list[pd.Series] = []
 
-    def add(node: pd.Series, kind: str, text: pd.Series, check: pd.Series | None = None) -> None:
-        parts.append(pd.DataFrame({"node": node.to_numpy(), "kind": kind, "points": w[kind],
+    def add(node: pd.Series, kind: str, text: pd.Series, check: pd.Series | None = None,
+            times: pd.Series | None = None) -> None:
+        """``times``: per-row multiple of the kind's weight (drains, failures); 1 otherwise."""
+        points = w[kind] if times is None else times.to_numpy(dtype=float) * w[kind]
+        parts.append(pd.DataFrame({"node": node.to_numpy(), "kind": kind, "points": points,
                                    "text": text.to_numpy(),
                                    "check": (check.to_numpy() if check is not None else None)}))
 
@@ -115,6 +129,24 @@ def rank_nodes(*, results: pd.DataFrame | None = None, rates: pd.DataFrame | Non
         nodes.append(flapping["node"])
         text = "flapping: " + flapping["cycles"].astype(str) + " drain/resume cycles"
         add(flapping["node"], "flapping", text)
+    if drains is not None and len(drains):
+        nodes.append(drains["node"])
+        open_ = drains["open"].astype(bool) if "open" in drains.columns else pd.Series(
+            False, index=drains.index)
+        sel = drains[(drains["drains"] > 0) | open_]
+        if len(sel):
+            hours = sel["drained_s"].astype(float) / 3600.0
+            text = ("drained " + sel["drains"].astype("int64").astype(str) + "x, "
+                    + _fmt(hours.round(2), "g") + " h"
+                    + pd.Series(" (still drained)", index=sel.index).where(open_[sel.index], ""))
+            add(sel["node"], "drain", text, times=sel["drains"].clip(lower=1))
+    if reliability is not None and len(reliability):
+        nodes.append(reliability["node"])
+        sel = reliability[reliability["failures"] > 0]
+        if len(sel):
+            text = ("failed " + sel["failures"].astype("int64").astype(str)
+                    + "x (failing streaks of runs)")
+            add(sel["node"], "failure", text, times=sel["failures"])
 
     all_nodes = pd.unique(pd.concat(nodes, ignore_index=True).astype(object)) if nodes else []
     all_nodes = [n for n in all_nodes if pd.notna(n)]

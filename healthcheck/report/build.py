@@ -166,8 +166,8 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
     latest = _latest_runs(runs)
     fleet = _fleet(latest, acts, slurm_states)
     state_of = {n: s for s, ns in fleet.nodes.items() for n in ns}
-    now_bad = results[results["run_id"].isin(set(latest["run_id"])) & results["status"].isin(["fail", "warn"])] \
-        if not latest.empty else results.iloc[0:0]
+    latest_results = results[results["run_id"].isin(set(latest["run_id"]))] if not latest.empty else results.iloc[0:0]
+    now_bad = latest_results[latest_results["status"].isin(["fail", "warn"])]
     step("failing checks")
     checks = _checks(results, now_bad)
     findings = [Finding("check", str(r.node), str(r.check), _comp(r.component), str(r.status), _short(r.message),
@@ -191,10 +191,13 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
                              None, act.recommend_outlier(d.metric)) for o in d.outliers]
     step("drains")
     intervals = inputs.drain_intervals(acts, now)
-    drains = _drains(inputs.drain_stats(acts, since, now), intervals)
+    flaps = inputs.flapping(acts, since, now)
+    drain_df = inputs.drain_stats(acts, since, now, flaps)
+    drains = _drains(drain_df, intervals)
     step("risk")
-    failing_now = sorted(latest.loc[latest["status"] == "fail", "node"].astype(str)) if len(latest) else []
-    risks = _risks(fleet, failing_now, state_of, findings, growth, drains, results, peer)
+    ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps, drains=drain_df,
+                         reliability=inputs.failures(runs, now))
+    risks = _risks(ranked, state_of, peer)
     rank = {"check": 0, "growth": 1, "outlier": 2}
     findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
     counts = {"runs": len(runs), "results": len(results), "metrics": len(metrics), "actions": len(acts),
@@ -210,42 +213,9 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals)
 
 
-def _risks(fleet: FleetSummary, failing_now: list[str], state_of: dict[str, str], findings: list[Finding],
-           growth: list[Growth], drains: list[DrainStat], results: pd.DataFrame, peer: Callable[[str], str]) -> list[NodeRisk]:
-    """Score every node: failing now weighs most, then growth, outliers, drains and past failures."""
-    score: dict[str, float] = {}
-    evidence: dict[str, list[str]] = {}
-
-    def add(node: str, points: float, text: str) -> None:
-        score[node] = score.get(node, 0.0) + points
-        evidence.setdefault(node, []).append(text)
-
-    for node in failing_now:
-        add(node, 50, "failing its latest run")
-    for node in fleet.nodes.get("drained_others", []):
-        add(node, 5, "drained by someone else")
-    for fd in findings:
-        where = f"{fd.subject}" + (f" {fd.component}" if fd.component else "")
-        if fd.kind == "check":
-            add(fd.node, 10 if fd.status == "fail" else 2, f"{fd.status}: {where}: {fd.detail}")
-        elif fd.kind == "outlier":
-            add(fd.node, 12, f"outlier: {where} {fd.detail}")
-    for g in growth:
-        where = g.metric + (f" {g.component}" if g.component else "")
-        add(g.node, 8 + min(10.0, 2 * math.log10(1 + g.rate_per_h)),
-            f"{where} grew by {g.increase:g} ({g.rate_per_h:.3g}/h)")
-    for d in drains:
-        if d.drains or d.open:
-            add(d.node, 6 * d.drains + (15 if d.flapping else 0),
-                f"drained {d.drains}x, {d.drained_hours:g} h" + (" (flapping)" if d.flapping else "")
-                + (" (still drained)" if d.open else ""))
-    fails = results[results["status"] == "fail"]
-    if not fails.empty:
-        per_node = fails.groupby("node", observed=True)["run_id"].nunique()
-        for node, n in per_node.items():
-            if n:
-                add(str(node), min(30.0, 2.0 * n), f"{n} failing runs in the window")
-    risks = [NodeRisk(n, round(s, 1), state_of.get(n, "unknown"), peer(n), evidence[n]) for n, s in score.items()]
-    risks.sort(key=lambda r: (-r.score, r.node))
-    return risks
-
+def _risks(ranked: pd.DataFrame, state_of: dict[str, str], peer: Callable[[str], str]) -> list[NodeRisk]:
+    """The report's view of ``analysis.risk.rank_nodes``: the nodes with something against them, in its
+    order (score, then node), each with its state, peer group and evidence lines (shortened)."""
+    ranked = ranked[ranked["score"] > 0]
+    return [NodeRisk(str(r.node), round(float(r.score), 1), state_of.get(str(r.node), "unknown"), peer(str(r.node)),
+                     [_short(x) for x in r.evidence]) for r in ranked.itertuples(index=False)]

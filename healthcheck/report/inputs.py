@@ -7,7 +7,9 @@ with which settings, renamed into what the report's model and plots take. No ana
 - fleet outliers:    :func:`healthcheck.analysis.outliers.fleet_outliers` of each GPU/port's latest
                      performance figure (``actions.perf_metric``) among its node class, bad side
                      from ``actions.low_is_bad``;
-- drains:            :mod:`healthcheck.analysis.availability` (intervals, summary, flapping).
+- drains:            :mod:`healthcheck.analysis.availability` (intervals, summary, flapping);
+- failing runs:      :func:`healthcheck.analysis.availability.reliability` (failure onsets per node);
+- node risk:         :func:`healthcheck.analysis.risk.rank_nodes` over the above (see ``risk``).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..analysis import availability, outliers, trends
+from ..analysis import availability, outliers, risk as risk_, trends
 from . import actions as act
 
 SOURCE = "healthcheck.analysis"
@@ -81,9 +83,31 @@ def drain_intervals(actions: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
                          "reason": iv["reason"]}, columns=INTERVAL_COLUMNS)
 
 
-def drain_stats(actions: pd.DataFrame, since: pd.Timestamp, now: pd.Timestamp) -> pd.DataFrame:
-    """Per node: ``availability.drain_summary`` over [since, now] plus ``flapping`` (bool, at least
-    FLAPPING_CYCLES drain/resume cycles in the window)."""
+def flapping(actions: pd.DataFrame, since: pd.Timestamp, now: pd.Timestamp) -> pd.DataFrame:
+    """``availability.flapping``: nodes with at least FLAPPING_CYCLES drain/resume cycles in the window."""
+    return availability.flapping(actions, now=now, window=now - since, min_cycles=FLAPPING_CYCLES)
+
+
+def drain_stats(actions: pd.DataFrame, since: pd.Timestamp, now: pd.Timestamp,
+                flaps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per node: ``availability.drain_summary`` over [since, now] plus ``flapping`` (bool, in
+    ``flaps``, the output of :func:`flapping`, computed here when not given)."""
     summary = availability.drain_summary(actions, now=now, since=since)
-    flaps = availability.flapping(actions, now=now, window=now - since, min_cycles=FLAPPING_CYCLES)
+    if flaps is None:
+        flaps = flapping(actions, since, now)
     return summary.assign(flapping=summary["node"].isin(set(flaps["node"])))
+
+
+def failures(runs: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
+    """``availability.reliability`` of the window's runs: per node, ``failures`` = onsets of
+    failing streaks (a run with status fail after one that was not)."""
+    return availability.reliability(runs, now=now)
+
+
+def risk(*, latest_results: pd.DataFrame, rates: pd.DataFrame, perf: pd.DataFrame,
+         flaps: pd.DataFrame, drains: pd.DataFrame, reliability: pd.DataFrame) -> pd.DataFrame:
+    """``risk.rank_nodes`` (default weights) over the figures above: the results of each node's
+    latest run (what fails/warns *now*), counter growth (:func:`growth`), performance outliers
+    (:func:`perf_outliers`), flapping, the drain summary and the failure onsets."""
+    return risk_.rank_nodes(results=latest_results, rates=rates, outliers=perf, flapping=flaps,
+                            drains=drains, reliability=reliability)

@@ -93,3 +93,34 @@ def test_fuzz_rank_never_raises(res, mets, acts):
     assert out["node"].is_unique
     assert (out["score"] >= 0).all()
     assert list(out["score"]) == sorted(out["score"], reverse=True)
+
+
+def test_drains_and_failures_from_availability():
+    from healthcheck.analysis.availability import drain_summary, reliability
+
+    acts = actions([("n1", 0, "drain"), ("n1", 2, "resume"), ("n1", 4, "drain"),   # open at 10h
+                    ("n2", 1, "drain"), ("n2", 1.5, "resume")])
+    runs = pd.DataFrame([{"node": n, "started_at": hours(h), "status": s} for n, h, s in [
+        ("n2", 0, "fail"), ("n2", 1, "fail"), ("n2", 2, "pass"), ("n2", 3, "FAIL"),
+        ("n3", 0, "pass"), ("n3", 1, "pass")]])
+    out = rank_nodes(drains=drain_summary(acts, now=hours(10)),
+                     reliability=reliability(runs, now=hours(10)))
+    assert list(out.columns) == list(RISK_COLUMNS)
+    # n2: 2 failure onsets x 2 + 1 drain x 1 = 5; n1: 2 drains x 1 = 2; n3: nothing.
+    assert out[["node", "score"]].values.tolist() == [["n2", 5.0], ["n1", 2.0], ["n3", 0.0]]
+    by = out.set_index("node")
+    assert by.loc["n2", "evidence"] == ["failed 2x (failing streaks of runs)", "drained 1x, 0.5 h"]
+    assert by.loc["n1", "evidence"] == ["drained 2x, 8 h (still drained)"]
+    assert by.loc["n3", "evidence"] == [] and not by.loc["n1", "flapping"]
+    assert DEFAULT_WEIGHTS["failure"] == 2.0 and DEFAULT_WEIGHTS["drain"] == 1.0
+    heavy = rank_nodes(drains=drain_summary(acts, now=hours(10)), weights={"drain": 10.0})
+    assert heavy[["node", "score"]].values.tolist() == [["n1", 20.0], ["n2", 10.0]]
+
+
+def test_empty_component_is_node_level():
+    bw = metrics([(f"n{i}", 0, "burnin.nccl", None, "busbw_gbps", v)
+                  for i, v in enumerate([100, 100, 101, 99, 100, 40], start=1)])
+    outl = fleet_outliers(bw, per="node")
+    outl = outl.assign(component="")
+    out = rank_nodes(outliers=outl).set_index("node")
+    assert out.loc["n6", "evidence"] == ["outlier busbw_gbps: 40 vs peer median 100 (z=-80.94)"]

@@ -48,13 +48,28 @@ def test_failing_checks_ranked_with_actions(report):
 
 
 def test_nodes_ranked_by_risk_with_evidence(report):
+    """The ranking is healthcheck.analysis.risk.rank_nodes (default weights) over the report's figures."""
+    from healthcheck.analysis.risk import DEFAULT_WEIGHTS as W
+
     order = [r.node for r in report.risks]
     assert order[:2] == ["gpu03", HOSTILE]  # failing now outranks everything else
-    assert set(order) == {"gpu03", HOSTILE, "gpu05", "gpu06", "gpu07"}
+    assert order[2] == "gpu07"  # then the flapping node
+    assert set(order) == {"gpu03", HOSTILE, "gpu05", "gpu06", "gpu07"}  # nothing against the others: not listed
     by = {r.node: r for r in report.risks}
-    assert any("flapping" in x for x in by["gpu07"].evidence)
-    assert any("busbw_gbps" in x and "z -" in x for x in by["gpu05"].evidence)
-    assert any("ecc_corrected_volatile gpu2 grew by 380" in x for x in by["gpu06"].evidence)
+    # gpu03: fails gpu.row_remap now, one failing streak, one drain still open
+    assert by["gpu03"].score == W["fail"] + W["failure"] + W["drain"]
+    assert by["gpu03"].evidence[0].startswith("FAIL gpu.row_remap [gpu1]: row remap pending")
+    assert "drained 1x, 1 h (still drained)" in by["gpu03"].evidence
+    assert by[HOSTILE].score == W["fail"] + W["failure"] and by[HOSTILE].state == "failing"
+    assert by["gpu07"].score == W["flapping"] + 3 * W["drain"]
+    assert by["gpu07"].evidence == ["flapping: 3 drain/resume cycles", "drained 3x, 6 h"]
+    assert by["gpu05"].score == 2 * W["outlier"]
+    assert any(x.startswith("outlier busbw_gbps: 300 vs peer median") and "z=-" in x for x in by["gpu05"].evidence)
+    assert "outlier temperature_c [gpu2]: 92 vs peer median 62 (z=20.23)" in by["gpu05"].evidence
+    assert by["gpu06"].score == W["growth"]
+    assert any(x.startswith("growth ecc_corrected_volatile [gpu2]: +") for x in by["gpu06"].evidence)
+    # the past ib.port.state warn of gpu07 is not a current finding
+    assert not any("ib.port.state" in x for r in report.risks for x in r.evidence)
 
 
 def test_counter_growth_counts_resets(report):

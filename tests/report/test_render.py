@@ -45,6 +45,11 @@ def test_html_escapes_hostile_node_names_and_messages(page):
     assert "<img" not in page
     assert html.escape(HOSTILE, quote=True) in page
     assert html.escape("</td><img src=x onerror=alert(1)>", quote=True) in page
+    # the risk table's evidence (from analysis.risk.rank_nodes) carries the hostile message, escaped
+    risk = page[page.index('<h2 id="risk">'):]
+    risk = risk[:risk.index("<h2", 4)]
+    assert html.escape(HOSTILE, quote=True) in risk and "<img" not in risk
+    assert html.escape("FAIL host.mounts [/scratch]: </td><img src=x", quote=True) in risk
     # in the SVG labels too: matplotlib escapes text; our label() keeps it printable
     assert "&lt;script&gt;" in page
 
