@@ -11,6 +11,7 @@ from healthcheck.model import IbPort
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.ibstat import IbstatResult, parse_ibstat
 from tests.conftest import CORPUS, FIXTURES, corpus_files, corpus_params
+from tests.fuzzing import mutated as fuzz_mutated
 
 FIX = FIXTURES / "ibstat"
 
@@ -173,16 +174,8 @@ SEEDS = [p.read_text() for p in sorted(FIX.glob("*.txt"))] + [
     p.read_text() for p in corpus_files("infiniband", "ibstat-*")]
 
 
-@st.composite
-def mutated(draw) -> str:
-    text = draw(st.sampled_from(SEEDS))
-    if draw(st.booleans()):
-        text = text[: draw(st.integers(0, len(text)))]
-    for _ in range(draw(st.integers(0, 4))):
-        at = draw(st.integers(0, len(text)))
-        drop = draw(st.integers(0, 40))
-        text = text[:at] + draw(st.text(max_size=30)) + text[at + drop:]
-    return text
+def mutated():
+    return fuzz_mutated(SEEDS)
 
 
 def _check(text):

@@ -11,6 +11,7 @@ from healthcheck.model import KernelEvent
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.kernel_log import MAX_LINE_CHARS, parse_kernel_log
 from tests.conftest import CORPUS, FIXTURES, corpus_files, corpus_params
+from tests.fuzzing import mutated as fuzz_mutated
 
 KINDS = {"xid", "fallen_off_bus", "rm_init_failed"}
 FIX = FIXTURES / "kernel-log"
@@ -287,16 +288,8 @@ def _seed_texts() -> list[str]:
 SEEDS = _seed_texts()
 
 
-@st.composite
-def mutated(draw) -> str:
-    text = draw(st.sampled_from(SEEDS))
-    if draw(st.booleans()):
-        text = text[: draw(st.integers(0, len(text)))]
-    for _ in range(draw(st.integers(0, 4))):
-        at = draw(st.integers(0, len(text)))
-        drop = draw(st.integers(0, 40))
-        text = text[:at] + draw(st.text(max_size=30)) + text[at + drop:]
-    return text
+def mutated():
+    return fuzz_mutated(SEEDS)
 
 
 def _assert_well_formed(events):

@@ -19,6 +19,7 @@ from healthcheck.probes.pcie import (
 )
 from tests.conftest import corpus_params
 from tests.fixtures.sysfs_builder import GPU_ADDRS, HCA_ADDRS, NVSWITCH_ADDRS, SysfsFaults, build_sysfs
+from tests.fuzzing import spliced
 
 # ------------------------------------------------------------------------------- value parsers
 
@@ -111,12 +112,8 @@ def test_corpus_sysfs_link_values(path: Path):
 _REAL = ["16.0 GT/s PCIe\n", "8 GT/s", "2.5 GT/s PCIe", "Unknown", "Unknown speed", "16\n", "8", "255"]
 
 
-@st.composite
-def _mutated(draw):
-    base = draw(st.sampled_from(_REAL))
-    cut = draw(st.integers(0, len(base)))
-    insert = draw(st.text(max_size=4))
-    return base[:cut] + insert + base[cut:] if draw(st.booleans()) else base[:cut]
+def _mutated():
+    return spliced(_REAL)
 
 
 @settings(max_examples=200, deadline=None)
