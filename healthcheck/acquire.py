@@ -7,7 +7,7 @@ from .model import Snapshot
 
 
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
-                 proc_root: str | None = None) -> Snapshot:
+                 proc_root: str | None = None, deadlines_s: dict[str, float] | None = None) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
 
@@ -30,4 +30,7 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
         return snap
     from .probes.live import LiveOptions, snapshot_live
 
-    return snapshot_live(LiveOptions(sysfs_root, proc_root, exp.services, node=node), started_at)
+    opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node)
+    if deadlines_s is not None:
+        opts.deadlines_s = dict(deadlines_s)
+    return snapshot_live(opts, started_at)

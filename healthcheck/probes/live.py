@@ -108,18 +108,19 @@ def _gpus(opts: LiveOptions, snap: Snapshot):
         return gpus
     except (NvmlUnavailable, ImportError) as nvml_exc:
         try:
-            result = _nvidia_smi_xml()
+            # inside the gpus deadline, so the tool is killed before the probe is called hung
+            result = _nvidia_smi_xml(max(0.1, opts.deadlines_s.get("gpus", 10.0) * 0.9))
         except Exception as smi_exc:
             raise NvmlUnavailable(f"NVML: {nvml_exc}; nvidia-smi: {smi_exc}") from smi_exc
         snap.gpu_source = "nvidia-smi-xml"
         return result.gpus
 
 
-def _nvidia_smi_xml():
+def _nvidia_smi_xml(timeout: float):
     from .. import subproc
     from ..parsers.nvidia_smi import parse_nvidia_smi
 
-    res = subproc.run(["nvidia-smi", "-q", "-x"], timeout=DEFAULT_DEADLINES_S["gpus"] - 1)
+    res = subproc.run(["nvidia-smi", "-q", "-x"], timeout=timeout)
     if res.timed_out:
         raise TimeoutError("nvidia-smi -q -x did not finish")
     if not res.stdout.strip():

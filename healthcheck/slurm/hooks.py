@@ -116,9 +116,8 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget):
     from ..probes import live
 
     # every probe deadline inside the budget, so a hung GPU is judged (gpu.responsive) in time
-    for name, value in list(live.DEFAULT_DEADLINES_S.items()):
-        live.DEFAULT_DEADLINES_S[name] = min(value, max(0.2, budget * 0.6))
-    snap = snapshot_for(node, exp, started)
+    deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
+    snap = snapshot_for(node, exp, started, deadlines_s=deadlines)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     verdict = judge(snap, exp, context)
