@@ -15,13 +15,18 @@ def new_run_id() -> str:
     return os.urandom(16).hex()
 
 
-def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: str | None) -> dict:
+def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: str | None,
+               job_nodes: str | None = None) -> dict:
+    """``job_nodes``: the job's node list (Slurm hostlist form), for runs that belong to a multi-node job."""
     from . import __version__
 
-    return {"kind": "run", "schema_version": SCHEMA_VERSION, "run_id": run_id, "node": verdict.node, "context": verdict.context,
+    record = {"kind": "run", "schema_version": SCHEMA_VERSION, "run_id": run_id, "node": verdict.node, "context": verdict.context,
             "job_id": job_id, "started_at": verdict.started_at, "duration_s": round(verdict.duration_s, 6),
             "status": verdict.status.value, "results": [f.to_dict() for f in verdict.findings],
             "config_hash": config_hash(config_path), "tool_version": __version__}
+    if job_nodes:
+        record["job_nodes"] = job_nodes
+    return record
 
 
 def config_hash(path: str | None) -> str | None:

@@ -2,7 +2,8 @@
 
 Accepted record shapes (written by healthcheck/slurm/actions.py and ``healthcheck check``):
 
-    run:    {"kind":"run","record_id","run_id","node","context","job_id"|null,"started_at":ISO-8601,
+    run:    {"kind":"run","record_id","run_id","node","context","job_id"|null,"job_nodes"|null (hostlist,
+             optional),"started_at":ISO-8601,
              "duration_s","status","results":[{"check","status","message","component"|null,
              "metrics":{name: number}}],"config_hash"|null,"tool_version"}
     action: {"kind":"action","record_id","run_id","node","time":ISO-8601,"action":"drain"|"resume",
@@ -53,7 +54,7 @@ class RunRows:
 
 
 RUN_COLUMNS = ("run_id", "record_id", "node", "context", "job_id", "started_at", "duration_s", "status",
-               "config_hash", "tool_version", "ingested_at")
+               "config_hash", "tool_version", "ingested_at", "job_nodes")
 RESULT_COLUMNS = ("run_id", "seq", "node", "started_at", "check", "component", "status", "message")
 METRIC_COLUMNS = ("run_id", "seq", "name", "node", "started_at", "check", "component", "value", "unit")
 ACTION_COLUMNS = ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context", "why",
@@ -117,7 +118,8 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
     run = (run_id, _str(rec, "record_id", 64), node, _str(rec, "context", 32),
            _str(rec, "job_id", 64, required=False), started, float(duration) if duration is not None else None,
            _status(rec.get("status"), ""), _str(rec, "config_hash", 64, required=False),
-           _str(rec, "tool_version", 64, required=False), ingested_at)
+           _str(rec, "tool_version", 64, required=False), ingested_at,
+           _str(rec, "job_nodes", 65_536, required=False))
     findings = rec.get("results", [])
     if not isinstance(findings, list):
         raise RecordInvalid(f"'results' must be a list, got {type(findings).__name__}")

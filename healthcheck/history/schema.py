@@ -1,7 +1,7 @@
 """The history tables (SQLAlchemy 2.x Core metadata; the Alembic revisions create the same thing).
 
 - ``runs``     one row per run record: identity ``run_id`` (the run's UUID, 32 hex), node, context
-               (prolog, epilog, slurm-check, check, burnin), job id, start, duration, verdict, config hash,
+               (prolog, epilog, slurm-check, check, burnin), job id and the job's node list, start, duration, verdict, config hash,
                tool version.
 - ``results``  one row per finding of a run, keyed (run_id, seq) where seq is the finding's position
                in the record; node and started_at are copied from the run so time/node queries need
@@ -65,6 +65,7 @@ runs = Table(
     Column("config_hash", String(64)),
     Column("tool_version", String(64)),
     Column("ingested_at", UTCDateTime(), nullable=False),
+    Column("job_nodes", Text),  # the job's node list (Slurm hostlist form) where the run belongs to one (burn-in)
     Index("ix_runs_node_started", "node", "started_at"),
     Index("ix_runs_started", "started_at"),
 )

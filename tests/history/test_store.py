@@ -279,3 +279,32 @@ def test_sqlite_time_text_is_what_the_column_type_binds():
     for when in (datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc),
                  datetime(2026, 5, 1, 8, 0, 1, 7, tzinfo=timezone.utc)):
         assert _sqlite_stamp(when) == when.strftime(SQLITE_TIME_FORMAT)
+
+
+def test_upgrade_from_0001_keeps_rows_and_adds_job_nodes(store, tmp_path):
+    """A database created by the first release (0001) is 'behind', refused until upgraded; the upgrade
+    keeps every stored run and the new column then carries a burn-in job's node list."""
+    from alembic import command
+
+    eng = store.engine()
+    cfg = migrations._config()
+    with eng.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    with eng.begin() as conn:
+        conn.execute(text("INSERT INTO runs (run_id, record_id, node, context, started_at, status, ingested_at) "
+                          "VALUES ('r-old', 'rec-old', 'gpu01', 'prolog', '2026-05-01 12:00:00', 'pass', "
+                          "'2026-05-01 12:00:01')"))
+    assert migrations.status(eng).state == "behind"
+    with pytest.raises(SchemaTooOld, match="db upgrade"):
+        migrations.require_current(eng)
+    assert migrations.upgrade(eng).current == ("0001",)
+    assert migrations.status(eng).state == "current"
+    rec = run_record("gpu02", 1)
+    rec["context"], rec["job_nodes"] = "burnin", "gpu[01-04]"
+    write_spool(tmp_path / "sp", [rec])
+    assert ingest([tmp_path / "sp"], eng).runs == 1
+    with eng.connect() as conn:
+        rows = dict(conn.execute(select(runs.c.run_id, runs.c.job_nodes)).all())
+    assert rows == {"r-old": None, rec["run_id"]: "gpu[01-04]"}
+    eng.dispose()
