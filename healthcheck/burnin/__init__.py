@@ -1,0 +1,1 @@
+"""Burn-in: GEMM stress, bandwidth tests, nccl-tests, DCGM diag, bad-node localisation."""
