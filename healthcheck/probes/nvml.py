@@ -299,12 +299,21 @@ def _throttle(reader: _Reader, handle: Any) -> list[str] | None:
         if not hasattr(reader.nvml, fn):
             continue
         mask = reader.get(fn, handle)
-        if mask is None:
-            return None
-        mask = int(mask)
-        return [name for name, suffix in _REASON_SUFFIX.items()
-                if (bit := reader.const(prefix + suffix)) and mask & bit]
+        return None if mask is None else clock_event_reasons(reader.nvml, int(mask), prefix)
     return None
+
+
+def clock_event_reasons(nvml: Any, mask: int, prefix: str = "nvmlClocksEventReason") -> list[str]:
+    """Canonical names (THROTTLE_REASONS order) of the bits set in an NVML clock event / throttle
+    reason ``mask``. Bit values come from ``nvml``'s ``<prefix><Suffix>`` constants, falling back to
+    the older ``nvmlClocksThrottleReason*`` aliases (same values); a reason whose constant the module
+    lacks is never reported."""
+    names = []
+    for name, suffix in _REASON_SUFFIX.items():
+        bit = getattr(nvml, prefix + suffix, None) or getattr(nvml, "nvmlClocksThrottleReason" + suffix, None)
+        if bit and mask & int(bit):
+            names.append(name)
+    return names
 
 
 def _processes(reader: _Reader, handle: Any) -> list[GpuProcess] | None:

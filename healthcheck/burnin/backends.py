@@ -1,0 +1,380 @@
+"""Compute backends for the burn-in (GEMM stress, HBM and PCIe copies): one small interface, three
+implementations, so that the verification and accounting code in ``gemm.py`` / ``bandwidth.py`` is the
+same whatever runs the kernels.
+
+- ``torch``: PyTorch with CUDA (cuBLAS GEMM, bf16/fp16/fp32, pinned host memory).
+- ``cupy``: CuPy with CUDA. CuPy has no bfloat16: a "bf16" request runs in fp16 (same tensor-core
+  rate) and the result says "fp16".
+- ``numpy``: the CPU (BLAS). One "device" ``cpu0``; NumPy has no bf16 and no BLAS fp16, so every dtype
+  runs in fp32 and results say "fp32". No device memory: the PCIe test is skipped (``host_only``).
+
+:func:`select_backend` picks one ("auto": torch if it sees a CUDA device, else CuPy if it does, else
+NumPy). torch / cupy / numpy are imported only inside the backends, never at module import.
+
+Arrays are opaque to callers (a torch tensor, a CuPy or NumPy array). Host arrays handed to
+``upload`` and returned by ``download`` / ``host_view`` are NumPy arrays. Dtype names: "bf16", "fp16",
+"fp32" (GEMM) and "i32" (copy buffers).
+
+``checksum`` is the exact 64-bit wrapping sum of the array's bit pattern read as signed 16-bit (bf16,
+fp16) or 32-bit (fp32, i32) integers, left on the device (no synchronisation; ``scalars`` fetches
+many at once). Any single flipped bit changes it; it costs one read of the array, at memory speed.
+The same sum computed by NumPy on the host (:func:`word_sum`) is bit-for-bit comparable.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+DTYPES = ("bf16", "fp16", "fp32")
+BUFFER_DTYPE = "i32"
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (not importable, no device, unsupported operation)."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int  # the backend's device index (CUDA ordinal; 0 for the CPU)
+    name: str
+    uuid: str | None = None
+    pci_bus_id: str | None = None  # "0000:18:00.0": the key to NVML's index when orders differ
+    kind: str = "gpu"  # "gpu" | "cpu"
+
+    @property
+    def component(self) -> str:
+        return f"{self.kind}{self.index}"
+
+
+def word_sum(host_array: Any) -> int:
+    """:meth:`Backend.checksum` computed by NumPy on a host array (same value for the same bits)."""
+    import numpy as np  # noqa: PLC0415 - lazy on purpose
+
+    arr = np.ascontiguousarray(host_array)
+    words = arr.reshape(-1).view(np.dtype(f"i{arr.dtype.itemsize}"))
+    return int(words.sum(dtype=np.int64))
+
+
+class Backend:
+    """The interface (NumPy implements it directly; GPU backends override)."""
+
+    name = "abstract"
+    host_only = False  # True: no device memory (the CPU); PCIe tests are skipped
+
+    def devices(self) -> list[DeviceInfo]:
+        raise NotImplementedError
+
+    def device_dtype(self, dtype: str) -> str:
+        """The dtype that actually runs for a requested one (reported in results)."""
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r} (choose one of {', '.join(DTYPES)})")
+        return dtype
+
+    def upload(self, device: int, host: Any, dtype: str | None = None) -> Any:
+        raise NotImplementedError
+
+    def empty(self, device: int, shape: tuple[int, ...], dtype: str) -> Any:
+        raise NotImplementedError
+
+    def matmul(self, device: int, a: Any, b: Any, out: Any) -> None:
+        raise NotImplementedError
+
+    def copy(self, device: int, dst: Any, src: Any) -> None:
+        """Device-to-device copy on one device."""
+        raise NotImplementedError
+
+    def synchronize(self, device: int) -> None:
+        raise NotImplementedError
+
+    def download(self, device: int, arr: Any) -> Any:
+        """A host NumPy copy; bf16 comes back as float32 (exact: bf16 is a subset of fp32)."""
+        raise NotImplementedError
+
+    def checksum(self, device: int, arr: Any) -> Any:
+        raise NotImplementedError
+
+    def scalars(self, device: int, values: list[Any]) -> list[int]:
+        raise NotImplementedError
+
+    def pinned_empty(self, words: int) -> Any:
+        """A pinned (page-locked) host buffer of ``words`` int32."""
+        raise BackendUnavailable(f"{self.name}: no device: host memory only")
+
+    def host_view(self, host_buffer: Any) -> Any:
+        """A NumPy view of a buffer from :meth:`pinned_empty` (writes go to the buffer)."""
+        raise BackendUnavailable(f"{self.name}: no device: host memory only")
+
+    def host_to_device(self, device: int, dst: Any, host_src: Any) -> None:
+        raise BackendUnavailable(f"{self.name}: no device: host memory only")
+
+    def device_to_host(self, device: int, host_dst: Any, src: Any) -> None:
+        raise BackendUnavailable(f"{self.name}: no device: host memory only")
+
+
+# ------------------------------------------------------------------------------------------ NumPy
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else platform.processor(), else "cpu"."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, sep, value = line.partition(":")
+                if sep and key.strip().lower() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    host_only = True
+
+    def __init__(self) -> None:
+        try:
+            import numpy as np  # noqa: PLC0415
+        except ImportError as exc:  # pragma: no cover - numpy is a dependency
+            raise BackendUnavailable(f"numpy: not importable ({exc})") from exc
+        self.np = np
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo(0, cpu_model(), kind="cpu")]
+
+    def device_dtype(self, dtype: str) -> str:
+        super().device_dtype(dtype)
+        return "fp32"
+
+    def _np_dtype(self, dtype: str) -> Any:
+        if dtype == BUFFER_DTYPE:
+            return self.np.int32
+        return self.np.float32 if dtype in DTYPES else self.np.dtype(dtype)
+
+    def upload(self, device: int, host: Any, dtype: str | None = None) -> Any:
+        if dtype is None:
+            return self.np.array(host, copy=True, order="C")
+        return self.np.array(host, dtype=self._np_dtype(dtype), copy=True, order="C")
+
+    def empty(self, device: int, shape: tuple[int, ...], dtype: str) -> Any:
+        return self.np.empty(shape, dtype=self._np_dtype(dtype))
+
+    def matmul(self, device: int, a: Any, b: Any, out: Any) -> None:
+        self.np.matmul(a, b, out=out)
+
+    def copy(self, device: int, dst: Any, src: Any) -> None:
+        self.np.copyto(dst, src)
+
+    def synchronize(self, device: int) -> None:
+        return None
+
+    def download(self, device: int, arr: Any) -> Any:
+        return self.np.array(arr, copy=True)
+
+    def checksum(self, device: int, arr: Any) -> Any:
+        return word_sum(arr)
+
+    def scalars(self, device: int, values: list[Any]) -> list[int]:
+        return [int(v) for v in values]
+
+
+# ------------------------------------------------------------------------------------------ torch
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def __init__(self) -> None:
+        # CUDA's default order is "fastest first"; PCI bus order matches nvidia-smi / NVML indices.
+        # Only effective before CUDA initialises in this process (set only when the user did not).
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        try:
+            import torch  # noqa: PLC0415
+        except Exception as exc:  # ImportError, or OSError from a broken CUDA install
+            raise BackendUnavailable(f"torch: not importable ({type(exc).__name__}: {exc})") from exc
+        try:
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        except Exception as exc:
+            raise BackendUnavailable(f"torch: CUDA unusable ({type(exc).__name__}: {exc})") from exc
+        if count < 1:
+            raise BackendUnavailable("torch: no CUDA device (torch.cuda.is_available() is False)")
+        self.torch = torch
+        self._dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                        BUFFER_DTYPE: torch.int32}
+        self._words = {torch.bfloat16: torch.int16, torch.float16: torch.int16,
+                       torch.float32: torch.int32, torch.int32: torch.int32}
+
+    def _dev(self, device: int) -> Any:
+        return self.torch.device("cuda", device)
+
+    def devices(self) -> list[DeviceInfo]:
+        out = []
+        for i in range(self.torch.cuda.device_count()):
+            props = self.torch.cuda.get_device_properties(i)
+            uuid = getattr(props, "uuid", None)
+            uuid = None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
+            bus = getattr(props, "pci_bus_id", None)
+            pci = None
+            if bus is not None:
+                pci = (f"{int(getattr(props, 'pci_domain_id', 0)):04x}:{int(bus):02x}:"
+                       f"{int(getattr(props, 'pci_device_id', 0)):02x}.0")
+            out.append(DeviceInfo(i, str(props.name), uuid, pci))
+        return out
+
+    def upload(self, device: int, host: Any, dtype: str | None = None) -> Any:
+        t = self.torch.from_numpy(host).to(self._dev(device))
+        return t if dtype is None else t.to(self._dtypes[dtype]).contiguous()
+
+    def empty(self, device: int, shape: tuple[int, ...], dtype: str) -> Any:
+        return self.torch.empty(shape, dtype=self._dtypes[dtype], device=self._dev(device))
+
+    def matmul(self, device: int, a: Any, b: Any, out: Any) -> None:
+        self.torch.matmul(a, b, out=out)
+
+    def copy(self, device: int, dst: Any, src: Any) -> None:
+        dst.copy_(src)
+
+    def synchronize(self, device: int) -> None:
+        self.torch.cuda.synchronize(self._dev(device))
+
+    def download(self, device: int, arr: Any) -> Any:
+        if arr.dtype == self.torch.bfloat16:
+            arr = arr.float()
+        return arr.cpu().numpy()
+
+    def checksum(self, device: int, arr: Any) -> Any:
+        return arr.view(self._words[arr.dtype]).sum(dtype=self.torch.int64)
+
+    def scalars(self, device: int, values: list[Any]) -> list[int]:
+        if not values:
+            return []
+        return [int(v) for v in self.torch.stack(values).cpu().tolist()]
+
+    def pinned_empty(self, words: int) -> Any:
+        return self.torch.empty(words, dtype=self.torch.int32, pin_memory=True)
+
+    def host_view(self, host_buffer: Any) -> Any:
+        return host_buffer.numpy()
+
+    def host_to_device(self, device: int, dst: Any, host_src: Any) -> None:
+        dst.copy_(host_src, non_blocking=True)
+
+    def device_to_host(self, device: int, host_dst: Any, src: Any) -> None:
+        host_dst.copy_(src, non_blocking=True)
+
+
+# ------------------------------------------------------------------------------------------- CuPy
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+
+    def __init__(self) -> None:
+        try:
+            import cupy  # noqa: PLC0415
+            import cupyx  # noqa: PLC0415
+            import numpy as np  # noqa: PLC0415
+        except Exception as exc:
+            raise BackendUnavailable(f"cupy: not importable ({type(exc).__name__}: {exc})") from exc
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # CUDARuntimeError: no driver / no device
+            raise BackendUnavailable(f"cupy: no CUDA device ({type(exc).__name__}: {exc})") from exc
+        if count < 1:
+            raise BackendUnavailable("cupy: no CUDA device")
+        self.cp, self.cupyx, self.np = cupy, cupyx, np
+        self._dtypes = {"fp16": np.float16, "fp32": np.float32, BUFFER_DTYPE: np.int32}
+
+    def device_dtype(self, dtype: str) -> str:
+        super().device_dtype(dtype)
+        return "fp16" if dtype == "bf16" else dtype
+
+    def devices(self) -> list[DeviceInfo]:
+        out = []
+        for i in range(self.cp.cuda.runtime.getDeviceCount()):
+            props = self.cp.cuda.runtime.getDeviceProperties(i)
+            name = props.get("name", b"")
+            name = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+            pci = None
+            if "pciBusID" in props:
+                pci = f"{int(props.get('pciDomainID', 0)):04x}:{int(props['pciBusID']):02x}:" \
+                      f"{int(props.get('pciDeviceID', 0)):02x}.0"
+            raw = props.get("uuid")
+            uuid = None
+            if isinstance(raw, bytes) and len(raw) == 16:
+                h = raw.hex()
+                uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            out.append(DeviceInfo(i, name.strip("\x00 ") or f"cuda{i}", uuid, pci))
+        return out
+
+    def _dtype(self, dtype: str) -> Any:
+        return self._dtypes[self.device_dtype(dtype) if dtype in DTYPES else dtype]
+
+    def upload(self, device: int, host: Any, dtype: str | None = None) -> Any:
+        with self.cp.cuda.Device(device):
+            arr = self.cp.asarray(host)
+            return arr if dtype is None else self.cp.ascontiguousarray(arr.astype(self._dtype(dtype)))
+
+    def empty(self, device: int, shape: tuple[int, ...], dtype: str) -> Any:
+        with self.cp.cuda.Device(device):
+            return self.cp.empty(shape, dtype=self._dtype(dtype))
+
+    def matmul(self, device: int, a: Any, b: Any, out: Any) -> None:
+        with self.cp.cuda.Device(device):
+            self.cp.matmul(a, b, out=out)
+
+    def copy(self, device: int, dst: Any, src: Any) -> None:
+        with self.cp.cuda.Device(device):
+            self.cp.copyto(dst, src)
+
+    def synchronize(self, device: int) -> None:
+        self.cp.cuda.Device(device).synchronize()
+
+    def download(self, device: int, arr: Any) -> Any:
+        with self.cp.cuda.Device(device):
+            return self.cp.asnumpy(arr)
+
+    def checksum(self, device: int, arr: Any) -> Any:
+        with self.cp.cuda.Device(device):
+            words = arr.reshape(-1).view(self.np.dtype(f"i{arr.dtype.itemsize}"))
+            return words.sum(dtype=self.np.int64)
+
+    def scalars(self, device: int, values: list[Any]) -> list[int]:
+        if not values:
+            return []
+        with self.cp.cuda.Device(device):
+            return [int(v) for v in self.cp.stack(values).get().tolist()]
+
+    def pinned_empty(self, words: int) -> Any:
+        return self.cupyx.empty_pinned((words,), dtype=self.np.int32)
+
+    def host_view(self, host_buffer: Any) -> Any:
+        return host_buffer
+
+    def host_to_device(self, device: int, dst: Any, host_src: Any) -> None:
+        with self.cp.cuda.Device(device):
+            dst.set(host_src)
+
+    def device_to_host(self, device: int, host_dst: Any, src: Any) -> None:
+        with self.cp.cuda.Device(device):
+            src.get(out=host_dst)
+
+
+_BACKENDS = {"torch": TorchBackend, "cupy": CupyBackend, "numpy": NumpyBackend}
+
+
+def select_backend(name: str = "auto") -> Backend:
+    """"auto": torch with a CUDA device, else CuPy with one, else NumPy on the CPU. An explicit
+    "torch" | "cupy" | "numpy" raises :class:`BackendUnavailable` (saying why) when it cannot run."""
+    if name == "auto":
+        for cls in (TorchBackend, CupyBackend):
+            try:
+                return cls()
+            except BackendUnavailable:
+                continue
+        return NumpyBackend()
+    cls = _BACKENDS.get(name)
+    if cls is None:
+        raise BackendUnavailable(f"unknown backend {name!r} (choose auto, {', '.join(_BACKENDS)})")
+    return cls()
