@@ -150,54 +150,6 @@ def collect(output, config_path, sysfs_root, proc_root):
     click.echo(f"bundle written: {path}")
 
 
-@cli.command()
-@click.argument("kind", type=click.Choice(["nvidia-smi", "kernel-log", "ibstat"]))
-@click.argument("file", type=click.File("rb"))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed facts as JSON.")
-def parse(kind, file, as_json):
-    """Parse a recorded tool output and print the facts found (nvidia-smi: XML or -q text, detected).
-
-    \b
-    Example:
-      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --json
-      healthcheck parse kernel-log /var/log/kern.log
-    """
-    import dataclasses
-    import json
-
-    from .parsers import ParseError
-    from .parsers.describe import describe
-
-    text = file.read().decode("utf-8", "replace")
-    try:
-        if kind == "nvidia-smi":
-            from .parsers.nvidia_smi import parse_nvidia_smi
-
-            result = parse_nvidia_smi(text)
-        elif kind == "kernel-log":
-            from .parsers.kernel_log import parse_kernel_log
-
-            result = parse_kernel_log(text)
-        else:
-            from .parsers.ibstat import parse_ibstat
-
-            result = parse_ibstat(text)
-    except ParseError as exc:
-        raise UsageFailure(f"{file.name}: {exc}") from exc
-    if as_json:
-        click.echo(json.dumps(_plain(result, dataclasses), indent=2))
-    else:
-        click.echo(describe(kind, result))
-
-
-def _plain(value, dataclasses):
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    if isinstance(value, list):
-        return [_plain(v, dataclasses) for v in value]
-    return value
-
-
 @cli.group()
 def config():
     """Write, validate and show the expectations file.
@@ -324,11 +276,15 @@ def _register() -> None:
     from .cli_history import db, history
     from .cli_report import report
     from .cli_slurm import slurm
+    from .cli_burnin import burnin
+    from .cli_parse import parse
 
     cli.add_command(history)
     cli.add_command(db)
     cli.add_command(report)
     cli.add_command(slurm)
+    cli.add_command(burnin)
+    cli.add_command(parse)
 
 
 _register()

@@ -65,11 +65,11 @@ class Validator:
         return header_line
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history"}
+        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin"}
         if unknown:
             key = sorted(unknown)[0]
             raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
-                             "[slurm], [history])", "", key)
+                             "[slurm], [history], [burnin])", "", key)
         if not isinstance(data.get("slurm", {}), dict):
             raise self.error("[slurm] must be a table", "", "slurm")
         slurm, problem = validate_slurm(data.get("slurm", {}))
@@ -94,7 +94,19 @@ class Validator:
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
         db_url = self.history(data.get("history", {}))
-        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url)
+        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url, self.burnin(data.get("burnin", {})))
+
+    def burnin(self, value: Any) -> dict[str, Any]:
+        """[burnin]: validated here (a typo fails `config validate`), applied by `healthcheck burnin`."""
+        from .burnin.settings import SettingsError, validate
+
+        if not isinstance(value, dict):
+            raise self.error("[burnin] must be a table", "", "burnin")
+        try:
+            return validate(value)
+        except SettingsError as exc:
+            key = next((k for k in value if repr(k) in str(exc) or f" {k} " in str(exc) or f" {k}:" in str(exc)), None)
+            raise self.error(str(exc), "burnin", key) from None
 
     def history(self, value: Any) -> str | None:
         """[history] db_url = "postgresql://user@host/db" — the password never here (a file or the env)."""

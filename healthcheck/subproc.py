@@ -16,6 +16,33 @@ SAFE_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbi
 SAFE_ENV = {"PATH": ":".join(SAFE_PATH), "LC_ALL": "C", "LANG": "C"}
 
 
+# What a job step launched by us (srun, mpirun, nccl-tests) needs from the job's environment: Slurm's
+# step context, the communication libraries' settings. Everything else (PATH, LD_PRELOAD, PYTHON*) stays out.
+JOB_ENV_PREFIXES = ("SLURM_", "SLURMD_", "NCCL_", "CUDA_", "UCX_", "OMPI_", "PMIX_", "PMI_", "FI_", "HWLOC_",
+                    "NVIDIA_")
+JOB_ENV_KEEP = ("LD_LIBRARY_PATH", "HOME", "USER", "TMPDIR")
+
+
+def job_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """SAFE_ENV plus the job-step variables of ``environ`` (default: this process's environment)."""
+    environ = os.environ if environ is None else environ
+    env = dict(SAFE_ENV)
+    for key, value in environ.items():
+        if key in JOB_ENV_KEEP or key.startswith(JOB_ENV_PREFIXES):
+            env[key] = value
+    return env
+
+
+def node_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """For a process that runs on this node alone inside a job step (``all_reduce_perf -g 8``): the job
+    env without the step's process-manager context (PMI/PMIx/OMPI ranks, SLURM_PROCID, SLURM_STEP_*),
+    which would make an MPI-built binary believe it is one rank of the enclosing step."""
+    env = job_env(environ)
+    step_only = ("PMI_", "PMIX_", "OMPI_", "SLURM_STEP", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
+                 "SLURM_TASK", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_SRUN", "SLURM_LAUNCH", "SLURM_DISTRIBUTION")
+    return {k: v for k, v in env.items() if not k.startswith(step_only)}
+
+
 class ToolNotFound(FileNotFoundError):
     pass
 

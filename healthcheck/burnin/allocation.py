@@ -1,0 +1,221 @@
+"""The allocation step of a multi-node burn-in (runs once per job, after every node's own burn-in):
+gather the nodes' results, run the collective across the allocation, find who is slow when it is
+below its threshold (parallel rounds of pairs, then bisection), decide what to drain within the blast
+radius, and act through the Slurm backend under the ownership rules.
+
+Pure decisions (``plan_drains``) are kept apart from the I/O (``run_allocation``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..model import Finding, Status, Verdict, worst
+from .judge_nccl import judge_run, large_busbw
+from .references import References
+from .settings import BurninSettings
+
+LOCALISE = "burnin.localise"
+RESULT = "burnin.result"
+
+
+@dataclass
+class NodeOutcome:
+    node: str
+    status: Status
+    findings: list[Finding]
+    record: dict[str, Any] | None  # the node's own record (None: it left none)
+
+
+@dataclass
+class AllocationOutcome:
+    job_id: str | None
+    nodes: list[str]
+    per_node: dict[str, NodeOutcome]
+    collective: list[Finding] = field(default_factory=list)
+    localisation: dict[str, Any] | None = None
+    drain: list[str] = field(default_factory=list)
+    suspect_shared_cause: str | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> Status:
+        return worst([o.status for o in self.per_node.values()] + [f.status for f in self.collective])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "nodes": self.nodes, "status": self.status.value,
+                "drain": self.drain, "suspect_shared_cause": self.suspect_shared_cause,
+                "collective": [f.to_dict() for f in self.collective], "localisation": self.localisation,
+                "actions": self.actions,
+                "per_node": {n: {"status": o.status.value, "findings": [f.to_dict() for f in o.findings]}
+                             for n, o in self.per_node.items()}}
+
+
+def read_results(results_dir: str, nodes: list[str]) -> dict[str, NodeOutcome]:
+    """Each node's ``<node>.json``; a node without one (its step died, or never ran) is an ERROR of the
+    burn-in, not a proven fault: it is named, never drained for that alone."""
+    out = {}
+    for node in nodes:
+        path = os.path.join(results_dir, f"{node}.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                record = json.load(fh)
+            findings = [Finding(r["check"], Status(r["status"]), r.get("message", ""), r.get("component"),
+                                dict(r.get("metrics") or {})) for r in record.get("results", [])]
+            out[node] = NodeOutcome(node, worst(f.status for f in findings), findings, record)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            f = Finding(RESULT, Status.ERROR, f"no burn-in result from {node} ({why})")
+            out[node] = NodeOutcome(node, Status.ERROR, [f], None)
+    return out
+
+
+def compare_digests(per_node: dict[str, NodeOutcome]) -> None:
+    """Silent data corruption across the job: every GPU of one model computed the same product from the
+    same inputs, so their result digests must agree across nodes too. A node whose device disagrees
+    with the majority of its fleet key (model, backend, dtype, n) gets a FAIL; no majority (a tie) is
+    reported as a WARN on every node of the key, since nobody can say which side is right."""
+    from collections import Counter
+
+    by_key: dict[str, list[tuple[str, str, str]]] = {}
+    for node, o in per_node.items():
+        digests = ((o.record or {}).get("burnin") or {}).get("gemm_digests") or {}
+        for component, pair in digests.items():
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair):
+                by_key.setdefault(pair[0], []).append((node, component, pair[1]))
+    for key, entries in by_key.items():
+        counts = Counter(d for _n, _c, d in entries).most_common()
+        if len(counts) < 2 or len({n for n, _c, _d in entries}) < 2:
+            continue
+        top, top_n = counts[0]
+        tie = counts[1][1] == top_n
+        for node, component, digest in entries:
+            if digest == top and not tie:
+                continue
+            status = Status.WARN if tie else Status.FAIL
+            msg = (f"{component}: GEMM result differs from the job's other {key.split('|')[0]} devices "
+                   f"({digest[:12]} vs majority {top[:12]}, {top_n} of {len(entries)}): silent data corruption"
+                   if not tie else f"{component}: GEMM results of {key.split('|')[0]} disagree across the job "
+                   f"with no majority")
+            per_node[node].findings.append(Finding("burnin.gemm.fleet", status, msg, component))
+            per_node[node].status = worst([per_node[node].status, status])
+
+
+def plan_drains(per_node: dict[str, NodeOutcome], settings: BurninSettings) -> tuple[list[str], str | None]:
+    """Which nodes to drain: those with a FAIL, unless more fail than the blast radius allows, in which
+    case none (a shared cause — a wrong reference, the fabric, a bad deploy — is more likely than many
+    broken nodes at once, and draining them would empty the partition). Returns (nodes, flag)."""
+    failing = sorted(n for n, o in per_node.items() if o.status is Status.FAIL)
+    total = len(per_node)
+    cap = max(1, math.floor(settings.max_drain_fraction * total))
+    if settings.max_drain_nodes:
+        cap = min(cap, settings.max_drain_nodes)
+    if len(failing) > cap:
+        checks = sorted({f.check for n in failing for f in per_node[n].findings if f.status is Status.FAIL})
+        return [], (f"{len(failing)} of {total} nodes failed ({', '.join(checks[:4])}), more than the blast-radius "
+                    f"cap of {cap}: suspect check or shared cause; nothing drained")
+    return failing, None
+
+
+def _localise(nodes: list[str], settings: BurninSettings, tasks_per_node: int, threshold: float,
+              full_value: float | None, log: Callable[[str], None]):
+    from .localize import localise
+    from .nccl_run import Sweep, run_groups
+
+    sweep = Sweep(min_bytes=64 << 20, max_bytes=min(settings.nccl_max_bytes, 1 << 30), iters=settings.nccl_iters)
+
+    def measure(groups):
+        log(f"localisation round: {len(groups)} groups")
+        runs = run_groups(list(settings.launcher), settings.nccl_dir, "all_reduce", list(groups), tasks_per_node,
+                          sweep, settings.nccl_timeout_s, "pair")
+        return {g: (large_busbw(r) if r.result is not None and not r.result.errors and r.error is None else None)
+                for g, r in runs.items()}
+
+    # bisection for faults that only show in larger groups needs ~log2(N) rounds on top of the pairs
+    rounds = 4 + max(2, math.ceil(math.log2(max(2, len(nodes)))))
+    return localise(nodes, measure, threshold, seed=settings.seed, full_group_value=full_value, max_rounds=rounds)
+
+
+def run_allocation(nodes: list[str], settings: BurninSettings, refs: References, job_id: str | None,
+                   log: Callable[[str], None] = lambda _m: None) -> AllocationOutcome:
+    """Everything but the Slurm actions (see apply_drains)."""
+    from .nccl_run import Sweep, run_across
+
+    per_node = read_results(settings.results_dir, nodes) if settings.results_dir else {
+        n: NodeOutcome(n, Status.PASS, [], None) for n in nodes}
+    outcome = AllocationOutcome(job_id, nodes, per_node)
+    compare_digests(per_node)
+    if len(nodes) >= 2 and settings.phase_on("nccl"):
+        gpn = [(o.record or {}).get("burnin", {}).get("gpu_count") or 0 for o in per_node.values()]
+        tasks = max(1, min([g for g in gpn if g] or [1]))
+        fabric = refs.fabrics.get(settings.fabric) if settings.fabric else None
+        ref = fabric.get("nccl_all_reduce_busbw_gbps") if fabric else None
+        line = fabric.get("line_rate_gbps") if fabric else None
+        log(f"all_reduce across {len(nodes)} nodes")
+        run = run_across(list(settings.launcher), settings.nccl_dir, "all_reduce", nodes, tasks,
+                         Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters), settings.nccl_timeout_s)
+        finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None)
+        outcome.collective.append(finding)
+        if finding.status is Status.FAIL and ref is not None and ref.low_bound and settings.localise \
+                and not run.missing:
+            loc = _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log)
+            outcome.localisation = loc.to_dict()
+            for node in loc.bad:
+                lines = loc.evidence.get(node, [])
+                msg = f"slow in the cross-node all_reduce: {lines[-1] if lines else 'attributed by localisation'}"
+                o = per_node[node]
+                o.findings.append(Finding(LOCALISE, Status.FAIL, msg[:300]))
+                o.status = Status.FAIL
+            for node in loc.suspects:
+                per_node[node].findings.append(Finding(LOCALISE, Status.WARN, "suspect in the cross-node all_reduce, "
+                                                       "not confirmed within the rounds allowed"))
+                per_node[node].status = worst([per_node[node].status, Status.WARN])
+    outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
+    return outcome
+
+
+def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdict:
+    """The job step's own findings as a verdict (context ``burnin-job``): the collective(s), and the
+    job-level findings it attached to nodes (localisation, fleet digests), component = the node."""
+    findings = list(outcome.collective)
+    for node, o in outcome.per_node.items():
+        for f in o.findings:
+            if f.check in (LOCALISE, "burnin.gemm.fleet", RESULT):
+                findings.append(Finding(f.check, f.status, f"{node}: {f.message}", node, dict(f.metrics)))
+    if outcome.suspect_shared_cause:
+        findings.append(Finding("burnin.blast_radius", Status.WARN, outcome.suspect_shared_cause))
+    if not findings:
+        findings.append(Finding("burnin.job", Status.PASS, f"{len(outcome.nodes)} nodes, nothing to judge "
+                                "across them"))
+    return Verdict.of(host, findings, started_at, 0.0, "burnin-job")
+
+
+def apply_drains(outcome: AllocationOutcome, slurm_settings, backend, run_id: str,
+                 log: Callable[[str], None]) -> None:
+    """Drain the planned nodes, each under the ownership rules (never over an admin's reason)."""
+    from ..runner import utc_now_iso
+    from ..slurm.backend import SlurmError
+    from ..slurm.policy import decide
+
+    for node in outcome.drain:
+        o = outcome.per_node[node]
+        verdict = Verdict.of(node, o.findings, utc_now_iso(), 0.0, "burnin")
+        try:
+            state = backend.node(node)
+        except SlurmError as exc:
+            log(f"{node}: state unreadable ({exc}); not drained")
+            outcome.actions.append({"node": node, "action": "none", "why": f"state unreadable: {exc}"})
+            continue
+        decision = decide("burnin", verdict, state, slurm_settings, run_id)
+        entry = {"node": node, "action": decision.action, "reason": decision.reason, "why": decision.why}
+        if decision.action == "drain":
+            try:
+                backend.drain(node, decision.reason)
+                log(f"{node}: drained: {decision.reason}")
+            except SlurmError as exc:
+                entry.update(action="none", why=f"drain refused: {exc}")
+                log(f"{node}: drain refused: {exc}")
+        outcome.actions.append(entry)

@@ -1,0 +1,237 @@
+"""The burn-in of one node: the phases in order, each bounded, each turning its measurements into
+findings; one verdict (context ``burnin``) per node, recorded to the spool (history) and to the job's
+results directory (for the allocation step).
+
+A failing phase does not stop the others; only an unusable node does (a GPU lost or wedged: the
+GPU phases would hang or measure nothing), and then they are SKIPped with that reason. A phase that
+crashes is an ERROR finding of that phase, never a lost run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..model import Finding, Status, Verdict
+from .references import References, Sku
+from .settings import BurninSettings
+
+UNUSABLE = ("gpu.lost", "gpu.responsive", "gpu.reset_required")
+
+
+@dataclass
+class NodeContext:
+    node: str
+    settings: BurninSettings
+    refs: References
+    job_id: str | None = None
+    job_nodes: str | None = None
+    snapshot: Callable[[], tuple[Any, Any]] | None = None  # () -> (Snapshot, Expectations) for the checks phase
+    fleet_digests: dict[str, str] | None = None
+    log: Callable[[str], None] = lambda _msg: None
+    # filled while running
+    sku: Sku | None = None
+    gpu_name: str | None = None
+    gpu_count: int = 0
+    backend_name: str | None = None
+    unusable: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _phase_checks(ctx: NodeContext) -> list[Finding]:
+    from ..runner import judge
+
+    if ctx.snapshot is None:
+        return [Finding("burnin.checks", Status.SKIP, "node checks not configured for this run")]
+    snap, exp = ctx.snapshot()
+    verdict = judge(snap, exp, "burnin")
+    if snap.gpus:
+        ctx.gpu_name = next((g.name for g in snap.gpus if g.name), None)
+        ctx.gpu_count = len(snap.gpus)
+        ctx.sku = ctx.refs.sku_for(ctx.gpu_name)
+    bad = [f for f in verdict.findings if f.check in UNUSABLE and f.status is Status.FAIL]
+    if bad:
+        ctx.unusable = f"{bad[0].check}: {bad[0].message}"
+    return verdict.findings
+
+
+def _backend(ctx: NodeContext):
+    from .backends import select_backend
+
+    """The compute backend, its devices, and the references of what they are (a NumPy run on the CPU
+    is judged against a CPU entry of the references if the site has one, never against the GPU's)."""
+    backend = select_backend(ctx.settings.backend)
+    ctx.backend_name = backend.name
+    devices = backend.devices()
+    if backend.name != "numpy":
+        ctx.gpu_count = max(ctx.gpu_count, len(devices))
+        if devices and ctx.gpu_name is None:
+            ctx.gpu_name = devices[0].name
+            ctx.sku = ctx.refs.sku_for(ctx.gpu_name)
+    return backend, devices, ctx.refs.sku_for(devices[0].name if devices else None)
+
+
+def _nvml(indices: list[int]):
+    """pynvml, initialised, when this node has NVIDIA GPUs; None otherwise (telemetry is then skipped)."""
+    from ..probes.nvml import nvidia_gpu_present
+
+    if not indices or not nvidia_gpu_present():
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # noqa: BLE001 - no driver: telemetry is skipped, the phase still runs
+        return None
+
+
+def _phase_gemm(ctx: NodeContext) -> list[Finding]:
+    from .gemm import run_gemm
+    from .judge_compute import fleet_key, judge_gemm, judge_telemetry
+    from .telemetry import Sampler
+
+    backend, devices, sku = _backend(ctx)
+    s = ctx.settings
+    indices = [d.index for d in devices]
+    nvml = _nvml(indices) if backend.name != "numpy" else None
+    n = s.gemm_n if backend.name != "numpy" else min(s.gemm_n, 512)
+    dtype = s.gemm_dtype if backend.name != "numpy" else "fp32"
+    if nvml is None:
+        results = run_gemm(backend, indices, duration_s=s.gemm_duration_s, n=n, dtype=dtype, seed=s.seed)
+        telemetry = [Finding("burnin.telemetry", Status.SKIP, "no NVML on this node: no GPU telemetry under load")]
+    else:
+        with Sampler(nvml, indices) as sampler:
+            results = run_gemm(backend, indices, duration_s=s.gemm_duration_s, n=n, dtype=dtype, seed=s.seed)
+        telemetry = judge_telemetry(sampler.summary())
+    # the digests by fleet key, for the allocation step's comparison across the job's nodes
+    ctx.extra["gemm_digests"] = {r.component: [fleet_key(r), r.digest] for r in results if r.digest}
+    return judge_gemm(results, sku, fleet_digests=ctx.fleet_digests) + telemetry
+
+
+def _phase_bandwidth(ctx: NodeContext) -> list[Finding]:
+    from .bandwidth import run_hbm_copy, run_pcie
+    from .judge_compute import judge_bandwidth
+
+    backend, devices, sku = _backend(ctx)
+    s = ctx.settings
+    indices = [d.index for d in devices]
+    size = s.bandwidth_bytes if backend.name != "numpy" else min(s.bandwidth_bytes, 64 << 20)
+    results = run_hbm_copy(backend, indices, size_bytes=size, repeats=s.bandwidth_repeats)
+    results += run_pcie(backend, indices, size_bytes=size, repeats=s.bandwidth_repeats)
+    return judge_bandwidth(results, sku)
+
+
+def _phase_dcgm(ctx: NodeContext) -> list[Finding]:
+    from ..parsers import dcgmi
+    from .judge_tools import judge_dcgm
+    from .tools_run import dcgm_diag
+
+    run = dcgm_diag(ctx.settings.dcgmi, ctx.settings.dcgm_level, ctx.settings.dcgm_timeout_s)
+    diag, problem = None, None
+    if not run.missing and run.stdout.strip():
+        try:
+            diag = dcgmi.parse_diag(run.stdout)
+        except dcgmi.DcgmiParseError as exc:
+            problem = str(exc)
+    if diag is not None:
+        ctx.extra["dcgm"] = diag.to_dict()
+    return judge_dcgm(run, diag, problem)
+
+
+def _phase_nccl(ctx: NodeContext) -> list[Finding]:
+    from .judge_nccl import judge_runs
+    from .nccl_run import Sweep, run_on_node
+
+    s = ctx.settings
+    ngpus = ctx.gpu_count or 1
+    sweep = Sweep(max_bytes=s.nccl_max_bytes, iters=s.nccl_iters)
+    runs = [run_on_node(s.nccl_dir, c, ngpus, sweep, s.nccl_timeout_s, ctx.node) for c in s.nccl_collectives]
+    ctx.extra["nccl"] = [{"collective": r.collective, "scope": r.scope, "argv": r.argv,
+                          "result": r.result.to_dict() if r.result else None, "error": r.error} for r in runs]
+    sku = ctx.sku or ctx.refs.sku_for(ctx.gpu_name)
+
+    def refs_for(collective: str, _scope: str):
+        if sku is None:
+            return None, None
+        return sku.get(f"nccl_{collective}_busbw_gbps"), sku.get("line_rate_gbps")
+
+    return judge_runs(runs, refs_for, sku.name if sku else ctx.gpu_name)
+
+
+def _phase_storage(ctx: NodeContext) -> list[Finding]:
+    from ..parsers import fio
+    from .judge_tools import judge_storage
+    from .tools_run import fio_job
+
+    s = ctx.settings
+    if not s.storage_paths:
+        return [Finding("burnin.storage", Status.SKIP, "no storage_paths configured")]
+    findings = []
+    for path in s.storage_paths:
+        ref_sku = ctx.refs.storage_for(path)
+        for rw, key in (("write", "write_gbps"), ("read", "read_gbps")):  # write first: read needs the file
+            run = fio_job(s.fio, path, rw, s.storage_bytes, s.storage_runtime_s, s.storage_runtime_s * 3 + 60)
+            result, problem = None, None
+            if not run.missing and run.stdout.strip():
+                try:
+                    result = fio.parse(run.stdout)
+                except fio.FioParseError as exc:
+                    problem = str(exc)
+            findings.append(judge_storage(path, rw, run, result, problem, ref_sku.get(key) if ref_sku else None))
+    return findings
+
+
+PHASES: dict[str, Callable[[NodeContext], list[Finding]]] = {
+    "checks": _phase_checks, "gemm": _phase_gemm, "bandwidth": _phase_bandwidth, "dcgm": _phase_dcgm,
+    "nccl": _phase_nccl, "storage": _phase_storage}
+GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl")
+
+
+def run_node(ctx: NodeContext, started_at: str) -> Verdict:
+    """Every enabled phase in order; the verdict of the node (context ``burnin``)."""
+    t0 = time.monotonic()
+    findings: list[Finding] = []
+    for name, phase in PHASES.items():
+        if not ctx.settings.phase_on(name):
+            continue
+        if ctx.unusable and name in GPU_PHASES:
+            findings.append(Finding(f"burnin.{name}", Status.SKIP, f"node unusable ({ctx.unusable})"))
+            continue
+        ctx.log(f"{ctx.node}: phase {name}")
+        p0 = time.monotonic()
+        try:
+            out = phase(ctx)
+        except Exception as exc:  # noqa: BLE001 - one broken phase must not lose the others
+            out = [Finding(f"burnin.{name}", Status.ERROR, f"phase crashed: {type(exc).__name__}: {exc}"[:300])]
+        ctx.extra.setdefault("phase_seconds", {})[name] = round(time.monotonic() - p0, 3)
+        findings.extend(out)
+    return Verdict.of(ctx.node, findings, started_at, time.monotonic() - t0, "burnin")
+
+
+def node_record(ctx: NodeContext, verdict: Verdict, run_id: str, config_path: str | None) -> dict[str, Any]:
+    """The spool "run" record of the node's burn-in, with the burn-in's own facts under "burnin"."""
+    from ..records import run_record
+
+    record = run_record(verdict, run_id, ctx.job_id, config_path, job_nodes=ctx.job_nodes)
+    record["burnin"] = {"suite": ctx.settings.suite, "sku": ctx.sku.name if ctx.sku else None,
+                        "gpu_name": ctx.gpu_name, "gpu_count": ctx.gpu_count, "backend": ctx.backend_name,
+                        "unusable": ctx.unusable, **ctx.extra}
+    return record
+
+
+def write_result(results_dir: str, node: str, record: dict[str, Any]) -> str:
+    """``<results_dir>/<node>.json``, written atomically (the allocation step reads it)."""
+    from ..safety import make_private
+
+    make_private(results_dir)
+    path = os.path.join(results_dir, f"{node}.json")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+        json.dump(record, fh, allow_nan=False, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,153 @@
+"""The `[burnin]` table of the config, the suites, and the environment overrides the sbatch templates
+use. Precedence: built-in suite preset < `[burnin]` in the config < environment (HEALTHCHECK_BURNIN_*)
+< command-line flags."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
+
+SUITES = ("quick", "standard", "full")
+PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")
+BACKENDS = ("auto", "torch", "cupy", "numpy")
+DTYPES = ("bf16", "fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class BurninSettings:
+    suite: str = "standard"
+    phases: tuple[str, ...] = PHASES
+    backend: str = "auto"
+    gemm_duration_s: float = 300.0
+    gemm_n: int = 8192
+    gemm_dtype: str = "bf16"
+    bandwidth_bytes: int = 1 << 30
+    bandwidth_repeats: int = 10
+    dcgm_level: int = 2
+    dcgmi: str = "dcgmi"
+    dcgm_timeout_s: float = 1800.0
+    nccl_dir: str = "/usr/local/nccl-tests/build"
+    nccl_collectives: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
+    nccl_max_bytes: int = 8 << 30
+    nccl_iters: int = 20
+    nccl_timeout_s: float = 900.0
+    # multi-rank steps: an argument list with {nnodes} {nodelist} {tasks_per_node}; see nccl_run.py
+    launcher: tuple[str, ...] = ("srun", "--overlap", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", "{nnodes}",
+                                 "-w", "{nodelist}", "--ntasks-per-node", "{tasks_per_node}")
+    fabric: str = ""          # a [fabric.NAME] of the references for the cross-node collective
+    references: str = ""      # site references file, merged over the built-in ones
+    storage_paths: tuple[str, ...] = ()
+    fio: str = "fio"
+    storage_bytes: int = 4 << 30
+    storage_runtime_s: float = 60.0
+    results_dir: str = ""     # where each node leaves its result for the allocation step (shared FS)
+    drain: bool = True        # drain what the burn-in attributes (ownership rules apply)
+    max_drain_fraction: float = 0.25  # blast radius: never drain more than this share of the allocation...
+    max_drain_nodes: int = 0          # ...or this many nodes (0 = no absolute cap)
+    localise: bool = True
+    seed: int = 1234
+
+    def phase_on(self, name: str) -> bool:
+        return name in self.phases
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"gemm_duration_s": 30.0, "bandwidth_repeats": 5, "dcgm_level": 1, "nccl_collectives": ("all_reduce",),
+              "nccl_max_bytes": 1 << 30, "nccl_iters": 10, "storage_runtime_s": 15.0},
+    "standard": {},
+    "full": {"gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
+             "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"),
+             "nccl_max_bytes": 16 << 30, "nccl_iters": 50, "storage_runtime_s": 300.0},
+}
+
+ENV_PREFIX = "HEALTHCHECK_BURNIN_"
+_CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES}
+_LIST_CHOICES = {"phases": PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
+                                                        "sendrecv")}
+_LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
+           "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
+           "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31)}
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def _coerce(key: str, value: Any, default: Any, where: str) -> Any:
+    """``value`` checked against ``default``'s type; strings from the environment are converted."""
+    from_env = isinstance(value, str) and not isinstance(default, str)
+    if isinstance(default, bool):
+        if from_env:
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise SettingsError(f"{where}: {key} must be true or false, got {value!r}")
+            value = value.lower() in ("1", "true", "yes")
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where}: {key} must be true or false")
+        return value
+    if isinstance(default, tuple):
+        if from_env or isinstance(value, str):
+            value = [v for v in (value.split() if key == "launcher" else value.replace(",", " ").split())]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise SettingsError(f"{where}: {key} must be a list of strings")
+        allowed = _LIST_CHOICES.get(key)
+        bad = [v for v in value if allowed and v not in allowed]
+        if bad:
+            raise SettingsError(f"{where}: {key}: unknown {', '.join(bad)} (allowed: {', '.join(allowed)})")
+        return tuple(value)
+    if isinstance(default, (int, float)):
+        if from_env:
+            try:
+                value = float(value) if isinstance(default, float) else int(value)
+            except ValueError:
+                raise SettingsError(f"{where}: {key} must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (isinstance(default, int) and not isinstance(value, int)):
+            raise SettingsError(f"{where}: {key} must be a{'n integer' if isinstance(default, int) else ' number'}")
+        low, high = _LIMITS.get(key, (0, 1e9))
+        if isinstance(default, float) and key.endswith("fraction"):
+            low, high = 0.0, 1.0
+        if not low <= value <= high or (isinstance(default, float) and key.endswith("_s") and value <= 0):
+            raise SettingsError(f"{where}: {key} = {value} out of range [{low:g}, {high:g}]")
+        return float(value) if isinstance(default, float) else int(value)
+    if not isinstance(value, str):
+        raise SettingsError(f"{where}: {key} must be a string")
+    if key in _CHOICES and value not in _CHOICES[key]:
+        raise SettingsError(f"{where}: {key} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+    return value
+
+
+def validate(table: Mapping[str, Any], where: str = "[burnin]") -> dict[str, Any]:
+    """A `[burnin]` table (or flags, or the environment's values) as clean values; SettingsError names
+    the key."""
+    known = {f.name: f.default for f in fields(BurninSettings)}
+    out = {}
+    for key, value in table.items():
+        if key not in known:
+            raise SettingsError(f"{where}: unknown key {key!r} (allowed: {', '.join(known)})")
+        out[key] = _coerce(key, value, known[key], where)
+    return out
+
+
+def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """HEALTHCHECK_BURNIN_GEMM_DURATION_S=60 -> {"gemm_duration_s": 60.0} (validated)."""
+    table = {k[len(ENV_PREFIX):].lower(): v for k, v in environ.items() if k.startswith(ENV_PREFIX) and v != ""}
+    return validate(table, "environment")
+
+
+def resolve(config_table: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+            flags: Mapping[str, Any] | None = None) -> BurninSettings:
+    """The effective settings: the suite preset (the suite itself chosen by the highest layer that sets
+    it), then the config table, the environment, the flags."""
+    layers = [validate(config_table or {}), from_env(environ or {}), validate(
+        {k: v for k, v in (flags or {}).items() if v is not None}, "command line")]
+    suite = next((layer["suite"] for layer in reversed(layers) if "suite" in layer), BurninSettings.suite)
+    merged: dict[str, Any] = {"suite": suite, **PRESETS[suite]}
+    for layer in layers:
+        merged.update(layer)
+    return replace(BurninSettings(), **merged)
+
+
+def describe(settings: BurninSettings) -> dict[str, Any]:
+    return {f.name: getattr(settings, f.name) for f in fields(settings)}
+
+
+__all__ = ["BurninSettings", "SettingsError", "resolve", "validate", "from_env", "describe", "PHASES", "SUITES"]

@@ -1,0 +1,294 @@
+"""`healthcheck burnin run|submit|report`. Registered into :mod:`healthcheck.cli`; heavy imports inside
+the commands only. Exit status: 0 passed (warnings allowed), 1 a node or GPU failed, 2 usage or config
+error, 3 internal error, 4 more nodes failed than the blast radius allows (nothing drained: suspect a
+shared cause)."""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from .cli_slurm import UsageFailure
+
+SHARED_CAUSE_EXIT = 4
+
+
+def _settings(config, flags: dict):
+    from .burnin.settings import SettingsError, resolve
+
+    try:
+        return resolve(config.burnin if config else {}, os.environ, flags)
+    except SettingsError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def _references(path: str):
+    from .burnin.references import ReferencesError, load
+    from .safety import UntrustedFile, check_trusted, running_as_root
+
+    try:
+        if path and running_as_root():
+            check_trusted(path, "references file")
+        return load(path or None)
+    except (ReferencesError, UntrustedFile, OSError) as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def _job_nodes() -> tuple[str | None, list[str]]:
+    text = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not text:
+        return None, []
+    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+    try:
+        return text, list(NodeSet(text))
+    except NodeSetParseError as exc:
+        raise UsageFailure(f"SLURM_JOB_NODELIST {text!r}: {exc}") from None
+
+
+def _results_dir(settings, job_id: str | None) -> str:
+    if settings.results_dir:
+        return settings.results_dir
+    if job_id:
+        return os.path.join(os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd(), f"burnin-{job_id}")
+    return ""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def burnin():
+    """Burn-in: GEMM stress with result verification, bandwidth tests, DCGM diag, nccl-tests, storage.
+
+    \b
+    Example:
+      sbatch -N 4 -w gpu[01-04] sbatch_templates/burnin.sbatch      # the usual way
+      healthcheck burnin run --suite quick --backend numpy           # this node, by hand
+      healthcheck burnin report 4711
+    """
+
+
+_FLAG_OPTIONS = [
+    click.option("--suite", type=click.Choice(["quick", "standard", "full"]), help="Preset of durations and tests."),
+    click.option("--phases", help="Comma list of phases (checks,gemm,bandwidth,dcgm,nccl,storage)."),
+    click.option("--backend", type=click.Choice(["auto", "torch", "cupy", "numpy"]), help="GEMM/bandwidth backend."),
+    click.option("--duration", "gemm_duration_s", type=float, help="GEMM stress seconds per GPU."),
+    click.option("--references", help="Site references file (merged over the built-in ones)."),
+    click.option("--results-dir", "results_dir", help="Where each node leaves its result for the allocation step."),
+    click.option("--nccl-dir", "nccl_dir", help="Directory with the nccl-tests binaries."),
+]
+
+
+def _flag_options(fn):
+    for opt in reversed(_FLAG_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+@burnin.command("run")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@_flag_options
+@click.option("--allocation", is_flag=True,
+              help="The allocation step: gather every node's result, run the collective across the job's "
+                   "nodes, localise slow nodes, drain what failed (once per job, after the per-node runs).")
+@click.option("--no-drain", is_flag=True, help="Report only; drain nothing (allocation step).")
+@click.option("--node", help="This node's name (default: $SLURMD_NODENAME or the short hostname).")
+@click.option("--spool", "spool_dir", help="Record the run in this spool (default: the config's [slurm] spool_dir).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references, results_dir, nccl_dir, allocation,
+               no_drain, node, spool_dir, fmt):
+    """Burn in this node (under srun: every node of the job), or with --allocation conclude the job.
+
+    \b
+    Example:
+      srun --ntasks-per-node=1 healthcheck burnin run --suite standard
+      healthcheck burnin run --allocation
+    """
+    from .cli import _load_config
+
+    config = _load_config(config_path)
+    flags = {"suite": suite, "phases": phases, "backend": backend, "gemm_duration_s": gemm_duration_s,
+             "references": references, "results_dir": results_dir, "nccl_dir": nccl_dir}
+    if no_drain:
+        flags["drain"] = False
+    settings = _settings(config, flags)
+    refs = _references(settings.references)
+    job_id = os.environ.get("SLURM_JOB_ID")
+    job_nodes, nodes = _job_nodes()
+    from dataclasses import replace
+
+    settings = replace(settings, results_dir=_results_dir(settings, job_id))
+    if allocation:
+        _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt)
+    else:
+        _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt)
+
+
+def _log(message: str) -> None:
+    click.echo(f"[burnin] {message}", err=True)
+
+
+def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt):
+    from .acquire import snapshot_for
+    from .burnin.node_run import NodeContext, node_record, run_node, write_result
+    from .cli import _expectations
+    from .probes.live import short_hostname
+    from .records import new_run_id
+    from .runner import utc_now_iso
+
+    node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
+    if "/" in node or node.startswith("."):
+        raise UsageFailure(f"node name {node!r} is not a plain name")
+    exp = _expectations(config, node)
+    started = utc_now_iso()
+    ctx = NodeContext(node, settings, refs, job_id, job_nodes,
+                      snapshot=lambda: (snapshot_for(node, exp, started), exp), log=_log)
+    verdict = run_node(ctx, started)
+    run_id = new_run_id()
+    record = node_record(ctx, verdict, run_id, config_path or (config.path if config else None))
+    spool = spool_dir or (config.slurm.spool_dir if config else None)
+    if spool:
+        from .spool import SpoolError, append
+
+        try:
+            append(spool, record)
+        except (SpoolError, OSError, ValueError) as exc:
+            _log(f"warning: run not recorded in {spool}: {exc}")
+    if settings.results_dir:
+        try:
+            write_result(settings.results_dir, node, record)
+        except OSError as exc:
+            _log(f"warning: result not written to {settings.results_dir}: {exc.strerror or exc}")
+    if fmt == "json":
+        click.echo(json.dumps(record, indent=1, default=str))
+    else:
+        from .burnin.summary import node_text
+
+        click.echo(node_text(record))
+    from .cli import _exit
+    from .output import exit_code
+
+    _exit(exit_code(verdict))
+
+
+def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
+    from .burnin.allocation import apply_drains, run_allocation
+    from .burnin.summary import allocation_text
+    from .cli import _exit
+    from .model import Status
+    from .records import new_run_id
+
+    if not nodes:
+        raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
+                           "SLURM_JOB_NODELIST is not set)")
+    from .runner import utc_now_iso
+
+    started = utc_now_iso()
+    outcome = run_allocation(nodes, settings, refs, job_id, _log)
+    run_id = new_run_id()
+    if settings.drain and outcome.drain:
+        from .slurm.actions import backend_for
+        from .slurm.settings import SlurmSettings
+
+        slurm_settings = config.slurm if config else SlurmSettings()
+        apply_drains(outcome, slurm_settings, backend_for(slurm_settings), run_id, _log)
+    if config:
+        _spool_allocation(config.slurm.spool_dir, outcome, run_id, started, config_path or config.path, job_id,
+                          os.environ.get("SLURM_JOB_NODELIST"))
+    if settings.results_dir:
+        from .burnin.node_run import write_result
+
+        try:
+            task = os.environ.get("SLURM_ARRAY_TASK_ID")  # array tasks share the directory: one summary each
+            write_result(settings.results_dir, f"summary-{task}" if task else "summary",
+                         {"run_id": run_id, **outcome.to_dict()})
+        except OSError as exc:
+            _log(f"warning: summary not written: {exc.strerror or exc}")
+    if fmt == "json":
+        click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
+    else:
+        click.echo(allocation_text(outcome.to_dict()))
+    if outcome.suspect_shared_cause:
+        _exit(SHARED_CAUSE_EXIT)
+    _exit(1 if outcome.status is Status.FAIL else 0)
+
+
+def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_path, job_id, job_nodes) -> None:
+    """The job step's own run (the collective, the localisation, the fleet digests; context
+    ``burnin-job``, node = the batch host) and one action record per drain, for the history."""
+    from .burnin.allocation import job_verdict
+    from .probes.live import short_hostname
+    from .records import run_record
+    from .runner import utc_now_iso
+    from .spool import SpoolError, append
+
+    host = os.environ.get("SLURMD_NODENAME") or short_hostname()
+    verdict = job_verdict(outcome, host, started)
+    records = [run_record(verdict, run_id, job_id, config_path, job_nodes=job_nodes)]
+    for a in outcome.actions:
+        if a["action"] in ("drain", "resume"):
+            records.append({"kind": "action", "schema_version": 1, "run_id": run_id, "node": a["node"],
+                            "time": utc_now_iso(), "action": a["action"], "reason": a["reason"], "job_id": job_id,
+                            "context": "burnin", "why": a["why"],
+                            "checks": sorted({f.check for f in outcome.per_node[a["node"]].findings
+                                              if f.status.value == "fail"})})
+    try:
+        for rec in records:
+            append(spool, rec)
+    except (SpoolError, OSError, ValueError) as exc:
+        _log(f"warning: job step not recorded in {spool}: {exc}")
+
+
+@burnin.command("report")
+@click.argument("job_id")
+@click.option("--results-dir", "results_dir", help="The job's results directory (default: ./burnin-JOBID).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def burnin_report(job_id, results_dir, fmt):
+    """The verdict of a burn-in job, per node and per GPU, from its results directory.
+
+    \b
+    Example:
+      healthcheck burnin report 4711 --results-dir /shared/burnin-4711
+    """
+    from .burnin.summary import SummaryError, allocation_text, load_job
+
+    try:
+        data = load_job(results_dir or os.path.join(os.getcwd(), f"burnin-{job_id}"), job_id)
+    except SummaryError as exc:
+        raise UsageFailure(str(exc)) from None
+    click.echo(json.dumps(data, indent=1, default=str) if fmt == "json" else allocation_text(data))
+
+
+@burnin.command("submit")
+@click.option("-N", "--nodes", "nnodes", type=int, help="Number of nodes.")
+@click.option("-w", "--nodelist", help="Nodes to burn in (Slurm hostlist).")
+@click.option("-p", "--partition", help="Partition.")
+@click.option("--reservation", help="Reservation.")
+@click.option("--gpus-per-node", type=int, help="GPUs per node (requests GRES).")
+@click.option("--suite", type=click.Choice(["quick", "standard", "full"]), default="standard", show_default=True)
+@click.option("--template", type=click.Path(dir_okay=False, exists=True),
+              help="The sbatch template (default: sbatch_templates/burnin.sbatch).")
+@click.option("--time", "time_limit", help="Time limit (sbatch --time).")
+@click.option("--dry-run", is_flag=True, help="Print the sbatch command, submit nothing.")
+def burnin_submit(nnodes, nodelist, partition, reservation, gpus_per_node, suite, template, time_limit, dry_run):
+    """Render the sbatch flags for a burn-in and submit it.
+
+    \b
+    Example:
+      healthcheck burnin submit -N 8 -w gpu[01-08] --suite full --dry-run
+    """
+    from .burnin.submit import SubmitError, sbatch_argv, submit
+
+    try:
+        argv = sbatch_argv(template, nnodes=nnodes, nodelist=nodelist, partition=partition,
+                           reservation=reservation, gpus_per_node=gpus_per_node, suite=suite, time_limit=time_limit)
+    except SubmitError as exc:
+        raise UsageFailure(str(exc)) from None
+    if dry_run:
+        click.echo(" ".join(argv))
+        return
+    try:
+        click.echo(submit(argv))
+    except SubmitError as exc:
+        raise click.ClickException(str(exc)) from None
+
+

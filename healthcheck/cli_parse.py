@@ -1,0 +1,171 @@
+"""`healthcheck parse KIND FILE`: the parsers on a recorded tool output, as a summary or JSON (for
+scripts and for triage of outputs from elsewhere). Registered into :mod:`healthcheck.cli`."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .cli_slurm import UsageFailure
+
+MAX_INPUT = 64 * 1024 * 1024
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT + 1)
+    except OSError as exc:
+        raise UsageFailure(f"{path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT:
+        raise UsageFailure(f"{path}: larger than {MAX_INPUT >> 20} MiB; not a tool output")
+    return data.decode("utf-8", "replace")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def parse():
+    """Parse a recorded tool output and print the facts found.
+
+    \b
+    Example:
+      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --json
+      healthcheck parse nccl-tests all_reduce.log --json
+    """
+
+
+def _emit(data: dict, as_json: bool, text: str) -> None:
+    click.echo(json.dumps(data, indent=1, allow_nan=False) if as_json else text)
+
+
+def _plain(value):
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _node_facts(kind: str, path: str, as_json: bool) -> None:
+    from .parsers import ParseError
+    from .parsers.describe import describe
+
+    text = _read(path)
+    try:
+        if kind == "nvidia-smi":
+            from .parsers.nvidia_smi import parse_nvidia_smi as parser
+        elif kind == "kernel-log":
+            from .parsers.kernel_log import parse_kernel_log as parser
+        else:
+            from .parsers.ibstat import parse_ibstat as parser
+        result = parser(text)
+    except ParseError as exc:
+        raise UsageFailure(f"{path}: {exc}") from exc
+    click.echo(json.dumps(_plain(result), indent=2) if as_json else describe(kind, result))
+
+
+@parse.command("nvidia-smi")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed facts as JSON.")
+def parse_nvidia_smi(path, as_json):
+    """`nvidia-smi -q -x` (XML) or `nvidia-smi -q` (text), detected -> per-GPU facts.
+
+    \b
+    Example:
+      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --json
+    """
+    _node_facts("nvidia-smi", path, as_json)
+
+
+@parse.command("kernel-log")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed events as JSON.")
+def parse_kernel_log(path, as_json):
+    """A kernel log (dmesg, dmesg -T, journal, syslog) -> NVIDIA Xid and driver events.
+
+    \b
+    Example:
+      healthcheck parse kernel-log /var/log/kern.log
+    """
+    _node_facts("kernel-log", path, as_json)
+
+
+@parse.command("ibstat")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed ports as JSON.")
+def parse_ibstat(path, as_json):
+    """`ibstat` output -> InfiniBand/RoCE ports, states, rates, firmware.
+
+    \b
+    Example:
+      ibstat > ibstat.txt; healthcheck parse ibstat ibstat.txt
+    """
+    _node_facts("ibstat", path, as_json)
+
+
+@parse.command("nccl-tests")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (default: a summary).")
+def parse_nccl(path, as_json):
+    """An nccl-tests output (any *_perf binary, any version) -> rows, ranks, errors, α-β fit.
+
+    \b
+    Example:
+      all_reduce_perf -b 8 -e 8G -f 2 -g 8 > ar.log; healthcheck parse nccl-tests ar.log --json
+    """
+    from .burnin.alphabeta import fit
+    from .parsers.nccl_tests import NcclParseError, parse as parse_text
+
+    try:
+        result = parse_text(_read(path))
+    except NcclParseError as exc:
+        raise UsageFailure(f"{path}: {exc}") from None
+    data = result.to_dict()
+    ab = fit(result.rows) if result.rows else None
+    data["alpha_beta"] = None if ab is None else {"alpha_us": ab.alpha_us, "beta_gbps": ab.beta_gbps, "r2": ab.r2,
+                                                  "points": ab.points}
+    text = (f"{len(result.rows)} sizes, {len(result.ranks)} ranks, avg busbw {result.avg_busbw_gbps}, "
+            f"wrong {result.wrong_total}, out of bounds {result.out_of_bounds}, errors {len(result.errors)}"
+            + (f", α {ab.alpha_us:.2f} µs β {ab.beta_gbps:.2f} GB/s" if ab else ""))
+    _emit(data, as_json, text)
+
+
+@parse.command("dcgmi")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (default: a summary).")
+def parse_dcgmi(path, as_json):
+    """A `dcgmi diag` output (text table or -j JSON) -> tests, per-GPU status, overall verdict.
+
+    \b
+    Example:
+      dcgmi diag -r 2 -j > diag.json; healthcheck parse dcgmi diag.json --json
+    """
+    from .parsers.dcgmi import DcgmiParseError, parse_diag
+
+    try:
+        diag = parse_diag(_read(path))
+    except DcgmiParseError as exc:
+        raise UsageFailure(f"{path}: {exc}") from None
+    text = f"overall {diag.overall}: " + ", ".join(f"{t.name}={t.status}" for t in diag.tests)
+    _emit(diag.to_dict(), as_json, text)
+
+
+@parse.command("fio")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (default: a summary).")
+def parse_fio(path, as_json):
+    """An fio --output-format=json output -> per-job bandwidth, IOPS, p99 latency.
+
+    \b
+    Example:
+      fio job.fio --output-format=json > fio.json; healthcheck parse fio fio.json
+    """
+    from .parsers.fio import FioParseError, parse as parse_text
+
+    try:
+        result = parse_text(_read(path))
+    except FioParseError as exc:
+        raise UsageFailure(f"{path}: {exc}") from None
+    text = "; ".join(f"{j.name}: read {j.read_bw_bytes} B/s, write {j.write_bw_bytes} B/s" for j in result.jobs)
+    _emit(result.to_dict(), as_json, text)
