@@ -170,6 +170,12 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     _exit(exit_code(verdict))
 
 
+def summary_name(job_id: str | None) -> str:
+    """summary-<job>[_<array task>]: jobs and array tasks may share one results directory (the sweep's)."""
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"summary-{job_id or 'nojob'}" + (f"_{task}" if task else "")
+
+
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
     from .burnin.allocation import apply_drains, run_allocation
     from .burnin.summary import allocation_text
@@ -198,9 +204,7 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
         from .burnin.node_run import write_result
 
         try:
-            task = os.environ.get("SLURM_ARRAY_TASK_ID")  # array tasks share the directory: one summary each
-            write_result(settings.results_dir, f"summary-{task}" if task else "summary",
-                         {"run_id": run_id, **outcome.to_dict()})
+            write_result(settings.results_dir, summary_name(job_id), {"run_id": run_id, **outcome.to_dict()})
         except OSError as exc:
             _log(f"warning: summary not written: {exc.strerror or exc}")
     if fmt == "json":

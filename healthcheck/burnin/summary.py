@@ -81,10 +81,10 @@ def allocation_text(data: dict[str, Any]) -> str:
 
 
 def load_job(results_dir: str, job_id: str) -> dict[str, Any]:
-    """The job's summary.json when the allocation step wrote one; else the nodes' own results."""
+    """The job's summary-<job>.json when its allocation step wrote one; else the nodes' own results."""
     if not os.path.isdir(results_dir):
         raise SummaryError(f"no results directory {results_dir} for job {job_id} (give --results-dir)")
-    summary = os.path.join(results_dir, "summary.json")
+    summary = os.path.join(results_dir, f"summary-{job_id}.json")
     try:
         if os.path.exists(summary):
             with open(summary, encoding="utf-8") as fh:

@@ -86,7 +86,7 @@ def test_burnin_names_and_drains_the_slow_node(site, slurm_cluster_factory):
     log = out.read_text()
     assert state.get("ExitCode", "0:0") == "0:0", log
 
-    summary = json.loads((results / "summary.json").read_text())
+    summary = json.loads((results / f"summary-{job}.json").read_text())
     assert summary["job_id"] == job and summary["nodes"] == list(NODES), log
     assert summary["drain"] == [SLOW], log
     assert summary["localisation"]["bad"] == [SLOW] and summary["localisation"]["suspects"] == [], log
