@@ -278,6 +278,7 @@ def _register() -> None:
     from .cli_slurm import slurm
     from .cli_burnin import burnin
     from .cli_parse import parse
+    from .cli_sweep import sweep
 
     cli.add_command(history)
     cli.add_command(db)
@@ -285,6 +286,7 @@ def _register() -> None:
     cli.add_command(slurm)
     cli.add_command(burnin)
     cli.add_command(parse)
+    cli.add_command(sweep)
 
 
 _register()

@@ -48,6 +48,7 @@ class Config:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     history_db_url: str | None = None  # [history] db_url
     burnin: dict[str, Any] = field(default_factory=dict)  # [burnin], validated (healthcheck/burnin/settings.py)
+    sweep: dict[str, Any] = field(default_factory=dict)  # [sweep], validated (healthcheck/sweep/settings.py)
 
     def node_class(self, node: str) -> NodeClass | None:
         return next((c for c in self.classes if c.matches(node)), None)

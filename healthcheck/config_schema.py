@@ -65,11 +65,11 @@ class Validator:
         return header_line
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin"}
+        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin", "sweep"}
         if unknown:
             key = sorted(unknown)[0]
             raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
-                             "[slurm], [history], [burnin])", "", key)
+                             "[slurm], [history], [burnin], [sweep])", "", key)
         if not isinstance(data.get("slurm", {}), dict):
             raise self.error("[slurm] must be a table", "", "slurm")
         slurm, problem = validate_slurm(data.get("slurm", {}))
@@ -94,7 +94,20 @@ class Validator:
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
         db_url = self.history(data.get("history", {}))
-        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url, self.burnin(data.get("burnin", {})))
+        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url, self.burnin(data.get("burnin", {})),
+                      self.sweep(data.get("sweep", {})))
+
+    def sweep(self, value: Any) -> dict[str, Any]:
+        """[sweep]: validated here, applied by `healthcheck sweep`."""
+        from .sweep.settings import SweepSettingsError, validate
+
+        if not isinstance(value, dict):
+            raise self.error("[sweep] must be a table", "", "sweep")
+        try:
+            return validate(value)
+        except SweepSettingsError as exc:
+            key = next((k for k in value if f" {k} " in str(exc) or f"{k!r}" in str(exc)), None)
+            raise self.error(str(exc), "sweep", key) from None
 
     def burnin(self, value: Any) -> dict[str, Any]:
         """[burnin]: validated here (a typo fails `config validate`), applied by `healthcheck burnin`."""

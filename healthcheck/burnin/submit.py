@@ -16,19 +16,19 @@ class SubmitError(ValueError):
     pass
 
 
-def default_template() -> str:
-    """sbatch_templates/burnin.sbatch of this installation: $HEALTHCHECK_SBATCH_DIR, the source tree
-    next to the package, or <prefix>/share/healthcheck/sbatch_templates."""
+def default_template(name: str = "burnin.sbatch") -> str:
+    """sbatch_templates/<name> of this installation: $HEALTHCHECK_SBATCH_DIR, the source tree next to
+    the package, or <prefix>/share/healthcheck/sbatch_templates."""
     import sys
 
     candidates = [os.environ.get("HEALTHCHECK_SBATCH_DIR", ""),
                   str(Path(__file__).resolve().parents[2] / "sbatch_templates"),
                   os.path.join(sys.prefix, "share", "healthcheck", "sbatch_templates")]
     for folder in candidates:
-        path = os.path.join(folder, "burnin.sbatch") if folder else ""
+        path = os.path.join(folder, name) if folder else ""
         if path and os.path.isfile(path):
             return path
-    raise SubmitError("burnin.sbatch not found: give --template or set HEALTHCHECK_SBATCH_DIR")
+    raise SubmitError(f"{name} not found: give --template or set HEALTHCHECK_SBATCH_DIR")
 
 
 def sbatch_argv(template: str | None, *, nnodes: int | None = None, nodelist: str | None = None,

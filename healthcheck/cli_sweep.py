@@ -1,0 +1,79 @@
+"""`healthcheck sweep`: the nightly burn-in of idle nodes and of nodes we drained. Registered into
+:mod:`healthcheck.cli`. Exit status: 0 nothing failed, 1 nodes failed (drained under the rules),
+2 usage or config error, 3 internal error, 4 a check failed on more nodes than the blast radius allows
+(suspect check or shared cause: not drained for it), 5 another sweep is running."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .cli_slurm import UsageFailure
+
+
+@click.command("sweep")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (nodes, jobs, actions); change nothing.")
+@click.option("--max-nodes", type=int, help="Nodes burned in at once.")
+@click.option("--partition", help="Only nodes of this partition.")
+@click.option("--window", help="HH:MM-HH:MM: start only inside this local time window.")
+@click.option("--suite", type=click.Choice(["quick", "standard", "full"]), help="Burn-in suite of the jobs.")
+@click.option("--no-report", is_flag=True, help="Do not write the readiness report at the end.")
+@click.option("--db", "db_url", help="History database for the sweep's results (else the config's / default).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, db_url, fmt):
+    """Burn in idle nodes and nodes we drained; resume what passes, drain what fails, within a budget.
+
+    Never touches a node whose reason is not ours; when one check fails on more nodes than the blast
+    radius allows, drains nobody for it and says so (exit 4). A lock prevents overlapping sweeps; a
+    sweep killed halfway is continued by the next run.
+
+    \b
+    Example:
+      healthcheck sweep --dry-run
+      healthcheck sweep --config /etc/healthcheck/healthcheck.toml --max-nodes 32 --window 01:00-05:00
+    """
+    from .burnin.submit import SubmitError
+    from .cli import _exit, _load_config
+    from .config import Config
+    from .slurm.actions import backend_for
+    from .slurm.backend import SlurmError
+    from .sweep import state as st
+    from .sweep.jobs import JobError
+    from .sweep.run import BUSY_EXIT, Sweeper
+    from .sweep.settings import SweepSettingsError, resolve
+
+    config = _load_config(config_path) or Config(None)
+    try:
+        settings = resolve(config.sweep, {"max_nodes": max_nodes, "partition": partition, "window": window,
+                                          "suite": suite, "report": False if no_report else None,
+                                          "db_url": db_url})
+    except SweepSettingsError as exc:
+        raise UsageFailure(str(exc)) from None
+
+    def log(message: str) -> None:
+        click.echo(f"[sweep] {message}", err=True)
+
+    sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log)
+    try:
+        outcome = sweeper.run(dry_run=dry_run)
+    except st.SweepBusy as exc:
+        click.echo(f"[sweep] {exc}: not starting a second one", err=True)
+        _exit(BUSY_EXIT)
+        return
+    except (st.StateError, SlurmError, JobError, SubmitError, OSError) as exc:
+        raise click.ClickException(f"sweep stopped: {exc} (the next run continues from the saved state)") from None
+    if not dry_run and outcome.results_dir and settings.report and outcome.results:
+        from .sweep.finish import ingest_and_report
+
+        outcome.report = ingest_and_report(config.slurm.spool_dir, outcome.results_dir, settings.db_url or None,
+                                           config.path, log)
+    if fmt == "json":
+        click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
+    else:
+        from .sweep.text import render
+
+        click.echo(render(outcome))
+    _exit(outcome.exit_code if not dry_run else 0)
+
+

@@ -1,0 +1,51 @@
+"""After a sweep: its records into the history database, and the readiness report next to its results.
+Both are best effort: a database that is down leaves the records spooled for the next ingest."""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+
+
+def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, config_path: str | None,
+                      log) -> str | None:
+    """The report's path, or None when the history could not be reached (said in the log)."""
+    from ..config import ConfigError, site_db_url
+    from ..history.db import HistoryError, open_engine
+    from ..history import migrations
+    from ..history.ingest import ingest
+    from ..history.queries import load_frames
+
+    now = datetime.now(timezone.utc)
+    try:
+        engine = open_engine(db_url or None, None if db_url else site_db_url(config_path))
+    except (HistoryError, ConfigError, TypeError) as exc:
+        log(f"history unreachable ({exc}): records stay spooled in {spool_dir}")
+        return None
+    try:
+        migrations.require_current(engine, create=True)  # a first sweep creates the schema; a newer one refuses
+        report = ingest([spool_dir], engine)
+        log(f"history: {report.summary()}")
+        frames = load_frames(engine, since=now - timedelta(days=30))
+    except HistoryError as exc:
+        log(f"history unreachable ({exc}): records stay spooled in {spool_dir}")
+        return None
+    finally:
+        engine.dispose()
+    from ..report import build_report, render_html
+
+    node_class = None
+    if config_path:
+        from ..config import load
+
+        try:
+            cfg = load(config_path)
+            node_class = lambda n: (c.name if (c := cfg.node_class(n)) else None)  # noqa: E731
+        except ConfigError:
+            node_class = None
+    rep = build_report(frames, now - timedelta(days=30), now, node_class=node_class)
+    path = os.path.join(results_dir, "report.html")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(render_html(rep, plots=True))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,327 @@
+"""One sweep, start to end (I/O; the decisions are in plan.py and decide.py).
+
+lock -> continue an unfinished sweep, or plan a new one -> MAINT reservation for the swept nodes ->
+resume ours into it -> one burn-in job per node (recorded before and after each submit, adopted by
+name after a crash) -> wait with progress -> collect each node's result -> decide under the blast-radius
+limit -> act under the ownership rules -> delete the reservation -> history + readiness report.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from .. import subproc
+from ..model import Finding, Status
+from ..slurm.reasons import is_ours
+from . import state as st
+from .decide import Decisions, NodeResult, decide
+from .jobs import JobError, SlurmJobs
+from .plan import Candidate, Plan, make_plan
+from .settings import SweepSettings, in_window
+
+TERMINAL = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+            "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT")
+FLAGGED_EXIT, BUSY_EXIT = 4, 5
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str | None
+    plan: Plan
+    results: dict[str, str] = field(default_factory=dict)       # node -> burn-in status
+    decisions: Decisions | None = None
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    results_dir: str | None = None
+    report: str | None = None
+    dry_run: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.decisions and self.decisions.flagged:
+            return FLAGGED_EXIT
+        return 1 if any(s == "fail" for s in self.results.values()) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sweep_id": self.sweep_id, "dry_run": self.dry_run, "plan": self.plan.to_dict(),
+                "results": self.results, "suspect": self.decisions.suspect if self.decisions else {},
+                "actions": [a.to_dict() for a in self.decisions.actions] if self.decisions else [],
+                "applied": self.applied, "notes": self.notes, "results_dir": self.results_dir,
+                "report": self.report, "exit_code": self.exit_code}
+
+
+class Sweeper:
+    def __init__(self, config, settings: SweepSettings, backend, jobs: SlurmJobs | None = None,
+                 log: Callable[[str], None] = print, clock: Callable[[], datetime] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config, self.settings, self.backend = config, settings, backend
+        self.jobs = jobs or SlurmJobs()
+        self.log, self.sleep = log, sleep
+        self.clock = clock or (lambda: datetime.now().astimezone())
+        self.state_dir = config.slurm.state_dir
+
+    # -------------------------------------------------------------------------------------- plan
+    def sbatch_argv(self, sweep_id: str, results_dir: str, node: str, reservation: str | None) -> list[str]:
+        from ..burnin.submit import default_template
+
+        s = self.settings
+        # --array=0: the array template's own default (--array=1-2) must not run a node twice
+        argv = ["sbatch", "--parsable", "-J", f"hc-sweep-{sweep_id}-{node}", "--array=0", "-w", node, "-N", "1",
+                "--exclusive",
+                f"--nice={s.nice}", f"--time={s.time_limit}", "-o", os.path.join(results_dir, f"{node}.out")]
+        if s.partition:
+            argv += ["-p", s.partition]
+        if reservation:
+            argv += [f"--reservation={reservation}"]
+        argv += ["--export=ALL", s.template or default_template("burnin-array.sbatch")]
+        return argv
+
+    def job_env(self, results_dir: str) -> dict[str, str]:
+        env = subproc.job_env()
+        env.update({k: v for k, v in os.environ.items() if k.startswith("HEALTHCHECK")})
+        env.update({"HEALTHCHECK_BURNIN_SUITE": self.settings.suite, "HEALTHCHECK_BURNIN_DRAIN": "false",
+                    "HEALTHCHECK_BURNIN_RESULTS_DIR": results_dir})
+        if self.config.path:
+            env["HEALTHCHECK_CONFIG"] = os.path.abspath(self.config.path)
+        return env
+
+    # --------------------------------------------------------------------------------------- run
+    def run(self, dry_run: bool = False) -> SweepOutcome:
+        with st.Lock(self.state_dir):
+            previous = st.load(self.state_dir)
+            if previous is not None and previous.phase != "done":
+                if dry_run:
+                    out = SweepOutcome(previous.sweep_id, Plan(), dry_run=True, results_dir=previous.results_dir)
+                    out.notes.append(f"sweep {previous.sweep_id} is unfinished ({previous.phase}); the next run "
+                                     "continues it: nothing new would be planned")
+                    return out
+                self.log(f"continuing unfinished sweep {previous.sweep_id} ({previous.phase})")
+                return self._continue(previous)
+            states = self.backend.nodes()
+            plan = make_plan(states, self.settings)
+            now = self.clock()
+            if dry_run:
+                return self._dry_run(plan, states, now)
+            if not in_window(self.settings.window, now.hour, now.minute):
+                out = SweepOutcome(None, plan)
+                out.notes.append(f"outside the sweep window {self.settings.window}: nothing started")
+                return out
+            if not plan.test:
+                out = SweepOutcome(None, plan)
+                out.notes.append("no node to test")
+                return out
+            sweep_id = now.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(2).hex()
+            results_dir = os.path.join(self.settings.results_root, sweep_id)
+            os.makedirs(results_dir, mode=0o755, exist_ok=True)
+            state = st.SweepState(sweep_id, now.isoformat(timespec="seconds"), results_dir,
+                                  nodes=[{"node": c.node, "ours": c.ours, "reason": c.reason} for c in plan.test])
+            st.save(self.state_dir, state)
+            return self._continue(state, plan)
+
+    def _dry_run(self, plan: Plan, states, now: datetime) -> SweepOutcome:
+        out = SweepOutcome(None, plan, dry_run=True)
+        if not in_window(self.settings.window, now.hour, now.minute):
+            out.notes.append(f"outside the sweep window {self.settings.window}: a real run would start nothing now")
+        res = "healthcheck-sweep-<id>" if self.settings.reservation else None
+        if res and plan.test:
+            out.notes.append(f"would create reservation {res} (MAINT) on {','.join(c.node for c in plan.test)}")
+        for c in plan.test:
+            if c.ours:
+                out.notes.append(f"would resume {c.node} (drained by us: {c.reason}) into the reservation")
+            out.notes.append("would run: " + " ".join(self.sbatch_argv("<id>", "<results>", c.node, res)))
+        out.notes.append("then: drain nodes that fail (reason with the run id), resume ours that pass, within "
+                         f"the blast-radius cap of {self._cap(states)} node(s) per check")
+        return out
+
+    def _cap(self, states) -> int:
+        from .decide import cap_for
+
+        return cap_for(len(self._considered(states)), self.settings)
+
+    def _considered(self, states) -> list[str]:
+        part = self.settings.partition
+        return [n for n, s in states.items()
+                if not part or part in s.fields.get("Partitions", "").split(",")]
+
+    def _continue(self, state: st.SweepState, plan: Plan | None = None) -> SweepOutcome:
+        cands = [Candidate(d["node"], d["ours"], d["reason"]) for d in state.nodes]
+        out = SweepOutcome(state.sweep_id, plan or Plan(test=cands), results_dir=state.results_dir)
+        if state.phase == "planned":
+            self._start(state, cands)
+        if state.phase == "submitted":
+            self._wait(state)
+            state.phase = "collected"
+            st.save(self.state_dir, state)
+        if state.phase == "collected":
+            self._conclude(state, cands, out)
+        return out
+
+    def _start(self, state: st.SweepState, cands: list[Candidate]) -> None:
+        nodes = [c.node for c in cands]
+        if self.settings.reservation and state.reservation is None:
+            name = f"healthcheck-sweep-{state.sweep_id}"
+            minutes = math.ceil(self.settings.wait_timeout_s / 60) + 10
+            import pwd
+
+            self.jobs.create_reservation(name, nodes, minutes, pwd.getpwuid(os.geteuid()).pw_name)
+            state.reservation = name
+            st.save(self.state_dir, state)
+            self.log(f"reservation {name} on {','.join(nodes)}")
+        for c in cands:
+            if c.ours and c.node not in state.resumed:
+                current = self.backend.node(c.node)
+                if current.reason and not is_ours(current.reason):
+                    self.log(f"{c.node}: reason changed to {current.reason!r} (not ours): not resumed, not tested")
+                    continue
+                self.backend.resume(c.node)
+                state.resumed.append(c.node)
+                st.save(self.state_dir, state)
+                self.log(f"{c.node}: resumed into the reservation for its burn-in")
+        prefix = f"hc-sweep-{state.sweep_id}-"
+        existing = self.jobs.jobs_named(prefix)  # submitted before a crash, not yet recorded
+        env = self.job_env(state.results_dir)
+        for c in cands:
+            if c.node in state.jobs:
+                continue
+            if c.ours and c.node not in state.resumed:
+                continue
+            job = existing.get(prefix + c.node)
+            if job is None:
+                job = self.jobs.submit(self.sbatch_argv(state.sweep_id, state.results_dir, c.node, state.reservation),
+                                       env)
+                self.log(f"{c.node}: burn-in job {job}")
+            else:
+                self.log(f"{c.node}: adopting job {job} submitted before an interruption")
+            state.jobs[c.node] = job
+            st.save(self.state_dir, state)
+        state.phase = "submitted"
+        st.save(self.state_dir, state)
+
+    def _wait(self, state: st.SweepState) -> None:
+        started = datetime.fromisoformat(state.started_at)
+        deadline = started.timestamp() + self.settings.wait_timeout_s
+        last = None
+        while True:
+            states = {n: self.jobs.job_state(j) for n, j in state.jobs.items()}
+            done = [n for n, s in states.items() if s is None or s.split("+")[0] in TERMINAL]
+            line = (f"sweep {state.sweep_id}: {len(done)}/{len(states)} done, "
+                    f"{sum(1 for s in states.values() if s == 'RUNNING')} running, "
+                    f"{sum(1 for s in states.values() if s == 'PENDING')} pending")
+            if line != last:
+                self.log(line)
+                last = line
+            if len(done) == len(states):
+                return
+            if time.time() > deadline:
+                for n, s in states.items():
+                    if n not in done:
+                        self.log(f"{n}: job {state.jobs[n]} still {s} at the sweep deadline: cancelled")
+                        try:
+                            self.jobs.cancel(state.jobs[n])
+                        except JobError as exc:
+                            self.log(f"{n}: cancel failed: {exc}")
+                return
+            self.sleep(self.settings.poll_s)
+
+    def _results(self, state: st.SweepState, cands: list[Candidate]) -> dict[str, NodeResult]:
+        out = {}
+        for c in cands:
+            if c.ours and c.node not in state.resumed:
+                continue  # its reason changed under us: not tested, not ours to act on
+            path = os.path.join(state.results_dir, f"{c.node}.json")
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    rec = json.load(fh)
+                findings = [Finding(r["check"], Status(r["status"]), r.get("message", ""), r.get("component"),
+                                    dict(r.get("metrics") or {})) for r in rec.get("results", [])]
+                out[c.node] = NodeResult(c.node, Status(rec["status"]), findings, c.ours, c.reason)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                why = f"no burn-in result ({type(exc).__name__})"
+                out[c.node] = NodeResult(c.node, Status.ERROR, [Finding("sweep.result", Status.ERROR, why)], c.ours,
+                                         c.reason)
+        return out
+
+    def _conclude(self, state: st.SweepState, cands: list[Candidate], out: SweepOutcome) -> None:
+        from ..records import new_run_id
+
+        results = self._results(state, cands)
+        out.results = {n: r.status.value for n, r in results.items()}
+        states = self.backend.nodes()
+        ours_now = {n: s.reason for n, s in states.items() if s.reason and is_ours(s.reason)}
+        run_id = new_run_id()
+        out.decisions = decide(results, ours_now, len(self._considered(states)), self.settings, run_id)
+        for check, why in out.decisions.suspect.items():
+            self.log(f"SUSPECT {why}")
+        for action in out.decisions.actions:
+            out.applied.append(self._apply(action))
+        if state.reservation:
+            try:
+                self.jobs.delete_reservation(state.reservation)
+            except JobError as exc:
+                out.notes.append(f"reservation {state.reservation} not deleted: {exc}")
+        self._record(state, results, out, run_id)
+        state.phase = "done"
+        st.save(self.state_dir, state)
+        _write_json(os.path.join(state.results_dir, "sweep.json"), out.to_dict())
+
+    def _apply(self, action) -> dict[str, Any]:
+        from ..slurm.backend import SlurmError
+
+        entry = action.to_dict()
+        if action.action in ("none", "resume"):
+            entry["applied"] = action.action == "resume"  # resumed at the start, into the reservation
+            return entry
+        try:
+            current = self.backend.node(action.node)
+            if current.reason and not is_ours(current.reason):
+                entry.update(applied=False, why=f"{action.why}; reason now {current.reason!r}, not ours: left")
+                return entry
+            self.backend.drain(action.node, action.reason)
+            entry["applied"] = True
+            self.log(f"{action.node}: {action.action}: {action.reason}")
+        except SlurmError as exc:
+            entry.update(applied=False, why=f"{action.why}; refused: {exc}")
+            self.log(f"{action.node}: {action.action} refused: {exc}")
+        return entry
+
+    def _record(self, state: st.SweepState, results: dict[str, NodeResult], out: SweepOutcome, run_id: str) -> None:
+        """The nodes' burn-in records and the sweep's actions, to this host's spool (the history ingests
+        them; re-ingesting a node's own spool later is a no-op by run id)."""
+        from ..runner import utc_now_iso
+        from ..spool import SpoolError, append
+
+        spool = self.config.slurm.spool_dir
+        records = []
+        for node in results:
+            try:
+                with open(os.path.join(state.results_dir, f"{node}.json"), encoding="utf-8") as fh:
+                    records.append(json.load(fh))
+            except (OSError, ValueError):
+                pass
+        for a in out.applied:
+            if a.get("applied") and a["action"] in ("drain", "restore", "resume"):
+                records.append({"kind": "action", "schema_version": 1, "run_id": run_id, "node": a["node"],
+                                "time": utc_now_iso(), "action": "resume" if a["action"] == "resume" else "drain",
+                                "reason": a["reason"], "job_id": state.jobs.get(a["node"]), "context": "sweep",
+                                "why": a["why"], "checks": a["checks"]})
+        try:
+            for rec in records:
+                append(spool, rec)
+        except (SpoolError, OSError, ValueError) as exc:
+            out.notes.append(f"sweep records not spooled to {spool}: {exc}")
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
