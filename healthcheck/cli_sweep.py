@@ -5,10 +5,31 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
 from .cli_slurm import UsageFailure
+
+
+class _Bar:
+    """A click progress bar of the burn-in jobs, on a terminal only (cron and systemd get plain lines)."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="sweep: burn-in jobs", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
 
 
 @click.command("sweep")
@@ -54,7 +75,8 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
     def log(message: str) -> None:
         click.echo(f"[sweep] {message}", err=True)
 
-    sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log)
+    bar = _Bar() if sys.stderr.isatty() and not dry_run else None
+    sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log, progress=bar)
     try:
         outcome = sweeper.run(dry_run=dry_run)
     except st.SweepBusy as exc:
@@ -63,6 +85,9 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         return
     except (st.StateError, SlurmError, JobError, SubmitError, OSError) as exc:
         raise click.ClickException(f"sweep stopped: {exc} (the next run continues from the saved state)") from None
+    finally:
+        if bar is not None:
+            bar.close()
     if not dry_run and outcome.results_dir and settings.report and outcome.results:
         from .sweep.finish import ingest_and_report
 

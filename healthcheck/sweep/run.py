@@ -58,10 +58,12 @@ class SweepOutcome:
 class Sweeper:
     def __init__(self, config, settings: SweepSettings, backend, jobs: SlurmJobs | None = None,
                  log: Callable[[str], None] = print, clock: Callable[[], datetime] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        """``progress(done, total)``: called while waiting (a terminal shows a bar; logs get the lines)."""
         self.config, self.settings, self.backend = config, settings, backend
         self.jobs = jobs or SlurmJobs()
-        self.log, self.sleep = log, sleep
+        self.log, self.sleep, self.progress = log, sleep, progress
         self.clock = clock or (lambda: datetime.now().astimezone())
         self.state_dir = config.slurm.state_dir
 
@@ -212,10 +214,14 @@ class Sweeper:
             line = (f"sweep {state.sweep_id}: {len(done)}/{len(states)} done, "
                     f"{sum(1 for s in states.values() if s == 'RUNNING')} running, "
                     f"{sum(1 for s in states.values() if s == 'PENDING')} pending")
-            if line != last:
+            if self.progress is not None:
+                self.progress(len(done), len(states))
+            elif line != last:
                 self.log(line)
-                last = line
+            last = line
             if len(done) == len(states):
+                if self.progress is not None:
+                    self.log(line)
                 return
             if time.time() > deadline:
                 for n, s in states.items():
