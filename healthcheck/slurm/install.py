@@ -49,4 +49,5 @@ def slurm_conf_lines(prefix: str) -> str:
         "HealthCheckInterval=300",
         "HealthCheckNodeState=ANY,CYCLE",
         "PrologEpilogTimeout=60",
+        "PrologFlags=Alloc",  # the prolog runs at allocation on every node of the job, not at its first step
     ]) + "\n"
