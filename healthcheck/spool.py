@@ -22,33 +22,20 @@ a partial line left by a crash is terminated by the next append, so the file alw
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from .lazylog import LazyLog
 
-CURRENT = "records.jsonl"
-LOCK = ".lock"
+from .spoolwrite import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported
+                         MAX_LINE_BYTES, SpoolError, _locked, append_line, new_record_id)
+
 KINDS = ("run", "action")
-MAX_LINE_BYTES = 1 << 20  # 1 MiB, newline excluded
-DEFAULT_MAX_BYTES = 64 << 20
-DEFAULT_KEEP = 5  # rotated files kept besides the current one (logrotate's "rotate 5")
-LOCK_TIMEOUT_S = 2.0
 
 log = LazyLog(__name__)
-
-
-class SpoolError(Exception):
-    """The spool could not be written (``errno`` holds the OS error number when there was one)."""
-
-    def __init__(self, message: str, errno_: int | None = None) -> None:
-        super().__init__(message)
-        self.errno = errno_
 
 
 @dataclass(frozen=True)
@@ -61,15 +48,6 @@ class CorruptLine:
 
 
 # ------------------------------------------------------------------------------------------ write
-
-
-def new_record_id() -> str:
-    """A random (version 4) UUID as 32 hex digits, like ``uuid.uuid4().hex`` without importing uuid
-    (a few ms on the prolog's path)."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    return raw.hex()
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -101,130 +79,7 @@ def append(spool_dir: str | os.PathLike[str], record: dict[str, Any],
     always written, however small ``max_bytes``). ValueError for an invalid record; SpoolError for
     any OS failure.
     """
-    line = encode(record)
-    directory = Path(spool_dir)
-    try:
-        _ensure_dir(directory)
-        with _locked(directory, fcntl.LOCK_EX):
-            path = directory / CURRENT
-            if path.exists():
-                size = path.stat().st_size
-                if size > 0 and size + len(line) > max_bytes:
-                    _rotate(directory, keep)
-            _append_line(path, line)
-        return path
-    except SpoolError:
-        raise
-    except OSError as exc:
-        raise SpoolError(f"spool {directory}: {exc.strerror or exc}", exc.errno) from exc
-
-
-def _ensure_dir(directory: Path) -> None:
-    if directory.is_dir():
-        return
-    parent = directory.parent
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    try:
-        os.mkdir(directory, 0o700)
-    except FileExistsError:
-        return
-    os.chmod(directory, 0o700)  # whatever the umask
-    _fsync_dir(parent)
-
-
-def _append_line(path: Path, line: bytes) -> None:
-    """One write under the lock; a failure part-way truncates back to the previous size."""
-    created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        if created:
-            os.fchmod(fd, 0o600)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line  # end a partial line left by a crash: it is reported, ours is whole
-        try:
-            _write_all(fd, line)
-            os.fsync(fd)
-        except OSError:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass
-            raise
-    finally:
-        os.close(fd)
-    if created:
-        _fsync_dir(path.parent)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:
-            raise OSError(errno.EIO, "short write")
-        view = view[written:]
-
-
-def _rotate(directory: Path, keep: int) -> None:
-    """records.jsonl -> .1 -> .2 ... ; the file beyond ``keep`` is deleted."""
-    base = directory / CURRENT
-    if keep < 1:
-        base.unlink(missing_ok=True)
-    else:
-        Path(f"{base}.{keep}").unlink(missing_ok=True)
-        for n in range(keep - 1, 0, -1):
-            older = Path(f"{base}.{n}")
-            if older.exists():
-                os.replace(older, f"{base}.{n + 1}")
-        os.replace(base, f"{base}.1")
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _locked:
-    """flock on ``spool_dir/.lock``, retried without blocking up to LOCK_TIMEOUT_S.
-
-    With ``optional`` (readers), a lock file that cannot be opened (read-only copy of a spool) means
-    reading without the lock."""
-
-    def __init__(self, directory: Path, mode: int, optional: bool = False) -> None:
-        self.directory, self.mode, self.optional = directory, mode, optional
-        self.fd: int | None = None
-
-    def __enter__(self) -> "_locked":
-        path = self.directory / LOCK
-        try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
-            if self.optional:
-                return self
-            raise
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(self.fd, self.mode | fcntl.LOCK_NB)
-                return self
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    self.fd = None
-                    if self.optional:
-                        return self
-                    raise SpoolError(f"spool {self.directory}: lock busy for {LOCK_TIMEOUT_S} s",
-                                     errno.EWOULDBLOCK) from None
-                time.sleep(0.005)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # releases the flock
+    return Path(append_line(os.fspath(spool_dir), encode(record), max_bytes, keep))
 
 
 # ------------------------------------------------------------------------------------------- read
@@ -262,7 +117,7 @@ def read(spool_dir: str | os.PathLike[str],
     if not directory.is_dir():
         return
     handles = []
-    with _locked(directory, fcntl.LOCK_SH, optional=True):
+    with _locked(str(directory), fcntl.LOCK_SH, optional=True):
         for path in spool_files(directory):
             try:
                 handles.append((path, open(path, "rb")))
