@@ -140,8 +140,10 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         raise UsageFailure(f"node name {node!r} is not a plain name")
     exp = _expectations(config, node)
     started = utc_now_iso()
+    cls = config.node_class(node) if config else None
     ctx = NodeContext(node, settings, refs, job_id, job_nodes,
-                      snapshot=lambda: (snapshot_for(node, exp, started), exp), log=_log)
+                      snapshot=lambda: (snapshot_for(node, exp, started), exp), log=_log,
+                      node_class=cls.name if cls else None)
     verdict = run_node(ctx, started)
     run_id = new_run_id()
     record = node_record(ctx, verdict, run_id, config_path or (config.path if config else None))

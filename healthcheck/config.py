@@ -49,6 +49,7 @@ class Config:
     history_db_url: str | None = None  # [history] db_url
     burnin: dict[str, Any] = field(default_factory=dict)  # [burnin], validated (healthcheck/burnin/settings.py)
     sweep: dict[str, Any] = field(default_factory=dict)  # [sweep], validated (healthcheck/sweep/settings.py)
+    topology: dict[str, Any] = field(default_factory=dict)  # [topology.LEVEL] GROUP = nodeset (topology.py)
 
     def node_class(self, node: str) -> NodeClass | None:
         return next((c for c in self.classes if c.matches(node)), None)

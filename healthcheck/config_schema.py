@@ -65,11 +65,11 @@ class Validator:
         return header_line
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin", "sweep"}
+        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin", "sweep", "topology"}
         if unknown:
             key = sorted(unknown)[0]
             raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
-                             "[slurm], [history], [burnin], [sweep])", "", key)
+                             "[slurm], [history], [burnin], [sweep], [topology])", "", key)
         if not isinstance(data.get("slurm", {}), dict):
             raise self.error("[slurm] must be a table", "", "slurm")
         slurm, problem = validate_slurm(data.get("slurm", {}))
@@ -95,7 +95,19 @@ class Validator:
         xid = self.xid(data.get("xid", {}))
         db_url = self.history(data.get("history", {}))
         return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url, self.burnin(data.get("burnin", {})),
-                      self.sweep(data.get("sweep", {})))
+                      self.sweep(data.get("sweep", {})), self.topology(data.get("topology", {})))
+
+    def topology(self, value: Any) -> dict[str, Any]:
+        """[topology.LEVEL] GROUP = "nodeset": racks, chassis, power groups (for correlated events)."""
+        if not value:
+            return {}
+        from .topology import TopologyError, validate
+
+        try:
+            return validate(value)
+        except TopologyError as exc:
+            level = next((k for k in value if str(exc).startswith(f"topology.{k}")), None)
+            raise self.error(str(exc), f"topology.{level}" if level else "", None if level else "topology") from None
 
     def sweep(self, value: Any) -> dict[str, Any]:
         """[sweep]: validated here, applied by `healthcheck sweep`."""

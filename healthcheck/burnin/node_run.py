@@ -31,6 +31,7 @@ class NodeContext:
     snapshot: Callable[[], tuple[Any, Any]] | None = None  # () -> (Snapshot, Expectations) for the checks phase
     fleet_digests: dict[str, str] | None = None
     log: Callable[[str], None] = lambda _msg: None
+    node_class: str | None = None
     # filled while running
     sku: Sku | None = None
     gpu_name: str | None = None
@@ -47,6 +48,8 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
         return [Finding("burnin.checks", Status.SKIP, "node checks not configured for this run")]
     snap, exp = ctx.snapshot()
     verdict = judge(snap, exp, "burnin")
+    if snap.versions:  # for the fleet's version-drift analysis (the sweep, the report)
+        ctx.extra["versions"] = dict(snap.versions)
     if snap.gpus:
         ctx.gpu_name = next((g.name for g in snap.gpus if g.name), None)
         ctx.gpu_count = len(snap.gpus)
@@ -216,7 +219,8 @@ def node_record(ctx: NodeContext, verdict: Verdict, run_id: str, config_path: st
     from ..records import run_record
 
     record = run_record(verdict, run_id, ctx.job_id, config_path, job_nodes=ctx.job_nodes)
-    record["burnin"] = {"suite": ctx.settings.suite, "sku": ctx.sku.name if ctx.sku else None,
+    record["burnin"] = {"suite": ctx.settings.suite, "node_class": ctx.node_class,
+                        "sku": ctx.sku.name if ctx.sku else None,
                         "gpu_name": ctx.gpu_name, "gpu_count": ctx.gpu_count, "backend": ctx.backend_name,
                         "unusable": ctx.unusable, **ctx.extra}
     return record

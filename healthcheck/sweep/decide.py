@@ -8,6 +8,9 @@
   sweep found failing it and the nodes already drained by us for it (prolog, slurm-check, earlier
   sweeps) — that check is "suspect": no node is drained for it alone, and the sweep says so loudly.
   A config error deployed everywhere therefore drains nothing.
+- **facility issues**: a node whose thermal/power failures are shared with its rack, chassis or power
+  group in the same window (``facility``, from sweep/fleet.py) is not drained for those checks: one
+  cooling or power fault is reported once, not as N node faults.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from ..model import Finding, Status
 from ..slurm.policy import short_run
 from ..slurm.reasons import make_reason_multi
+from .fleet import FACILITY_CHECKS
 from .settings import SweepSettings
 
 
@@ -58,7 +62,7 @@ def cap_for(total: int, settings: SweepSettings) -> int:
 
 
 def decide(results: dict[str, NodeResult], drained_by_us: dict[str, str], total_nodes: int,
-           settings: SweepSettings, run_id: str) -> Decisions:
+           settings: SweepSettings, run_id: str, facility: set[str] = frozenset()) -> Decisions:
     """``drained_by_us``: node -> reason, for the nodes outside this sweep that carry our reason now;
     ``total_nodes``: the nodes the limit is a share of (the partition, or the cluster)."""
     failing = {n: sorted({f.check for f in r.findings if f.status is Status.FAIL})
@@ -75,11 +79,15 @@ def decide(results: dict[str, NodeResult], drained_by_us: dict[str, str], total_
     for node, r in sorted(results.items()):
         if r.status is Status.FAIL:
             bad = [f for f in r.findings if f.status is Status.FAIL]
-            kept = bad if r.ours_before else [f for f in bad if f.check not in suspect]
+            kept = bad if r.ours_before else [f for f in bad if f.check not in suspect and not (
+                node in facility and f.check in FACILITY_CHECKS)]
             if kept:
                 reason = make_reason_multi([(f.check, f.component, f.message) for f in kept], short_run(run_id))
                 actions.append(Action(node, "drain", reason, f"{len(kept)} burn-in checks failed",
                                       sorted({f.check for f in kept})))
+            elif node in facility and all(f.check in FACILITY_CHECKS or f.check in suspect for f in bad):
+                actions.append(Action(node, "none", None, "thermal/power failures shared with its group: "
+                                      "reported as a facility issue", sorted({f.check for f in bad})))
             else:
                 actions.append(Action(node, "none", None, "failed only suspect checks: "
                                       + ", ".join(sorted({f.check for f in bad})), sorted({f.check for f in bad})))

@@ -35,6 +35,7 @@ class SweepOutcome:
     plan: Plan
     results: dict[str, str] = field(default_factory=dict)       # node -> burn-in status
     decisions: Decisions | None = None
+    fleet: dict[str, Any] | None = None                          # version drift, facility issues
     applied: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     results_dir: str | None = None
@@ -52,6 +53,7 @@ class SweepOutcome:
                 "results": self.results, "suspect": self.decisions.suspect if self.decisions else {},
                 "actions": [a.to_dict() for a in self.decisions.actions] if self.decisions else [],
                 "applied": self.applied, "notes": self.notes, "results_dir": self.results_dir,
+                "fleet": self.fleet,
                 "report": self.report, "exit_code": self.exit_code}
 
 
@@ -234,8 +236,8 @@ class Sweeper:
                 return
             self.sleep(self.settings.poll_s)
 
-    def _results(self, state: st.SweepState, cands: list[Candidate]) -> dict[str, NodeResult]:
-        out = {}
+    def _results(self, state: st.SweepState, cands: list[Candidate]) -> tuple[dict[str, NodeResult], dict]:
+        out, records = {}, {}
         for c in cands:
             if c.ours and c.node not in state.resumed:
                 continue  # its reason changed under us: not tested, not ours to act on
@@ -243,6 +245,7 @@ class Sweeper:
             try:
                 with open(path, encoding="utf-8") as fh:
                     rec = json.load(fh)
+                records[c.node] = rec
                 findings = [Finding(r["check"], Status(r["status"]), r.get("message", ""), r.get("component"),
                                     dict(r.get("metrics") or {})) for r in rec.get("results", [])]
                 out[c.node] = NodeResult(c.node, Status(rec["status"]), findings, c.ours, c.reason)
@@ -250,17 +253,27 @@ class Sweeper:
                 why = f"no burn-in result ({type(exc).__name__})"
                 out[c.node] = NodeResult(c.node, Status.ERROR, [Finding("sweep.result", Status.ERROR, why)], c.ours,
                                          c.reason)
-        return out
+        return out, records
 
     def _conclude(self, state: st.SweepState, cands: list[Candidate], out: SweepOutcome) -> None:
         from ..records import new_run_id
 
-        results = self._results(state, cands)
+        results, records = self._results(state, cands)
         out.results = {n: r.status.value for n, r in results.items()}
+        from .fleet import fleet_view
+
+        view = fleet_view(records, self.config)
+        out.fleet = view.to_dict()
+        for line in view.drift:
+            self.log(f"version drift: {line}")
+        for row in view.facility:
+            self.log(f"FACILITY {row['level']} {row['group']}: {row['kind']} on {row['n_nodes']} of "
+                     f"{row['group_size']} nodes ({row['nodes']}): a shared cause, not {row['n_nodes']} node faults")
         states = self.backend.nodes()
         ours_now = {n: s.reason for n, s in states.items() if s.reason and is_ours(s.reason)}
         run_id = new_run_id()
-        out.decisions = decide(results, ours_now, len(self._considered(states)), self.settings, run_id)
+        out.decisions = decide(results, ours_now, len(self._considered(states)), self.settings, run_id,
+                               facility=view.facility_nodes)
         for check, why in out.decisions.suspect.items():
             self.log(f"SUSPECT {why}")
         for action in out.decisions.actions:

@@ -25,6 +25,11 @@ def render(outcome) -> str:
             lines.append(f"  kept {a['node']} in service: {clean(a['why'])}")
     for check, why in sorted(d["suspect"].items()):
         lines.append(f"SUSPECT {clean(why)}")
+    fleet = d.get("fleet") or {}
+    lines += [f"version drift: {clean(line)}" for line in fleet.get("drift", [])]
+    for row in fleet.get("facility", []):
+        lines.append(f"FACILITY {row['level']} {row['group']}: {row['kind']} on {row['n_nodes']} of "
+                     f"{row['group_size']} nodes ({clean(row['nodes'])}): one shared cause, not node faults")
     lines += [f"note: {clean(n)}" for n in d["notes"]]
     if d["report"]:
         lines.append(f"report: {d['report']}")
