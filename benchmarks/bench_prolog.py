@@ -7,9 +7,13 @@ on a healthy node; the spool record is written (with fsync) as in production.
 
 Cases, run round-robin so machine noise hits all equally:
   python -I -c pass                 the interpreter floor
-  prolog hook                       python -I -m healthcheck.slurm.hooks prolog --config site.toml
+  prolog hook                       the installed wrapper's command: python -I -c '...guarded_main()' prolog
+                                    --config site.toml
   NHC-equivalent host checks        the same hook, host checks only (no GPU bundle): what NHC's
                                     default node checks cover (memory, mounts, disks, services)
+  prolog hook, fast mode            prolog_mode = "fast": the gate of a healthy HealthCheckProgram run
+                                    (run once before the samples) re-verified live, baseline saved,
+                                    run recorded (see healthcheck/slurm/gate.py)
 
     .venv/bin/python benchmarks/bench_prolog.py [--runs 40]
 
@@ -28,6 +32,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# exactly what the installed wrappers exec (healthcheck/slurm/templates/prolog.sh)
+ENTRY = ["-I", "-c", "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())"]
 sys.path.insert(0, str(ROOT))
 
 
@@ -43,9 +49,11 @@ def setup(work: Path) -> dict[str, Path]:
     (hardware / "statvfs.json").unlink()
     configs = {}
     for name, body in (("prolog", f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n'),
-                       ("host-only", '[defaults.checks]\nprolog = ["host.*"]\n')):
+                       ("host-only", '[defaults.checks]\nprolog = ["host.*"]\n'),
+                       ("fast", f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n')):
         path = work / f"{name}.toml"
-        path.write_text(body + f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\n')
+        extra = 'prolog_mode = "fast"\n' if name == "fast" else ""
+        path.write_text(body + f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\n{extra}')
         configs[name] = path
     return configs
 
@@ -55,15 +63,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
     py = sys.executable
-    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "bench1", "SLURM_JOB_ID": "1"}
     with tempfile.TemporaryDirectory() as tmp:
+        env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "bench1", "SLURM_JOB_ID": "1",
+               "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
         configs = setup(Path(tmp))
+        check = subprocess.run([py, *ENTRY, "slurm-check", "--config",
+                                str(configs["fast"])], env=env, cwd="/", capture_output=True, text=True)
+        if check.returncode != 0 or not (Path(tmp) / "cache" / "prolog-gate-bench1").exists():
+            raise SystemExit(f"slurm-check did not write the gate: {check.stderr}")
         cases = {
             "python -I -c pass (floor)": [py, "-I", "-c", "pass"],
-            "prolog hook, 8-GPU bundle + live host": [py, "-I", "-m", "healthcheck.slurm.hooks", "prolog",
+            "prolog hook, 8-GPU bundle + live host": [py, *ENTRY, "prolog",
                                                       "--config", str(configs["prolog"])],
-            "prolog hook, host checks only (NHC-like)": [py, "-I", "-m", "healthcheck.slurm.hooks", "prolog",
+            "prolog hook, host checks only (NHC-like)": [py, *ENTRY, "prolog",
                                                          "--config", str(configs["host-only"])],
+            "prolog hook, fast mode (gate of the last health check)": [
+                py, *ENTRY, "prolog", "--config", str(configs["fast"])],
         }
         samples: dict[str, list[float]] = {k: [] for k in cases}
         for argv in cases.values():  # warm-up

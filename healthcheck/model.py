@@ -288,6 +288,9 @@ class JobInfo:
     # epilog: error-counter growth since the prolog's baseline ("gpu3.nvlink_crc" -> +12);
     # None when no baseline was found (the prolog did not run or its baseline was lost)
     counter_growth: dict[str, float] | None = None
+    # where the baseline came from when not from this job's own prolog (the fast prolog reuses the
+    # last health check's counters: "health check <run> at <time>"); None for the prolog's own
+    baseline_source: str | None = None
 
 
 # -------------------------------------------------------------------------------------- Snapshot

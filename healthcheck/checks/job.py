@@ -69,6 +69,7 @@ def counter_growth(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     for component, counters in sorted(by_component.items()):
         status = Status.FAIL if fail & set(counters) else Status.WARN
         text = ", ".join(f"{c} +{v:g}" for c, v in sorted(counters.items()))
-        findings.append(finding(name, status, f"during job {job.job_id}: {text}", component,
+        since = f" (since the {job.baseline_source}, before the job)" if job.baseline_source else ""
+        findings.append(finding(name, status, f"during job {job.job_id}{since}: {text}", component,
                                 **{f"growth_{c}": v for c, v in counters.items()}))
     return findings

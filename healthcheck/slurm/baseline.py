@@ -175,6 +175,16 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
     return path
 
 
+def source_of(state_dir: str | os.PathLike[str], job_id: str) -> str | None:
+    """The baseline's "source" when it is not the job's own prolog (the fast prolog writes one)."""
+    try:
+        data = json.loads(baseline_path(state_dir, job_id).read_bytes())
+    except (OSError, ValueError):
+        return None
+    source = data.get("source") if isinstance(data, dict) else None
+    return source[:120] if isinstance(source, str) else None
+
+
 def load(state_dir: str | os.PathLike[str], job_id: str) -> dict[str, float] | None:
     """The job's saved counters; None when there is none or it cannot be read (logged)."""
     path = baseline_path(state_dir, job_id)

@@ -50,15 +50,21 @@ def _args(argv: list[str]) -> tuple[str, str | None]:
 def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+    job_id = os.environ.get("SLURM_JOB_ID") or None
+    config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG
+    if context == "prolog":  # the fast path first: nothing else is imported when the gate vouches
+        from .. import __version__
+        from .gate import fast_prolog
+
+        if fast_prolog(node, job_id, config_path, t0, __version__) == 0:
+            return 0
     from ..runner import utc_now_iso
 
     started = utc_now_iso()
     from ..records import new_run_id
 
     run_id = new_run_id()
-    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
-    job_id = os.environ.get("SLURM_JOB_ID") or None
-    config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG
     try:
         config, exp = _load(config_path, node)
     except Exception as exc:  # a config that cannot be read never drains a node
@@ -76,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, budget),
                            budget)
-    findings, counters = _findings_of(outcome, budget, context)
+    findings, counters, facts = _findings_of(outcome, budget, context)
     from ..model import Verdict
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
@@ -84,12 +90,31 @@ def main(argv: list[str] | None = None) -> int:
         actions.save_baseline(state_dir, job_id, counters, log)
     decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log)
     actions.record(settings.spool_dir, verdict, decision, run_id, job_id, config_path, log)
+    _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id)
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
             + (f" ({decision.reason})" if decision.reason else ""))
     if context == "prolog" and verdict.failing and settings.on_fail("prolog") == "drain":
         return 1  # Slurm requeues the job (see prolog_epilog/README.md for what each version does)
     return 0
+
+
+def _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id) -> None:
+    """A healthy HealthCheckProgram run (re)writes the prolog's gate; any failing run removes it."""
+    from .gate import remove_gate, write_gate
+
+    healthy = verdict.status.value in ("pass", "warn", "skip") and decision.action in ("none", "resume")
+    if context == "slurm-check" and healthy and settings.prolog_mode == "fast" and facts is not None:
+        from .. import __version__
+
+        try:
+            write_gate(node, config_path, facts, max_age_s=settings.prolog_gate_max_age_s, state_dir=state_dir,
+                       spool_dir=settings.spool_dir, run_id=run_id, version=__version__)
+        except (OSError, ValueError) as exc:
+            log(f"prolog gate not written: {exc}")
+            remove_gate(node)
+    elif not healthy or context == "slurm-check":
+        remove_gate(node)
 
 
 def _default_settings():
@@ -121,18 +146,22 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget):
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     verdict = judge(snap, exp, context)
-    counters = None
+    counters = facts = None
     if context == "prolog" and job_id:
         from .baseline import counters_of
 
         counters = counters_of(snap)
-    return {"findings": [f.to_dict() for f in verdict.findings], "counters": counters}
+    if context == "slurm-check" and settings.prolog_mode == "fast":
+        from .gatefacts import gate_facts
+
+        facts = gate_facts(snap, exp)
+    return {"findings": [f.to_dict() for f in verdict.findings], "counters": counters, "facts": facts}
 
 
 def _job_facts(job_id, settings, state_dir, snap):
     from ..model import JobInfo
     from ..probes.jobprocs import find_job_processes, kill_all
-    from .baseline import counters_of, discard, growth, load
+    from .baseline import counters_of, discard, growth, load, source_of
 
     uid = os.environ.get("SLURM_JOB_UID")
     job = JobInfo(job_id=job_id, user=os.environ.get("SLURM_JOB_USER"),
@@ -148,6 +177,7 @@ def _job_facts(job_id, settings, state_dir, snap):
         before = None
     if before is not None:
         job.counter_growth = growth(before, counters_of(snap))
+        job.baseline_source = source_of(state_dir, job_id)
         try:
             discard(state_dir, job_id)
         except OSError:
@@ -161,13 +191,13 @@ def _findings_of(outcome, budget: float, context: str):
     if outcome.status == "ok" and isinstance(outcome.value, dict):
         findings = [Finding(f["check"], Status(f["status"]), f["message"], f.get("component"),
                             dict(f.get("metrics") or {})) for f in outcome.value["findings"]]
-        return findings, outcome.value.get("counters")
+        return findings, outcome.value.get("counters"), outcome.value.get("facts")
     if outcome.status == "timeout":
         return [Finding("node.responsive", Status.FAIL,
                         f"{context} checks did not finish within their {budget:g} s budget "
-                        "(a probe is hung: driver or filesystem wedged)")], None
+                        "(a probe is hung: driver or filesystem wedged)")], None, None
     return [Finding("node.responsive", Status.ERROR,
-                    f"{context} checker crashed: {outcome.error or 'no result'}")], None
+                    f"{context} checker crashed: {outcome.error or 'no result'}")], None, None
 
 
 def guarded_main(argv: list[str] | None = None) -> int:

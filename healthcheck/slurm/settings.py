@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 PROLOG_ON_FAIL = ("drain", "warn")
+PROLOG_MODES = ("full", "fast")
 STRAY_ACTIONS = ("kill", "drain", "warn")
 BACKENDS = ("scontrol", "pyslurm", "auto")
 
@@ -26,6 +27,11 @@ class SlurmSettings:
     # a process of the job's user left after the job: kill it, drain the node, or only report
     epilog_stray_processes: str = "kill"
     resume: bool = True  # slurm-check resumes nodes we drained once they pass again
+    # "full": the prolog probes and judges its checks before every job. "fast": it starts the job on the
+    # word of the last healthy HealthCheckProgram run (at most prolog_gate_max_age_s old), re-reading a
+    # few live facts (GPUs on the bus, IB ports active, mounts); anything unproven falls back to "full".
+    prolog_mode: str = "full"
+    prolog_gate_max_age_s: float = 660.0  # HealthCheckInterval=300 twice, plus a minute
 
     def budget(self, context: str) -> float:
         return {"prolog": self.prolog_budget_s, "epilog": self.epilog_budget_s}.get(
@@ -36,7 +42,7 @@ class SlurmSettings:
             context, self.slurm_check_on_fail)
 
 
-_CHOICES = {"backend": BACKENDS, "prolog_on_fail": PROLOG_ON_FAIL, "epilog_on_fail": PROLOG_ON_FAIL,
+_CHOICES = {"prolog_mode": PROLOG_MODES, "backend": BACKENDS, "prolog_on_fail": PROLOG_ON_FAIL, "epilog_on_fail": PROLOG_ON_FAIL,
             "slurm_check_on_fail": PROLOG_ON_FAIL, "epilog_stray_processes": STRAY_ACTIONS}
 
 

@@ -249,3 +249,37 @@ def _live_processes(needle: str) -> list[str]:
         if needle in cmdline and state not in ("Z", "X") and int(pid) != os.getpid():
             found.append(f"{pid} {cmdline}")
     return found
+
+
+def test_fast_prolog_starts_jobs_on_the_health_checks_word(tmp_path, slurm_cluster_factory, sources):
+    """prolog_mode = "fast" under a real slurmd: HealthCheckProgram writes the gate, the job's prolog
+    starts it in milliseconds (record "prolog.gate"), the epilog measures growth from that check; a
+    faulty node's failing health check removes the gate, and its prolog is the full one again."""
+    probe = slurm_cluster_factory()
+    site = Site(tmp_path, probe, sources, prolog_mode="fast")
+    cluster = slurm_cluster_factory(prolog=str(site.hooks / "prolog.sh"), epilog=str(site.hooks / "epilog.sh"))
+    assert site.health_check("node1").returncode == 0
+    job = cluster.sbatch("-N1", "-w", "node1", "--wrap", "sleep 2")
+    cluster.wait_job(job, timeout=60)
+    cluster.wait_for(lambda: [r for r in site.records("run") if r["context"] == "epilog" and r["job_id"] == job],
+                     30, message="no epilog record")
+    prolog = [r for r in site.records("run") if r["context"] == "prolog" and r["job_id"] == job]
+    assert [r["results"][0]["check"] for r in prolog] == ["prolog.gate"], prolog
+    assert prolog[0]["duration_s"] < 0.5
+    epilog = [r for r in site.records("run") if r["context"] == "epilog" and r["job_id"] == job][0]
+    (growth,) = [r for r in epilog["results"] if r["check"] == "job.counter_growth"]
+    assert growth["status"] == "pass"
+    # node2 turns faulty: its health check fails (drains it) and removes the gate
+    assert site.health_check("node2").returncode == 0
+    site.set_bundle("node2", "ecc-fault")
+    site.health_check("node2")
+    assert site.drained("node2")
+    from healthcheck.slurm.gate import gate_path
+
+    assert gate_path("node1") and os.path.exists(gate_path("node1")) and not os.path.exists(gate_path("node2"))
+    cluster.run(["scontrol", "update", "nodename=node2", "state=resume"])
+    job2 = cluster.sbatch("-N1", "-w", "node2", "--wrap", "true")
+    cluster.wait_for(lambda: site.drained("node2"), 30, message="the full prolog did not catch node2")
+    full = [r for r in site.records("run") if r["context"] == "prolog" and r["job_id"] == job2]
+    assert full and full[0]["results"][0]["check"] != "prolog.gate" and full[0]["status"] == "fail"
+    cluster.run(["scancel", job2], check=False)
