@@ -12,12 +12,12 @@ taken by absolute path from the configured directory; the child gets only the jo
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import subproc
 from ..parsers import nccl_tests
+from .tools_run import run_tool
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
 DEFAULT_LAUNCHER = ("srun", "--overlap", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", "{nnodes}", "-w", "{nodelist}",
@@ -89,16 +89,11 @@ def _execute(run: NcclRun, exe: str, timeout_s: float, env: dict[str, str] | Non
     if not os.access(exe, os.X_OK):
         run.missing, run.error = True, f"{exe} not found or not executable"
         return run
-    started = time.monotonic()
-    try:
-        res = subproc.run(run.argv, timeout=timeout_s, env=env if env is not None else subproc.job_env())
-    except subproc.ToolNotFound as exc:
-        run.missing, run.error = True, str(exc)
+    res = run_tool("nccl-tests", run.argv, timeout_s, env)
+    if res.missing or (res.error and res.returncode is None and not res.timed_out):
+        run.missing, run.error = res.missing, res.error
         return run
-    except OSError as exc:
-        run.error = f"cannot start {run.argv[0]}: {exc.strerror or exc}"
-        return run
-    run.duration_s = time.monotonic() - started
+    run.duration_s = res.duration_s
     run.returncode, run.timed_out = res.returncode, res.timed_out
     run.stderr_tail = [line for line in res.stderr.splitlines() if line.strip()][-5:]
     # nccl-tests prints everything on stdout; launchers add their own lines on stderr (kept for errors)

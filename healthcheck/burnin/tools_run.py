@@ -1,5 +1,5 @@
-"""Run the external diagnostics of the burn-in: ``dcgmi diag`` and ``fio`` (I/O only; judged in
-judge_tools.py). Each run has a deadline, goes through the one subprocess seam, and returns the raw text
+"""Run the external diagnostics of the burn-in: ``dcgmi diag``, ``fio`` (and, for nccl_run.py, any
+tool) (I/O only; judged in judge_tools.py). Each run has a deadline, goes through the one subprocess seam, and returns the raw text
 with the exit status; an absent tool is reported as such (the phase is skipped, not failed)."""
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ class ToolRun:
     duration_s: float = 0.0
 
 
-def _run(tool: str, argv: list[str], timeout_s: float) -> ToolRun:
+def run_tool(tool: str, argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> ToolRun:
+    """``argv`` through the subprocess seam with the job-step environment (or ``env``); an absent
+    tool comes back ``missing``, a deadline passed ``timed_out`` with ``error`` set, never raises."""
     run = ToolRun(tool, argv)
     try:
-        res = subproc.run(argv, timeout=timeout_s, env=subproc.job_env())
+        res = subproc.run(argv, timeout=timeout_s, env=env if env is not None else subproc.job_env())
     except subproc.ToolNotFound as exc:
         run.missing, run.error = True, str(exc)
         return run
@@ -45,7 +47,7 @@ def dcgm_diag(dcgmi: str, level: int, timeout_s: float, gpu_ids: list[int] | Non
     argv = [dcgmi, "diag", "-r", str(level), "-j"]
     if gpu_ids:
         argv[2:2] = ["-i", ",".join(str(i) for i in gpu_ids)]
-    return _run("dcgmi", argv, timeout_s)
+    return run_tool("dcgmi", argv, timeout_s)
 
 
 def fio_job(fio: str, directory: str, rw: str, size_bytes: int, runtime_s: float, timeout_s: float,
@@ -60,4 +62,4 @@ def fio_job(fio: str, directory: str, rw: str, size_bytes: int, runtime_s: float
             f"--size={size_bytes // max(1, numjobs)}", f"--numjobs={numjobs}", f"--iodepth={iodepth}",
             "--ioengine=libaio", "--direct=1", "--group_reporting", "--time_based", f"--runtime={int(runtime_s)}",
             "--output-format=json", "--unlink=1"]
-    return _run("fio", argv, timeout_s)
+    return run_tool("fio", argv, timeout_s)

@@ -162,15 +162,21 @@ def _save_baseline(state: str, job_id: str, counters: str, now: float, run: str,
     run = run if set(run) <= _SAFE else ""
     text = (f'{{"version": 1, "job_id": "{job_id}", "saved_at": {now:.3f}, "source": "health check {run[:12]} '
             f'at {_iso(written)}", "counters": {counters}}}')
-    target = os.path.join(folder, f"{job_id}.json")
-    tmp = os.path.join(folder, f".{job_id}.{os.getpid()}.tmp")
+    _write_private(os.path.join(folder, f"{job_id}.json"), text.encode("ascii"))
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """Atomically (temporary file in the same folder, fsync, rename), mode 0600."""
+    tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, text.encode("ascii"))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, target)
+    os.replace(tmp, path)
 
 
 def _record(spool: str, node: str, job_id: str | None, gate: dict, now: float, written: float, t0: float,
@@ -220,14 +226,7 @@ def write_gate(node: str, config_path: str, facts: dict, *, max_age_s: float, st
     from ..safety import make_private
 
     make_private(folder)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, text.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    _write_private(path, text.encode("ascii"))
     return path
 
 

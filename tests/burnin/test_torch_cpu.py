@@ -57,7 +57,8 @@ def test_silent_corruption_on_one_torch_device_is_caught_and_named():
     results = run_gemm(CpuTorch(), [0, 1], duration_s=0.3, n=64, dtype="fp32", seed=3, fault=flip,
                        min_iterations=6)
     assert results[0].mismatches == 0 and results[1].mismatches >= 1
-    fails = [f for f in judge_gemm(results, None) if f.status is Status.FAIL]
+    # (only the verification: on a shared CPU the two "devices" TFLOPS may differ by more than 10 %)
+    fails = [f for f in judge_gemm(results, None) if f.status is Status.FAIL and f.check == "burnin.gemm.verify"]
     assert fails and {f.component for f in fails} == {"gpu1"}, fails
 
 
