@@ -58,7 +58,7 @@ class SlurmJobs:
 
     def jobs_named(self, prefix: str) -> dict[str, str]:
         """job name -> job id of the jobs still known to slurmctld whose name starts with ``prefix``."""
-        out = self._call(["squeue", "-h", "-o", "%i|%j"])
+        out = self._call(["squeue", "-h", "-t", "all", "-o", "%i|%j"])  # ended ones too, while still known
         found = {}
         for line in out.splitlines():
             job, _, name = line.partition("|")
