@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -45,15 +46,21 @@ class BundleError(ValueError):
 def opened(path: str | os.PathLike) -> Iterator[Path]:
     """The bundle as a directory: itself, or a safely extracted .tar.gz in a temporary directory."""
     p = Path(path)
-    if p.is_dir():
-        _vet_directory(p)
-        yield p
-        return
-    if not p.is_file():
+    is_dir = p.is_dir()
+    if not is_dir and not p.is_file():
         raise BundleError(f"{p}: no such bundle (a directory or a .tar.gz written by `healthcheck collect`)")
+    if is_dir and _vet_directory(p):
+        yield p  # nobody but us or root can change it: read it where it is
+        return
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="healthcheck-bundle-") as tmp:
+        if is_dir:
+            # Others can write it: read a private copy, which nobody can change under the readers.
+            root = Path(tmp) / (p.name or p.resolve().name or "bundle")
+            _copy_directory(p, root)
+            yield root
+            return
         _extract(p, Path(tmp))
         entries = list(Path(tmp).iterdir())
         # `collect --output x.tar.gz` stores one top folder; accept a flat archive too.
@@ -88,46 +95,28 @@ def _extract(archive: Path, target: Path) -> None:
         raise BundleError(f"{archive}: not a readable .tar.gz bundle: {exc}") from exc
 
 
-def _vet_directory(root: Path) -> None:
-    """Refuse a bundle directory that would make us read outside it or block: a symlink whose target
-    leaves the directory (``nvidia-smi-q-x.xml -> /etc/shadow``, ``sys -> /sys``), a hard link (a
-    regular file with more than one name may be another file's), a FIFO, socket or device (a read could
-    hang), a file over MAX_FILE_BYTES, more than MAX_MEMBERS entries. Symlinks inside the directory
-    (a sysfs-like tree with relative links) are accepted. The directory itself may be a link (the
-    caller named it); checked once, before reading: a bundle is not expected to change under us."""
-    import stat
+def _vet_directory(root: Path) -> bool:
+    """Refuse a bundle folder that would make us read outside it or block: a symlink whose target
+    leaves it (``nvidia-smi-q-x.xml -> /etc/shadow``, ``sys -> /sys``), a hard link (a regular file with
+    more than one name may be another file's), a FIFO, socket or device (a read could hang), a file over
+    MAX_FILE_BYTES, more than MAX_MEMBERS entries. Symlinks inside it (a sysfs-like tree with relative
+    links) are accepted. True when only this user or root can change it (then it is read in place);
+    otherwise it is read through a private copy (:func:`_copy_directory`)."""
+    from .bundle_files import vet_tree
 
-    real_root = os.path.realpath(root)
-    count = 0
-    for folder, dirs, files in os.walk(root, onerror=_raise_walk_error):
-        for name in dirs + files:
-            count += 1
-            if count > MAX_MEMBERS:
-                raise BundleError(f"{root}: more than {MAX_MEMBERS} entries")
-            full = os.path.join(folder, name)
-            rel = os.path.relpath(full, root)
-            try:
-                st = os.lstat(full)
-            except OSError as exc:
-                raise BundleError(f"{root}: cannot read entry {rel!r}: {exc.strerror or exc}") from exc
-            if stat.S_ISLNK(st.st_mode):
-                target = os.path.realpath(full)
-                if os.path.commonpath([real_root, target]) != real_root:
-                    raise BundleError(f"{root}: refusing symlink {rel!r} to {os.readlink(full)!r}, "
-                                      "outside the bundle")
-            elif stat.S_ISREG(st.st_mode):
-                if st.st_nlink > 1:
-                    raise BundleError(f"{root}: refusing hard link {rel!r} ({st.st_nlink} names): "
-                                      "a bundle holds plain copies")
-                if st.st_size > MAX_FILE_BYTES:
-                    raise BundleError(f"{root}: refusing {rel!r}: {st.st_size} bytes "
-                                      f"(limit {MAX_FILE_BYTES} per file)")
-            elif not stat.S_ISDIR(st.st_mode):
-                raise BundleError(f"{root}: refusing non-regular entry {rel!r} (FIFO, socket or device)")
+    return vet_tree(root, max_file_bytes=MAX_FILE_BYTES, max_entries=MAX_MEMBERS, error=BundleError)
 
 
-def _raise_walk_error(exc: OSError) -> None:
-    raise BundleError(f"cannot read bundle folder {exc.filename!r}: {exc.strerror or exc}")
+def _copy_directory(root: Path, target: Path) -> None:
+    """Copy a bundle folder others can write into the private ``target``, with the refusals of
+    :func:`_vet_directory` and MAX_TOTAL_BYTES in all. Entries are opened through folder descriptors
+    without following links and checked again once open (:func:`bundle_files.copy_tree_safely`): a
+    folder changed while it is read gives a BundleError naming the entry, never a read of a symlink
+    swapped in, a wait on a FIFO or a mix of two files."""
+    from .bundle_files import copy_tree_safely
+
+    copy_tree_safely(root, target, max_file_bytes=MAX_FILE_BYTES, max_total_bytes=MAX_TOTAL_BYTES,
+                     max_entries=MAX_MEMBERS, error=BundleError)
 
 
 def snapshot_from_bundle(path: str | os.PathLike, services: tuple[str, ...] = (),
@@ -144,9 +133,16 @@ def _text(root: Path, name: str) -> str | None:
     f = root / name
     if not f.is_file():
         return None
+    from .bundle_files import read_bounded
+
     try:
-        with open(f, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BundleError(f"{name}: not a regular file")
+            data = read_bounded(fd, MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise BundleError(f"{name}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > MAX_FILE_BYTES:

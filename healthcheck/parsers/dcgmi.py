@@ -29,15 +29,19 @@ as a warning in :attr:`DcgmDiag.overall`). Messages keep kind and entity: ``"War
 ``"Warning: GPU0: A memory ..."``, ``"Info: ..."``, ``"Error: ..."``. :class:`DcgmiParseError` for input
 that is not text, empty, a cut or misshapen DCGM JSON document, or with no diag table, diag JSON document
 nor ``Error:`` line (``dcgmi discovery -l`` tables are rejected).
+Bounds (linear time): input over MAX_INPUT_CHARS, MAX_LINES or ``parsers.MAX_JSON_CONTAINERS`` is refused;
+JSON search is budgeted (``parsers.json_objects``); MAX_MESSAGES per test, MAX_ERRORS, MAX_TEXT_CHARS kept.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ParseError
+from . import ParseError, as_text, json_objects
+
+# MAX_TEXT_CHARS: an error or metadata value grows by continuation lines up to this (each is compared)
+MAX_INPUT_CHARS, MAX_LINES, MAX_MESSAGES, MAX_ERRORS, MAX_TEXT_CHARS = 16 << 20, 200_000, 1000, 1000, 4096
 
 _RANK = {"info": 0, "skip": 1, "pass": 2, "unknown": 3, "warn": 4, "fail": 5}
 _WORDS = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", "error": "fail",
@@ -47,11 +51,12 @@ _LIGHT = {"deployment", "metadata"}  # software checks: alone they do not mean t
 _CHUNK = 45  # dcgmi wraps message cells every 45 characters
 _DIAG_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
 _TASK = re.compile(r"^[0-9]{1,6}: (?=\s*[|+])")
-_CATEGORY = re.compile(r"^[|+]\s*-{3,}\s+(?P<name>[A-Za-z][\w /&()-]{0,40}?)\s+-{2,}")
+# Linear: (?<! ): the shortest name never ends in a blank; ids follow an optional colon (no \s*\s* runs)
+_CATEGORY = re.compile(r"^[|+]\s*-{3,}\s+(?P<name>[A-Za-z][\w /&()-]{0,40}?)(?<! )\s++-{2,}")
 _BORDER = re.compile(r"^\+[-=+]*$")
 _MSG = re.compile(r"^(?P<kind>Warning|Info|Error)(?:\s*:\s*(?P<ent>[A-Za-z]{2,12}\s?[0-9]{1,5}))?$", re.I)
 _ENTITY = re.compile(r"^(?P<grp>[A-Za-z]{2,12})\s?(?P<id>[0-9]{1,5})\s*:\s*(?P<st>[A-Za-z][A-Za-z ]{0,15})$")
-_CELL = re.compile(r"^(?P<st>[A-Za-z][A-Za-z ]{1,10}?)(?:\s*-\s*(?:all|gpus?\s*:?\s*(?P<ids>[0-9,\s]*)))?$",
+_CELL = re.compile(r"^(?P<st>[A-Za-z][A-Za-z ]{1,10}?)(?:\s*-\s*(?:all|gpus?(?:\s*:)?(?P<ids>[0-9,\s]*)))?$",
                    re.I)
 _META = re.compile(r"(?:Version|Detected|Device Serials)$")
 _ERROR = re.compile(r"^(?:Error|Err)\b|^Aborting the iterative runs|^srun: error\b", re.I)
@@ -101,10 +106,7 @@ class DcgmDiag:
 
 def parse_diag(text: str) -> DcgmDiag:
     """Parse ``dcgmi diag`` text or JSON output (auto-detected); see the module docstring."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise DcgmiParseError(f"dcgmi diag output must be text, got {type(text).__name__}")
+    text = as_text(text, "dcgmi diag output", MAX_INPUT_CHARS, MAX_LINES, DcgmiParseError)
     if not (text := text.replace("\x00", "")).strip():
         raise DcgmiParseError("dcgmi diag output is empty")
     diag = DcgmDiag()
@@ -224,7 +226,8 @@ class _Text:
             for gpu, gpu_status in gpus.items():
                 _set_gpu(test, gpu, gpu_status)
         elif self.meta_key is not None and value:
-            self.meta[self.meta_key] = f"{self.meta[self.meta_key]} {value}"
+            if len(self.meta[self.meta_key]) < MAX_TEXT_CHARS:
+                self.meta[self.meta_key] = f"{self.meta[self.meta_key]} {value}"
         elif test is not None and value:
             self.msg = ("", None, test, [raw])
 
@@ -242,10 +245,11 @@ class _Text:
 
     def free_text(self, line: str) -> None:
         if line and _ERROR.match(line):
-            self.diag.errors.append(line)
-            self.error_open = True
+            self.error_open = len(self.diag.errors) < MAX_ERRORS
+            self.diag.errors += [line] if self.error_open else []
         elif line and self.error_open and not _NOT_MORE.search(line):
-            self.diag.errors[-1] += " " + line
+            if len(self.diag.errors[-1]) < MAX_TEXT_CHARS:
+                self.diag.errors[-1] += " " + line
         else:
             self.error_open = False
 
@@ -267,20 +271,11 @@ def _join_chunks(chunks: list[str]) -> str:
 
 def _json_documents(text: str) -> tuple[list[dict], str]:
     """DCGM diag JSON objects that start a line, and the text outside them."""
-    decoder, docs, other, done = json.JSONDecoder(), [], [], 0
-    for start in _JSON_START.finditer(text):
-        brace = start.end() - 1
-        if brace < done:
-            continue
-        try:
-            obj, stop = decoder.raw_decode(text, brace)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict) and (any(k in obj for k in _DIAG_KEYS) or "iterations" in obj):
-            docs.append(obj)
-            other.append(text[done:brace])
-            done = stop
-    return docs, "\n".join(other + [text[done:]])
+    return json_objects(text, _is_diag_doc, "dcgmi diag output", DcgmiParseError)
+
+
+def _is_diag_doc(obj: object) -> bool:
+    return isinstance(obj, dict) and (any(k in obj for k in _DIAG_KEYS) or "iterations" in obj)
 
 
 def _typed(value: Any, types: type | tuple[type, ...], path: str, default: Any = None) -> Any:
@@ -318,7 +313,8 @@ def _add_doc(diag: DcgmDiag, doc: dict, path: str) -> None:
     body = _typed(doc[key], dict, f"{path}.{key}", {})
     diag.runs += 1
     for src, where in ((body, f"{path}.{key}"), (doc, path)):
-        if (error := _text(src.get("runtime_error"), f"{where}.runtime_error")) and error not in diag.errors:
+        if (error := _text(src.get("runtime_error"), f"{where}.runtime_error")) \
+                and len(diag.errors) < MAX_ERRORS and error not in diag.errors:
             diag.errors.append(error)
         extra = _typed(src.get("metadata"), dict, f"{where}.metadata", {})
         pairs = [("DCGM Version", src.get("version")), *extra.items(),
@@ -381,7 +377,8 @@ def _add_result(test: DcgmTest, result: dict, path: str) -> str:
 def _add_message(test: DcgmTest, kind: str, entity: str | None, text: str) -> None:
     text = " ".join(text.split())
     message = ": ".join(part for part in (kind, entity, text) if part)
-    if message not in test.messages and not (entity is None and any(m.endswith(text) for m in test.messages)):
+    if len(test.messages) < MAX_MESSAGES and message not in test.messages and \
+            not (entity is None and any(m.endswith(text) for m in test.messages)):
         test.messages.append(message)
 
 
@@ -395,5 +392,5 @@ def _worst(a: str, b: str) -> str:
 
 def _merge_meta(metadata: dict[str, str], key: str, value: str) -> None:
     old = metadata.setdefault(key, value)
-    if value not in old.split("; "):
+    if len(old) < MAX_TEXT_CHARS and value not in old.split("; "):
         metadata[key] = f"{old}; {value}"

@@ -23,19 +23,25 @@ only, in KiB/s); percentiles switched off (no ``"percentile"`` -> p99 ``None``);
 
 Raises :class:`FioParseError` for input that is not text, empty, without a fio JSON document (an object
 with "jobs", "client_stats" or "fio version"), cut short, or with fields of the wrong type.
+
+Bounds: input over MAX_INPUT_CHARS (16 MiB; a ``json+`` job is ~100 KB), MAX_LINES lines or more than
+``parsers.MAX_JSON_CONTAINERS`` JSON objects/arrays is refused with FioParseError; the search for JSON
+documents is budgeted (:func:`healthcheck.parsers.json_objects`), so time stays linear; more than
+MAX_JOBS jobs is refused too.
 """
 from __future__ import annotations
 
 import errno
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import ParseError
+from . import ParseError, as_text, json_objects
 
-_JSON_START = re.compile(r"^[ \t]*\{", re.M)
+MAX_INPUT_CHARS = 16 * 1024 * 1024
+MAX_LINES = 2_000_000
+MAX_JOBS = 10_000  # jobs in all documents (numjobs x sections; each costs ~10 us)
 _ERROR_LINE = re.compile(r"\berrors?\b", re.I)
 _FIO_KEYS = ("jobs", "client_stats", "fio version")
 
@@ -70,10 +76,7 @@ class FioResult:
 
 def parse(text: str) -> FioResult:
     """Parse fio JSON output; see the module docstring for the variants."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise FioParseError(f"fio output must be text, got {type(text).__name__}")
+    text = as_text(text, "fio output", MAX_INPUT_CHARS, MAX_LINES, FioParseError)
     if not text.strip():
         raise FioParseError("fio output is empty")
     docs, other = _documents(text)
@@ -87,6 +90,8 @@ def parse(text: str) -> FioResult:
     for d, doc in enumerate(docs):
         key = "jobs" if "jobs" in doc else "client_stats"
         jobs = _typed(doc.get(key), list, key, [])
+        if len(result.jobs) + len(jobs) > MAX_JOBS:
+            raise FioParseError(f"fio JSON: more than {MAX_JOBS} jobs (not a real fio output)")
         for i, job in enumerate(jobs):
             result.jobs.append(_job(_typed(job, dict, f"{key}[{i}]", {}), f"{key}[{i}]" if d == 0 else
                                     f"document {d + 1}: {key}[{i}]"))
@@ -99,23 +104,11 @@ def parse(text: str) -> FioResult:
 
 def _documents(text: str) -> tuple[list[dict], str]:
     """fio JSON objects that start a line, and the text outside them."""
-    decoder = json.JSONDecoder()
-    docs: list[dict] = []
-    other: list[str] = []
-    done = 0
-    for start in _JSON_START.finditer(text):
-        brace = start.end() - 1
-        if brace < done:
-            continue
-        try:
-            obj, stop = decoder.raw_decode(text, brace)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict) and any(key in obj for key in _FIO_KEYS):
-            docs.append(obj)
-            other.append(text[done:brace])
-            done = stop
-    return docs, "\n".join(other + [text[done:]])
+    return json_objects(text, _is_fio_doc, "fio output", FioParseError)
+
+
+def _is_fio_doc(obj: object) -> bool:
+    return isinstance(obj, dict) and any(key in obj for key in _FIO_KEYS)
 
 
 def _typed(value: Any, types: type | tuple[type, ...], path: str, default: Any = None) -> Any:

@@ -27,18 +27,23 @@ a missing device even though the ports before it parsed fine.
 
 Raises :class:`ParseError` for input that is not ibstat output: not text, empty, or neither a
 ``CA '<name>'`` header nor an ibpanic/ibwarn line anywhere. ``bytes`` are decoded as UTF-8 with
-``errors="replace"``.
+``errors="replace"``. Bounds: input over MAX_INPUT_CHARS (16 MiB) or MAX_LINES lines is refused with
+ParseError (a real 8-HCA output is ~200 lines).
 """
 from __future__ import annotations
 
 import re
 
 from ..model import IbPort
-from . import ParseError
+from . import ParseError, as_text
+
+MAX_INPUT_CHARS = 16 * 1024 * 1024
+MAX_LINES = 200_000
 
 _CA = re.compile(r"^CA\s+'(?P<name>[^']{0,256})'\s*$")
 _PORT = re.compile(r"^Port\s+(?P<port>\d{1,4})\s*:\s*$")
-_FIELD = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]{0,40}?)\s*:\s*(?P<value>.*)$")
+# The shortest key never ends in a blank (\s* takes it): (?<! ) skips those tries; blanks are possessive.
+_FIELD = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]{0,40}?)(?<! )\s*+:\s*(?P<value>.*)$")
 _ERROR = re.compile(r"^(?:ibpanic|ibwarn|ibstat|iberror)\s*:", re.IGNORECASE)
 _NUMERIC_PREFIX = re.compile(r"^\d+\s*:\s*")
 _RATE = re.compile(r"^(?P<rate>\d{1,6}(?:\.\d{1,6})?)\b")
@@ -64,10 +69,7 @@ class IbstatResult(list[IbPort]):
 
 def parse_ibstat(text: str | bytes) -> IbstatResult:
     """Ports and error lines of ``ibstat`` output; see the module docstring for the variants."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise ParseError(f"ibstat output must be text, got {type(text).__name__}")
+    text = as_text(text, "ibstat output", MAX_INPUT_CHARS, MAX_LINES)
     if not text.strip():
         raise ParseError("ibstat output is empty")
 

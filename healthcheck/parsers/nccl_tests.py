@@ -32,16 +32,16 @@ Variants handled:
   lines (benign ones occur in passing runs), ``# error:`` lines, other ``srun``/``mpirun`` error and
   warning lines, unreadable rows, a missing or repeated summary.
 
-Raises :class:`NcclParseError` for input that is not nccl-tests output (not text, empty, or no
-header, rank, row, summary, failure or ``NCCL WARN`` line anywhere).
+Raises :class:`NcclParseError` for input that is not nccl-tests output (not text, empty, nothing of the
+above) or over MAX_INPUT_CHARS / MAX_LINES; longer lines than MAX_LINE_CHARS are skipped (a warning).
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 
-from . import ParseError
+from . import ParseError, as_text
 
 
 class NcclParseError(ParseError):
@@ -120,7 +120,8 @@ def _clean(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+MAX_INPUT_CHARS, MAX_LINES, MAX_LINE_CHARS, MAX_ROW_NUMBERS = 64 << 20, 1_000_000, 64 << 10, 256
+_NUM = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"  # possessive: nothing after takes a digit
 _NUMBER = re.compile(rf"^{_NUM}$", re.ASCII)
 _MISSING = {"n/a", "nan", "-nan", "+nan", "inf", "-inf", "+inf"}
 _INT = re.compile(r"^\d+$", re.ASCII)
@@ -131,16 +132,17 @@ _CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:\.\d+)?$", re.ASCII)
 _STAMP = re.compile(f"{_DATE.pattern}|{_CLOCK.pattern}", re.ASCII)
 _TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s{0,8}\d{1,6}: )")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(.*)$")
-_KEYVAL = re.compile(r"(\S+)=(\S+)")
+_KEYVAL = re.compile(r"(?<!\S)(\S+)=(\S+)")  # from a token's start only (same matches)
 _COLLECTIVE = re.compile(r"^#\s*Collective test (?:starting|concluded)\s*:\s*(\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s+\d")
-_PARAM = re.compile(r"([A-Za-z][A-Za-z_ ]{0,40}?)\s*:?\s+(-?\d\S*)")
-_RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?\s+Pid\s+(?P<pid>\d+)"
-                   r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<busid>[^\]]*)\]\s*(?P<name>.*?)\s*$")
+# Linear: no adjacent overlapping quantifiers; (?<! ): the shortest key never ends in a blank.
+_PARAM = re.compile(r"([A-Za-z][A-Za-z_ ]{0,40}?)(?<! )(?:\s*+:)?\s++(-?\d\S*)")
+_RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)"
+                   r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<busid>[^\]]*)\]\s*(?P<name>.*\S)?\s*$")
 _RANK_LOOSE = re.compile(r"^#\s*Rank\s+(\d+)\b")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
 _AVG = re.compile(rf"^#\s*Avg bus bandwidth\s*:\s*({_NUM}|[-+]?nan|[-+]?inf)\s*(OK|FAILED)?", re.IGNORECASE)
-_LOG = re.compile(r"(\S{0,256}?):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (INFO|WARN|TRACE|ABORT)\b")
+_LOG = re.compile(r"(?<!\S)(\S{0,256}?):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (INFO|WARN|TRACE|ABORT)\b")
 _GLUED_TAIL = re.compile(rf"^(?:{_NUM}|N/A)", re.ASCII)
 _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure|Invalid number of GPUs|MPI_ABORT was invoked|mpirun noticed that"
                    r"|^srun: error: \S+: tasks? [\d,-]+: |^slurmstepd: error: \*\*\* (?:STEP|JOB) .*CANCELLED"
@@ -171,20 +173,20 @@ class _State:
     oob_ok: bool | None = None
     recognised: bool = False
     pending: tuple[list[str], list[str], str] | None = None  # a row's prefix, its numbers, the line
+    rank_keys: dict[tuple, NcclRank] = field(default_factory=dict)  # ranks seen (a list scan is quadratic)
 
 
 def parse(text: str) -> NcclResult:
     """Rows, ranks, summary and error lines of one nccl-tests run; see the module docstring."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise NcclParseError(f"nccl-tests output must be text, got {type(text).__name__}")
+    text = as_text(text, "nccl-tests output", MAX_INPUT_CHARS, MAX_LINES, NcclParseError)
     if not text.strip():
         raise NcclParseError("nccl-tests output is empty")
     st = _State()
-    for raw in text.split("\n"):
+    for number, raw in enumerate(text.split("\n"), start=1):
         line = _TAG.sub("", raw.replace("\x00", "").replace("\r", ""), count=1).rstrip()
-        if line.strip():
+        if len(raw) > MAX_LINE_CHARS:
+            st.warnings.append(f"line {number} skipped: {len(raw)} characters, over {MAX_LINE_CHARS}")
+        elif line.strip():
             _line(st, line)
     _flush(st)
     if not st.recognised:
@@ -204,7 +206,7 @@ def parse(text: str) -> NcclResult:
 def _line(st: _State, line: str) -> None:
     stripped = line.strip()
     tokens = stripped.split()
-    if st.pending is not None and not stripped.startswith("#") and _continues(tokens):
+    if st.pending and not stripped.startswith("#") and len(tokens) <= MAX_ROW_NUMBERS and _continues(tokens):
         st.pending[1].extend(tokens)
         if _complete(st, len(_strip_stamps(st.pending[1]))):
             _flush(st)
@@ -259,7 +261,7 @@ def _comment(st: _State, line: str) -> None:
         group = int(found["group"]) if found["group"] is not None else None
         rank = NcclRank(int(found["rank"]), found["host"], int(found["device"]), found["busid"] or None,
                         found["name"] or None, group=group, pid=int(found["pid"]))
-        if rank not in st.ranks:
+        if st.rank_keys.setdefault(astuple(rank), rank) is rank:
             st.ranks.append(rank)
     elif (found := _RANK_LOOSE.match(line)) is not None:
         st.recognised = True
@@ -290,7 +292,7 @@ def _titles(st: _State, names: list[str]) -> None:
     if "size" not in lowered or not ({"algbw", "busbw"} & set(lowered)):
         return
     starts = [i for i, n in enumerate(lowered) if n in ("time", "cputime")]
-    if not starts:
+    if not starts or len(names) > MAX_ROW_NUMBERS:
         return
     st.recognised = st.titled = True
     st.has_root = "root" in lowered[:starts[0]]
@@ -353,7 +355,7 @@ def _flush(st: _State) -> None:
 
 def _build_row(st: _State, prefix: list[str], body: list[str]) -> tuple[NcclRow, bool]:
     n, side = len(body), st.side
-    if not st.titled and n > 2 * len(side) + 1:
+    if not st.titled and 2 * len(side) + 1 < n <= MAX_ROW_NUMBERS:
         side = _DEFAULT_SIDE + ("?",) * (n // 2 - 4)   # untitled per-iteration columns
     width = len(side)
     root = None

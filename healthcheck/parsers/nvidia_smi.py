@@ -7,6 +7,11 @@ It covers the old schema (``clocks_throttle_reasons``, ``power_readings``, ``sin
 ECC totals, ``pending_blacklist``) and the new one (``clocks_event_reasons``, ``gpu_power_readings``,
 SRAM/DRAM ECC counters, ``remapped_rows``, ``fabric``, ``gpu_reset_status``, ``gpu_recovery_action``).
 The default summary table (``nvidia-smi`` without ``-q``) is refused: it says too little to judge a GPU.
+
+Bounds: input over MAX_INPUT_CHARS (16 MiB; a real 8-GPU ``-q -x`` is ~250 KB) or with more than
+MAX_GPUS GPUs is refused with ParseError; the text parser also refuses more than ``nvidia_smi_text.MAX_LINES`` lines or a line over
+``nvidia_smi_text.MAX_LINE_CHARS``, the XML parser more than ``nvidia_smi_xml.MAX_TAGS`` tags, nesting
+deeper than 32 and any entity declaration.
 """
 from __future__ import annotations
 
@@ -15,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from healthcheck.model import THROTTLE_REASONS, GpuInfo, GpuProcess, normalize_pci_bus_id
-from healthcheck.parsers import ParseError
+from healthcheck.parsers import ParseError, check_size
+
+MAX_INPUT_CHARS = 16 * 1024 * 1024
+MAX_GPUS = 1024  # a node has at most a few dozen; each costs ~60 look-ups
 
 SUMMARY_MESSAGE = (
     "this is the nvidia-smi summary table; record `nvidia-smi -q -x` or `nvidia-smi -q`"
@@ -71,7 +79,10 @@ class NvidiaSmiResult:
 
 def norm_key(label: str) -> str:
     """'ECC Errors' / 'ecc_errors' -> 'eccerrors'; 'SRAM Uncorrectable SEC-DED' -> 'sramuncorrectablesecded'."""
-    return re.sub(r"[^a-z0-9]", "", label.lower())
+    return _NOT_ALNUM.sub("", label.lower())
+
+
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
 # ------------------------------------------------------------------------------- value converters
@@ -82,8 +93,9 @@ _MISSING = {
     "not available", "err!", "insufficient permissions", "gpu is lost", "not applicable",
     "requested functionality has been deprecated",
 }
-# Hand-written annotations in pasted outputs ("Pending : Yes   <===").
-_ANNOTATION = re.compile(r"\s*(?:<=+|<-+|←).*$")
+# Hand-written annotations in pasted outputs ("Pending : Yes   <==="): cut from the arrow on (callers
+# strip the spaces before it; a leading \s* here would rescan every run of spaces: quadratic).
+_ANNOTATION = re.compile(r"(?:<=+|<-+|←).*", re.DOTALL)
 _INT = re.compile(r"[+-]?\d{1,18}(?!\d)")
 _FLOAT = re.compile(r"[+-]?\d{1,18}(?:\.\d{1,12})?(?![\d.])")
 
@@ -333,7 +345,8 @@ def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> 
 _XML_START = re.compile(r"<\?xml|<!DOCTYPE|<nvidia_smi_log\b", re.IGNORECASE)
 _TEXT_GPU_HEADER = re.compile(r"^GPU\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$",
                               re.MULTILINE)
-_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^\s*\+[-=+]{10,}", re.MULTILINE)
+# [^\S\n]: blanks within the line only (\s would let every line start rescan all following blank lines)
+_TABLE_ROW = re.compile(r"^[^\S\n]*\|.*\|[^\S\n]*$|^[^\S\n]*\+[-=+]{10,}", re.MULTILINE)
 
 
 def _looks_like_summary(text: str) -> bool:
@@ -353,6 +366,7 @@ def parse_nvidia_smi(text: str) -> NvidiaSmiResult:
 
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}")
+    check_size(text, "nvidia-smi output", MAX_INPUT_CHARS)
     if not text.strip():
         raise ParseError("empty nvidia-smi output")
     start = _XML_START.search(text)
@@ -368,6 +382,8 @@ def parse_nvidia_smi(text: str) -> NvidiaSmiResult:
     else:
         header, raws = nvidia_smi_text.parse_text_tree(text)
         fmt = "text"
+    if len(raws) > MAX_GPUS:
+        raise ParseError(f"nvidia-smi output: {len(raws)} GPUs, more than {MAX_GPUS} (not a real output)")
     driver = clean(header.get("driverversion"))
     cuda = clean(header.get("cudaversion"))
     gpus = [build_gpu(i, raw, driver, cuda) for i, raw in enumerate(raws)]

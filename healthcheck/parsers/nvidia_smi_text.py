@@ -12,21 +12,32 @@ opened by ``GPU 00000000:07:00.0`` at column 0, and header lines (``Timestamp``,
   spacing) / ``GPU0000:07:00.0`` (newer, no space), alone or inside a GPU block, and ``GPU is lost``;
 - fragments without a GPU header (``grep -A5 Fabric``, an ``ECC Errors`` block alone): they become one
   GPU when they hold a recognisable GPU section, otherwise :class:`ParseError`.
+
+Bounds: more than MAX_LINES lines, or a line over MAX_LINE_CHARS characters, is refused with
+ParseError (real outputs: a few thousand lines under 200 characters); in ``errors_only`` mode (text
+printed before an XML document) such lines are skipped instead. Only the first MAX_HEADER_ENTRIES
+column-0 ``Label : value`` lines are kept as the header.
 """
 from __future__ import annotations
 
 import re
 
 from healthcheck.model import normalize_pci_bus_id
-from healthcheck.parsers import ParseError
+from healthcheck.parsers import ParseError, check_size
 from healthcheck.parsers.nvidia_smi import Node, RawGpu, norm_key
+
+MAX_LINES = 200_000
+MAX_LINE_CHARS = 64 * 1024
+MAX_HEADER_ENTRIES = 256  # column-0 "Label : value" lines kept (the real header has 5; each is looked up)
 
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _GPU_HEADER = re.compile(rf"^GPU\s*({_BUS})$")
 _ERROR = re.compile(r"Unable to determine the device handle|GPU is lost", re.IGNORECASE)
 _ERROR_BUS = re.compile(rf"GPU\s*({_BUS})", re.IGNORECASE)
-_LABEL_VALUE = re.compile(r"^([^:]*?)\s*:\s*(.*)$")
-_NO_DEVICES = re.compile(r"^\s*No devices were found", re.MULTILINE)
+# Label and value are stripped by the caller: no \s* around the colon (a lazy label followed by \s*
+# rescans each run of blanks from every position in it: quadratic on "a<1e6 spaces>b").
+_LABEL_VALUE = re.compile(r"^([^:]*):(.*)$")
+_NO_DEVICES = re.compile(r"^[^\S\n]*No devices were found", re.MULTILINE)
 _FAILED = re.compile(r"NVIDIA-SMI has failed[^\n]*", re.IGNORECASE)
 
 # Sections that only appear inside a GPU block: a headerless fragment holding one of them is a GPU.
@@ -92,8 +103,15 @@ def parse_text_tree(text: str, errors_only: bool = False) -> tuple[Node, list[Ra
     ``errors_only``: only collect the lost-GPU lines (used on text printed before an XML document)
     and never raise.
     """
+    if not errors_only:
+        check_size(text, "nvidia-smi -q output", len(text), MAX_LINES)
     b = _Builder()
-    for raw_line in text.splitlines():
+    for number, raw_line in enumerate(text.splitlines(), start=1):
+        if len(raw_line) > MAX_LINE_CHARS:
+            if errors_only:
+                continue
+            raise ParseError(f"nvidia-smi -q output: line {number} is {len(raw_line)} characters long, "
+                             f"over the limit of {MAX_LINE_CHARS} (not nvidia-smi output)")
         line = raw_line.expandtabs(4).rstrip()
         body = line.strip()
         if not body:
@@ -111,7 +129,8 @@ def parse_text_tree(text: str, errors_only: bool = False) -> tuple[Node, list[Ra
                 continue
             b.close_gpu()
             node = _line_node(body)  # prompt lines land here too; only known keys are read
-            if node.value is not None and not b.header.child(node.key):
+            if node.value is not None and len(b.header.children) < MAX_HEADER_ENTRIES \
+                    and not b.header.child(node.key):
                 b.header.children.append(node)
             continue
         b.add(indent, body)

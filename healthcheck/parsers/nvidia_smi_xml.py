@@ -8,7 +8,10 @@ Leading shell prompts and trailing text after ``</nvidia_smi_log>`` are cut off 
 
 Safety: the only declaration accepted is the standard ``<!DOCTYPE nvidia_smi_log SYSTEM
 "nvsmi_device_vNN.dtd">`` line (expat never fetches it). Any ``<!ENTITY`` or other DOCTYPE (an internal
-subset could define entities: "billion laughs") is refused before parsing.
+subset could define entities: "billion laughs") is refused before parsing, and so is a document
+with more than MAX_TAGS ``<`` (every element, comment or declaration costs one; a real 8-GPU document
+has ~2,500): the element tree then stays a small multiple of the input. Nesting deeper than
+``_MAX_DEPTH`` inside a ``<gpu>`` is a ParseError.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ _DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
 _ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
 _END = "</nvidia_smi_log>"
 _MAX_DEPTH = 32  # real documents nest 6 deep
+MAX_TAGS = 100_000
 
 
 def _check_declarations(text: str) -> None:
@@ -50,6 +54,9 @@ def parse_xml_tree(text: str) -> tuple[Node, list[RawGpu]]:
 
     Raises :class:`ParseError` for refused declarations and malformed or truncated XML.
     """
+    tags = text.count("<")
+    if tags > MAX_TAGS:
+        raise ParseError(f"nvidia-smi XML: {tags} tags, over the limit of {MAX_TAGS} (not nvidia-smi output)")
     _check_declarations(text)
     end = text.rfind(_END)
     body = text[: end + len(_END)] if end >= 0 else text

@@ -25,6 +25,9 @@ Pasted outputs are tolerated: prompt lines (``$ nvidia-smi nvlink -s``, ``> ...`
 lines and author elisions (``...``, ``[...]``) are skipped; redacted UUIDs that are not real UUIDs
 (``GPU-...``) become ``None`` so matching falls back to the index. Input with no ``GPU N:`` header,
 and counters fed to the status parser (or status lines to the error parser), raise ParseError.
+
+Bounds: input over MAX_INPUT_CHARS (16 MiB) or MAX_LINES lines, a line over MAX_LINE_CHARS or more
+than MAX_GPUS GPUs is refused with ParseError (a real 8-GPU ``-e`` output is ~600 lines of under 100 characters).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from healthcheck.model import GpuInfo, NvLink
-from healthcheck.parsers import ParseError
+from healthcheck.parsers import ParseError, check_size
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,18 @@ class GpuKey:
     name: str | None = None
 
 
+MAX_INPUT_CHARS = 16 * 1024 * 1024
+MAX_LINES = 200_000
+MAX_LINE_CHARS = 64 * 1024
+MAX_GPUS = 1024  # GPU headers (a node has at most a few dozen; merging is quadratic in them)
+
 # "GPU 0: ..." -- at most 4 digits then a colon, so `nvidia-smi -q`'s "GPU 00000000:18:00.0" is no header.
 _HEADER = re.compile(r"^\s*GPU\s+([0-9]{1,4}):(.*)$")
 _LINK = re.compile(r"^\s*Link\s+([0-9]{1,3})\s*:(.*)$", re.IGNORECASE)
 _UUID = re.compile(r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
-_SPEED = re.compile(r"([0-9]{1,6}(?:\.[0-9]{1,6})?)\s*GB/s", re.IGNORECASE)
-_COUNTER = re.compile(r"^\s*([A-Za-z][^:]{0,60}):(.*)$")  # "Replay Errors: 0", "Data Tx: 5863784 KiB"
+# A speed starts after a non-digit: without the lookbehind every digit of a long run starts a try.
+_SPEED = re.compile(r"(?<![0-9])([0-9]{1,6}(?:\.[0-9]{1,6})?)\s*GB/s", re.IGNORECASE)
+_COUNTER = re.compile(r"^\s*+([A-Za-z][^:]{0,60}):(.*)$")  # "Replay Errors: 0", "Data Tx: 5863784 KiB"
 _INT = re.compile(r"^\s*([0-9]{1,20})(?![0-9.])")
 
 _DOWN = {"inactive", "notactive", "down", "disabled", "off"}
@@ -75,7 +84,10 @@ _CRC_GENERIC = {"crcerrors", "crcerror"}
 
 
 def _norm(label: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", label.lower())
+    return _NOT_ALNUM.sub("", label.lower())
+
+
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")  # runs, not single characters: one substitution per run
 
 
 @dataclass
@@ -163,17 +175,23 @@ def _error_value(block: _Block, number: int, label: str, value: str, seen: _Seen
 def _scan(text: object, errors: bool, what: str) -> tuple[list[_Block], _Seen]:
     if not isinstance(text, str):
         raise ParseError(f"{what}: expected text, got {type(text).__name__}")
+    check_size(text, what, MAX_INPUT_CHARS, MAX_LINES)
     if not text.strip():
         raise ParseError(f"{what}: empty output")
     blocks: dict[int, _Block] = {}
     seen = _Seen()
     current: _Block | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise ParseError(f"{what}: line {number} is {len(line)} characters long, over the limit of "
+                             f"{MAX_LINE_CHARS} (not nvidia-smi nvlink output)")
         header = _HEADER.match(line)
         if header:
             key, state = _header(header.group(1), header.group(2))
             current = blocks.get(key.index)
             if current is None:
+                if len(blocks) >= MAX_GPUS:
+                    raise ParseError(f"{what}: more than {MAX_GPUS} GPUs (not nvidia-smi nvlink output)")
                 current = blocks[key.index] = _Block(key)
             elif current.key.uuid is None and key.uuid is not None:
                 current.key = key
