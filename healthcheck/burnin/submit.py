@@ -64,7 +64,8 @@ def sbatch_argv(template: str | None, *, nnodes: int | None = None, nodelist: st
 def submit(argv: list[str], timeout_s: float = 60.0) -> str:
     """Run sbatch; the job id it printed. SubmitError with sbatch's own message when it refuses."""
     env = subproc.job_env()  # SLURM_CONF and the like; plus our own settings, exported to the job
-    env.update({k: v for k, v in os.environ.items() if k.startswith("HEALTHCHECK")})
+    env.update({k: v for k, v in os.environ.items()
+                if k.startswith("HEALTHCHECK") and not k.startswith("HEALTHCHECK_DB_")})  # never credentials
     try:
         res = subproc.run(argv, timeout=timeout_s, env=env)
     except subproc.ToolNotFound as exc:

@@ -31,8 +31,9 @@ def _per_gpu(results: list[dict[str, Any]]) -> dict[str, str]:
 def _problems(results: list[dict[str, Any]], limit: int = 8) -> list[str]:
     bad = [r for r in results if r.get("status") in ("fail", "error", "warn")]
     bad.sort(key=lambda r: {"fail": 0, "error": 1, "warn": 2}[r["status"]])
-    lines = [f"  {r['status'].upper():5} {r['check']}{' ' + r['component'] if r.get('component') else ''}: "
-             f"{clean(r.get('message', ''))}" for r in bad[:limit]]
+    lines = [f"  {clean(r['status']).upper():5} {clean(r['check'])}"
+             f"{' ' + clean(r['component']) if r.get('component') else ''}: {clean(r.get('message', ''))}"
+             for r in bad[:limit]]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")
     return lines
@@ -41,14 +42,14 @@ def _problems(results: list[dict[str, Any]], limit: int = 8) -> list[str]:
 def node_text(record: dict[str, Any]) -> str:
     b = record.get("burnin", {})
     results = record.get("results", [])
-    head = (f"{record['node']}: {record['status'].upper()}  (burn-in {b.get('suite')}, "
-            f"{b.get('gpu_count') or 0} GPU {b.get('gpu_name') or '-'}, reference {b.get('sku') or 'none'}, "
-            f"backend {b.get('backend') or '-'})")
+    head = (f"{clean(record['node'])}: {clean(record['status']).upper()}  (burn-in {clean(b.get('suite'))}, "
+            f"{clean(b.get('gpu_count') or 0)} GPU {clean(b.get('gpu_name') or '-')}, reference "
+            f"{clean(b.get('sku') or 'none')}, backend {clean(b.get('backend') or '-')})")
     lines = [head]
     gpus = _per_gpu(results)
     if gpus:
-        lines.append("  per GPU: " + "  ".join(f"{g}={s}" for g, s in gpus.items()))
-    figures = [f"{r['component'] or r['check']} {k}={v:g}" for r in results for k, v in (r.get("metrics") or {}).items()
+        lines.append("  per GPU: " + "  ".join(f"{clean(g)}={clean(s)}" for g, s in gpus.items()))
+    figures = [f"{clean(r['component'] or r['check'])} {k}={v:g}" for r in results for k, v in (r.get("metrics") or {}).items()
                if k in ("gemm_tflops", "busbw_gbps", "hbm_copy_gbps", "h2d_gbps", "d2h_gbps", "bandwidth_gbps")]
     if figures:
         lines.append("  figures: " + ", ".join(figures[:16]))
@@ -57,24 +58,26 @@ def node_text(record: dict[str, Any]) -> str:
 
 
 def allocation_text(data: dict[str, Any]) -> str:
-    lines = [f"burn-in job {data.get('job_id') or '-'}: {str(data.get('status', '?')).upper()} "
+    lines = [f"burn-in job {clean(data.get('job_id') or '-')}: {clean(data.get('status', '?')).upper()} "
              f"({len(data.get('nodes', []))} nodes)"]
     for f in data.get("collective", []):
-        lines.append(f"  {f['status'].upper():5} {f['check']} {f.get('component') or ''}: {clean(f['message'])}")
+        lines.append(f"  {clean(f['status']).upper():5} {clean(f['check'])} {clean(f.get('component') or '')}: "
+                     f"{clean(f['message'])}")
     loc = data.get("localisation")
     if loc:
-        lines.append(f"  localisation: {len(loc.get('rounds', []))} rounds; slow: {', '.join(loc.get('bad', [])) or 'none'}"
-                     f"{'; suspects: ' + ', '.join(loc['suspects']) if loc.get('suspects') else ''}")
+        lines.append(f"  localisation: {len(loc.get('rounds', []))} rounds; slow: "
+                     f"{clean(', '.join(loc.get('bad', []))) or 'none'}"
+                     f"{'; suspects: ' + clean(', '.join(loc['suspects'])) if loc.get('suspects') else ''}")
     for node, o in sorted(data.get("per_node", {}).items()):
-        lines.append(f"{node}: {o['status'].upper()}")
+        lines.append(f"{clean(node)}: {clean(o['status']).upper()}")
         gpus = _per_gpu(o.get("findings", []))
         if gpus:
-            lines.append("  per GPU: " + "  ".join(f"{g}={s}" for g, s in gpus.items()))
+            lines.append("  per GPU: " + "  ".join(f"{clean(g)}={clean(s)}" for g, s in gpus.items()))
         lines += _problems(o.get("findings", []), limit=5)
     if data.get("drain"):
-        lines.append(f"drain: {', '.join(data['drain'])}")
+        lines.append(f"drain: {clean(', '.join(data['drain']))}")
     for a in data.get("actions", []):
-        lines.append(f"  {a['node']}: {a['action']} ({clean(a.get('why') or '')})")
+        lines.append(f"  {clean(a['node'])}: {clean(a['action'])} ({clean(a.get('why') or '')})")
     if data.get("suspect_shared_cause"):
         lines.append(f"WARNING: {data['suspect_shared_cause']}")
     return "\n".join(lines)

@@ -130,7 +130,8 @@ def redact_text(text: str, secrets: list[str | None]) -> str:
 
     for secret in secrets:
         if secret:
-            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+            # as given, fully quoted, form-quoted, as SQLAlchemy writes it into a URL, and quote()'s default
+            for form in {secret, quote(secret, safe=""), quote_plus(secret), quote(secret, safe=" +"), quote(secret)}:
                 text = text.replace(form, MASK)
     return text
 

@@ -87,7 +87,9 @@ class Sweeper:
 
     def job_env(self, results_dir: str) -> dict[str, str]:
         env = subproc.job_env()
-        env.update({k: v for k, v in os.environ.items() if k.startswith("HEALTHCHECK")})
+        # our settings travel to the job, never the database credentials (slurmdbd may store a job's env)
+        env.update({k: v for k, v in os.environ.items()
+                    if k.startswith("HEALTHCHECK") and not k.startswith("HEALTHCHECK_DB_")})
         env.update({"HEALTHCHECK_BURNIN_SUITE": self.settings.suite, "HEALTHCHECK_BURNIN_DRAIN": "false",
                     "HEALTHCHECK_BURNIN_RESULTS_DIR": results_dir})
         if self.config.path:

@@ -67,10 +67,19 @@ def validate(table: Mapping[str, Any], where: str = "[sweep]") -> dict[str, Any]
             raise SweepSettingsError(f"{where}: time_limit must be a Slurm time (e.g. 02:00:00), got {value!r}")
         if key == "partition" and value and not _NAME.match(value):
             raise SweepSettingsError(f"{where}: partition {value!r} is not a plain name")
+        if key == "db_url" and value and _has_password(value):
+            raise SweepSettingsError(f"{where}: db_url must not carry a password (it would be visible to every user); "
+                                     "put it in the file named by HEALTHCHECK_DB_PASSWORD_FILE (or in "
+                                     "HEALTHCHECK_DB_PASSWORD)")
         if key == "suite" and value not in ("quick", "standard", "full"):
             raise SweepSettingsError(f"{where}: suite must be quick, standard or full, got {value!r}")
         out[key] = value
     return out
+
+
+def _has_password(url: str) -> bool:
+    head = url.split("://", 1)[-1].split("@", 1)
+    return "://" in url and len(head) == 2 and ":" in head[0]
 
 
 def resolve(config_table: Mapping[str, Any] | None, flags: Mapping[str, Any] | None = None) -> SweepSettings:
