@@ -284,10 +284,14 @@ def burnin_submit(nnodes, nodelist, partition, reservation, gpus_per_node, suite
     """
     from .burnin.submit import SubmitError, sbatch_argv, submit
 
+    from .safety import UntrustedFile, check_trusted, running_as_root
+
     try:
         argv = sbatch_argv(template, nnodes=nnodes, nodelist=nodelist, partition=partition,
                            reservation=reservation, gpus_per_node=gpus_per_node, suite=suite, time_limit=time_limit)
-    except SubmitError as exc:
+        if running_as_root():  # Slurm runs the script as root on the nodes
+            check_trusted(argv[-1], "sbatch template")
+    except (SubmitError, UntrustedFile) as exc:
         raise UsageFailure(str(exc)) from None
     if dry_run:
         click.echo(" ".join(argv))

@@ -55,6 +55,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
       healthcheck sweep --config /etc/healthcheck/healthcheck.toml --max-nodes 32 --window 01:00-05:00
     """
     from .burnin.submit import SubmitError
+    from .safety import UntrustedFile
     from .cli import _exit, _load_config
     from .config import Config
     from .slurm.actions import backend_for
@@ -83,7 +84,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         click.echo(f"[sweep] {exc}: not starting a second one", err=True)
         _exit(BUSY_EXIT)
         return
-    except (st.StateError, SlurmError, JobError, SubmitError, OSError) as exc:
+    except (st.StateError, SlurmError, JobError, SubmitError, UntrustedFile, OSError) as exc:
         raise click.ClickException(f"sweep stopped: {exc} (the next run continues from the saved state)") from None
     finally:
         if bar is not None:

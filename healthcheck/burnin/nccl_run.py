@@ -89,6 +89,14 @@ def _execute(run: NcclRun, exe: str, timeout_s: float, env: dict[str, str] | Non
     if not os.access(exe, os.X_OK):
         run.missing, run.error = True, f"{exe} not found or not executable"
         return run
+    from ..safety import UntrustedFile, check_trusted, running_as_root
+
+    if running_as_root():  # a binary anyone else can replace must not run as root (skipped, never a drain)
+        try:
+            check_trusted(exe, "nccl-tests binary")
+        except (UntrustedFile, OSError) as exc:
+            run.missing, run.error = True, str(exc)
+            return run
     res = run_tool("nccl-tests", run.argv, timeout_s, env)
     if res.missing or (res.error and res.returncode is None and not res.timed_out):
         run.missing, run.error = res.missing, res.error

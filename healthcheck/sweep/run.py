@@ -82,7 +82,12 @@ class Sweeper:
             argv += ["-p", s.partition]
         if reservation:
             argv += [f"--reservation={reservation}"]
-        argv += ["--export=ALL", s.template or default_template("burnin-array.sbatch")]
+        template = s.template or default_template("burnin-array.sbatch")
+        from ..safety import check_trusted, running_as_root
+
+        if running_as_root():  # Slurm runs it as root on the nodes: it must be root's alone (UntrustedFile)
+            check_trusted(template, "sbatch template")
+        argv += ["--export=ALL", template]
         return argv
 
     def job_env(self, results_dir: str) -> dict[str, str]:

@@ -172,3 +172,15 @@ def test_gemm_digests_are_compared_across_the_job():
         rec.record["burnin"]["gemm_digests"].pop("gpu1")
     allocation.compare_digests(tie)
     assert tie["a"].status is Status.WARN and tie["b"].status is Status.WARN
+
+
+def test_as_root_a_binary_others_can_replace_is_refused_not_run(tmp_path, double):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the refusal applies to root only")
+    exe = double / "all_reduce_perf"
+    exe.chmod(0o777)  # world-writable: anyone could swap what root runs
+    run = nccl_run.run_on_node(str(double), "all_reduce", 8, SWEEP, 30, "n1", env={"PATH": "/usr/bin:/bin"})
+    assert run.missing and "writable by group or others" in run.error and run.result is None
+    assert judge_run(run, None, None, None).status is Status.SKIP

@@ -69,7 +69,9 @@ class FakeJobs:
 
 def make(tmp_path, states, jobs, **sweep):
     cfg = Config(None, slurm=SlurmSettings(state_dir=str(tmp_path / "state"), spool_dir=str(tmp_path / "spool")))
-    settings = resolve({"results_root": str(tmp_path / "sweeps"), "poll_s": 0.01, "template": "/t/b.sbatch", **sweep})
+    template = tmp_path / "b.sbatch"
+    template.write_text("#!/bin/sh\n")
+    settings = resolve({"results_root": str(tmp_path / "sweeps"), "poll_s": 0.01, "template": str(template), **sweep})
     seen = []
     sweeper = Sweeper(cfg, settings, FakeBackend(states), jobs, log=lambda m: None,
                       clock=lambda: datetime(2026, 12, 2, 2, 15, tzinfo=timezone.utc), sleep=lambda s: None,
