@@ -13,6 +13,10 @@ Commands (exact argv; tests pin them):
 - drain:  ``scontrol update NodeName=NAME State=DRAIN Reason=<sanitised reason>`` (Reason is ONE element)
 - resume: ``scontrol update NodeName=NAME State=RESUME``
 
+``node``/``nodes`` return the states with stale reasons moved aside (``nodestate.without_stale_reason``):
+Slurm 24.11 keeps a resumed node's last reason until its next job, and the ownership rules must not read
+it as the reason the node is held for.
+
 Node names are checked against ``[A-Za-z0-9][A-Za-z0-9._-]*``: a hostlist expression (``gpu[01-64]``)
 or a comma would make one call act on many nodes, so it is refused (``ValueError``).
 """
@@ -25,7 +29,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from .. import subproc
 from ..parsers import ParseError
-from .nodestate import NodeState, parse_scontrol_nodes
+from .nodestate import NodeState, parse_scontrol_nodes, without_stale_reason
 from .reasons import sanitise
 
 # Messages of transient failures, as scontrol prints them (slurm_strerror() texts of
@@ -135,14 +139,15 @@ class ScontrolBackend:
             raise SlurmError(f"cannot parse scontrol output for {name}: {exc}") from exc
         if name not in nodes:
             raise SlurmError(f"node {name} not in scontrol output")
-        return nodes[name]
+        return without_stale_reason(nodes[name])
 
     def nodes(self) -> dict[str, NodeState]:
         out = self._call(["-o", "show", "node"])
         try:
-            return parse_scontrol_nodes(out)
+            nodes = parse_scontrol_nodes(out)
         except ParseError as exc:
             raise SlurmError(f"cannot parse scontrol output: {exc}") from exc
+        return {name: without_stale_reason(node) for name, node in nodes.items()}
 
     def drain(self, name: str, reason: str) -> None:
         text = sanitise(reason)

@@ -19,11 +19,16 @@ Format facts (Slurm's ``slurm_sprint_node_table()`` in ``src/api/node_info.c``):
 - ``State=`` is ``node_state_string_complete()``: a base state plus ``+FLAG``s, e.g. ``IDLE+DRAIN``,
   ``MIXED+DRAIN`` (draining), ``DOWN+NOT_RESPONDING``, ``IDLE+CLOUD+POWERED_DOWN``. sinfo-style strings
   (``drained``, ``draining``, ``idle*``, ``idle~``) are understood as well.
+- Stale reasons (observed on 24.11.5, Debian 13): ``State=RESUME`` leaves the node's ``Reason=`` and its
+  ``[user@time]`` in place on the now ``IDLE`` node until a job is next allocated there (22.05 clears it at
+  once). ``sinfo -R`` no longer lists it. The parser reports what Slurm prints; ``NodeState.reason_stale``
+  says when a reason no longer holds the node, and :func:`without_stale_reason` (``ScontrolBackend``
+  applies it) moves it aside so that a resumed node is not mistaken for one an admin still holds.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..parsers import ParseError
 
@@ -40,6 +45,10 @@ _SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP",
                  "-": "PLANNED"}
 DRAIN_FLAGS = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
 _BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+# Besides a drain/fail and DOWN, the flags under which a node is held out of service on someone's word, so
+# that its reason still says why (a reboot or a power-down asked for). Not MAINTENANCE/RESERVED: those come
+# from a reservation, not from the node's reason.
+_HOLD_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED", "POWER_DOWN", "POWERING_DOWN"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,33 @@ class NodeState:
     @property
     def not_responding(self) -> bool:
         return "NOT_RESPONDING" in self.flags
+
+    @property
+    def held(self) -> bool:
+        """Out of service on someone's word: drained/failing, down, or a reboot/power-down asked for."""
+        return self.drained or self.down or bool(self.flags & _HOLD_FLAGS)
+
+    @property
+    def reason_stale(self) -> bool:
+        """A reason left on a node that nothing holds any more: Slurm 24.11 keeps the last reason after
+        ``State=RESUME`` until a job is allocated to the node (22.05 clears it). It says nothing about the
+        node now, so it must not make the node look held by an admin (or by us)."""
+        return self.reason is not None and not self.held
+
+
+def without_stale_reason(node: NodeState) -> NodeState:
+    """``node`` as the drain/resume rules must see it: a stale reason (see ``NodeState.reason_stale``)
+    moved to ``fields["StaleReason"]`` (with ``StaleReasonUser``/``StaleReasonTime`` when known) and
+    ``reason``/``reason_user``/``reason_time`` None. A node whose reason holds it is returned unchanged."""
+    if not node.reason_stale:
+        return node
+    fields = dict(node.fields)
+    fields["StaleReason"] = node.reason or ""
+    if node.reason_user:
+        fields["StaleReasonUser"] = node.reason_user
+    if node.reason_time:
+        fields["StaleReasonTime"] = node.reason_time
+    return replace(node, reason=None, reason_user=None, reason_time=None, fields=fields)
 
 
 def parse_state(text: str) -> tuple[str, frozenset[str]]:

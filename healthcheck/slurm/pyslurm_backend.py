@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .backend import SlurmError, SlurmUnreachable, check_node_name, is_transient
-from .nodestate import NodeState, parse_state
+from .nodestate import NodeState, parse_state, without_stale_reason
 from .reasons import sanitise
 from ..parsers import ParseError
 
@@ -101,14 +101,15 @@ class PyslurmBackend:
 
     def node(self, name: str) -> NodeState:
         check_node_name(name)
-        return to_node_state(self._rpc(f"load node {name}", lambda: self.pyslurm.Node.load(name)))
+        # Slurm 24.11 keeps a resumed node's old reason until its next job: not a hold (nodestate.py)
+        return without_stale_reason(to_node_state(self._rpc(f"load node {name}", lambda: self.pyslurm.Node.load(name))))
 
     def nodes(self) -> dict[str, NodeState]:
         loaded = self._rpc("load nodes", lambda: self.pyslurm.Nodes.load())
         items = loaded.values() if hasattr(loaded, "values") else loaded
         out = {}
         for node in items:
-            ns = to_node_state(node)
+            ns = without_stale_reason(to_node_state(node))
             out[ns.name] = ns
         return out
 

@@ -156,6 +156,30 @@ def test_admin_drain_is_never_touched_and_a_repaired_node_is_resumed(tmp_path, s
     assert [a["node"] for a in resumes] == ["node2"]
 
 
+def test_a_node_the_admin_resumed_is_drained_by_us_when_it_fails(tmp_path, slurm_cluster, sources):
+    """Slurm 24.11 keeps the admin's reason on a node it resumed until the node's next job (22.05 clears
+    it at once). That stale reason must not make the node look held by the admin, or a fault found
+    before its next job would never drain it."""
+    cluster = slurm_cluster
+    cluster.reset()
+    site = Site(tmp_path, cluster, sources)
+    cluster.run(["scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=RMA ticket 4711"])
+    cluster.run(["scontrol", "update", "NodeName=node1", "State=RESUME"])
+    cluster.wait_for(lambda: cluster.node_state("node1")["State"] == "IDLE", 15)
+    raw = parse_scontrol_nodes(cluster.run(["scontrol", "-o", "show", "node", "node1"]).stdout)["node1"]
+    if cluster.version >= (24, 11):
+        assert raw.reason == "RMA ticket 4711" and raw.reason_user == "root" and raw.reason_stale
+    else:
+        assert raw.reason is None and not raw.reason_stale
+    assert "node1" not in sinfo_reasons(cluster)
+    site.set_bundle("node1", "ecc-fault")
+    assert site.health_check("node1").returncode == 0
+    assert site.drained("node1"), cluster.node_state("node1")
+    assert site.reason("node1").startswith("healthcheck: gpu.ecc.uncorrected gpu3")
+    drains = [a for a in site.records("action") if a["node"] == "node1" and a["action"] == "drain"]
+    assert len(drains) == 1 and drains[0]["context"] == "slurm-check"
+
+
 def test_hung_probe_prolog_returns_in_budget_drains_and_leaves_nothing(tmp_path, slurm_cluster_factory, sources):
     probe = slurm_cluster_factory()
     site = Site(tmp_path, probe, sources, hang_node="node4", prolog_budget_s=2.0)

@@ -118,6 +118,29 @@ def test_other_errors_are_slurm_error_without_retry(stderr, match):
     assert len(r.calls) == 1
 
 
+@pytest.mark.parametrize("ver,stale", [("24.11.5", {"node3": "RMA ticket 4711"}), ("22.05.8", {})])
+def test_a_stale_reason_is_moved_aside(ver, stale):
+    """Real captures: node3 drained, resumed, no job since (24.11 still prints its old reason)."""
+    text = (REC / f"real-scontrol-show-node-o-{ver}-resumed.txt").read_text()
+    b, _ = backend(Runner(ok(text), ok(text)))
+    nodes = b.nodes()
+    assert {n: s.fields["StaleReason"] for n, s in nodes.items() if "StaleReason" in s.fields} == stale
+    assert (nodes["node3"].reason, nodes["node3"].reason_user, nodes["node3"].state) == (None, None, "IDLE")
+    assert nodes["node2"].reason == "Prolog error" and nodes["node4"].reason == "cable pulled on switch port 7"
+    assert nodes["node2"].reason_user == "root" and nodes["node4"].drained
+    n3 = b.node("node3")
+    assert n3.reason is None and n3.fields.get("StaleReason") == stale.get("node3")
+
+
+@pytest.mark.parametrize("ver", ["22.05.8", "24.11.5"])
+def test_real_capture_through_the_backend(ver):
+    text = (REC / f"real-scontrol-show-node-o-{ver}.txt").read_text()
+    nodes = backend(Runner(ok(text)))[0].nodes()
+    assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
+    assert nodes["node2"].reason == "Prolog error" and nodes["node2"].drained
+    assert all(n.fields["Version"] == ver for n in nodes.values())
+
+
 def test_missing_scontrol_is_slurm_error():
     r = Runner(subproc.ToolNotFound("scontrol: not found"))
     with pytest.raises(SlurmError, match="not found"):

@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from healthcheck.parsers import ParseError
 from healthcheck.slurm.nodestate import (SINFO_REASONS_ARGV, NodeState, parse_node_line,
-                                         parse_scontrol_nodes, parse_sinfo_reasons, parse_state)
+                                         parse_scontrol_nodes, parse_sinfo_reasons, parse_state,
+                                         without_stale_reason)
 from healthcheck.slurm.reasons import is_ours, make_reason
 from tests.conftest import FIXTURES
 
@@ -23,7 +24,8 @@ def load(name: str) -> dict[str, NodeState]:
     return parse_scontrol_nodes((REC / name).read_text())
 
 
-@pytest.mark.parametrize("path", sorted(REC.glob("scontrol-*.txt")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted([*REC.glob("scontrol-*.txt"), *REC.glob("real-scontrol-*.txt")]),
+                         ids=lambda p: p.name)
 def test_every_recorded_file_parses(path: Path):
     nodes = parse_scontrol_nodes(path.read_text())
     assert nodes
@@ -312,3 +314,84 @@ def test_real_22_05_capture_from_the_local_cluster():
     assert multi["node2"] == n2
     sinfo = parse_sinfo_reasons((REC / "real-sinfo-R-22.05.8.txt").read_text(), fmt=OLD_FMT)
     assert sinfo == {"node2": ("Prolog error", "root", n2.reason_time)}
+
+
+# --- real captures of Slurm 24.11.5 (Debian 13 "trixie", slurm-wlm 24.11.5-4+deb13u1), same local cluster ---
+def test_real_24_11_capture_from_the_local_cluster():
+    idle = parse_scontrol_nodes((REC / "real-scontrol-show-node-o-24.11.5-idle.txt").read_text())
+    assert sorted(idle) == ["node1", "node2", "node3", "node4"]
+    for n in idle.values():
+        assert (n.state, n.flags, n.reason) == ("IDLE", frozenset(), None)
+        assert n.fields["Version"] == "24.11.5" and n.fields["ResumeAfterTime"] == "None"
+        assert "CapWatts" not in n.fields and "ExtSensorsJoules" not in n.fields
+        assert n.fields["AveWatts"] == "0"  # the -o line ends in "AveWatts=0 " (a trailing space)
+
+    nodes = parse_scontrol_nodes((REC / "real-scontrol-show-node-o-24.11.5.txt").read_text())
+    resv = nodes["node1"]  # in a MAINT,IGNORE_JOBS reservation (the sweep's kind)
+    assert (resv.state, resv.flags, resv.reason) == ("IDLE", {"MAINTENANCE", "RESERVED"}, None)
+    assert resv.fields["ReservationName"] == "healthcheck-sweep-explore"
+    assert not resv.drained and not resv.held and not resv.reason_stale
+    prolog = nodes["node2"]  # drained by slurmctld: our prolog exited 1
+    assert (prolog.state, prolog.flags, prolog.reason, prolog.reason_user) == ("IDLE", {"DRAIN"}, "Prolog error", "root")
+    assert not is_ours(prolog.reason) and prolog.fields["Port"] == "55117"
+    admin = nodes["node3"]
+    assert (admin.state, admin.flags, admin.reason) == ("IDLE", {"DRAIN"}, "RMA ticket 4711")
+    down = nodes["node4"]  # State=DOWN, then State=DRAIN, a reason of several words
+    assert (down.state, down.flags, down.reason) == ("DOWN", {"DRAIN"}, "cable pulled on switch port 7")
+    assert down.down and down.drained and not down.draining and down.held
+    assert down.reason_time == "2026-12-02T16:08:25" and down.reason_user == "root"
+    for name in ("node1", "node4"):  # the multi-line form (a "   " line before Reason=/ReservationName=)
+        multi = parse_scontrol_nodes((REC / f"real-scontrol-show-node-24.11.5-{name}.txt").read_text())
+        assert list(multi) == [name] and multi[name] == nodes[name] and multi[name].fields == nodes[name].fields
+
+    old = parse_sinfo_reasons((REC / "real-sinfo-R-24.11.5.txt").read_text(), fmt=OLD_FMT)
+    new = parse_sinfo_reasons((REC / "real-sinfo-R-h-N-o-N-E-u-H-T-24.11.5.txt").read_text())
+    assert old == new == {n: (nodes[n].reason, "root", nodes[n].reason_time) for n in ("node2", "node3", "node4")}
+
+
+@pytest.mark.parametrize("ver", ["22.05.8", "24.11.5"])
+def test_real_resumed_node_keeps_a_stale_reason_on_24_11(ver: str):
+    """node3 was drained ("RMA ticket 4711") and resumed; no job ran on it since."""
+    nodes = parse_scontrol_nodes((REC / f"real-scontrol-show-node-o-{ver}-resumed.txt").read_text())
+    n3 = nodes["node3"]
+    assert (n3.state, n3.flags) == ("IDLE", frozenset()) and not n3.held
+    if ver.startswith("24.11"):
+        assert (n3.reason, n3.reason_user) == ("RMA ticket 4711", "root") and n3.reason_stale
+        moved = without_stale_reason(n3)
+        assert (moved.reason, moved.reason_user, moved.reason_time) == (None, None, None)
+        assert moved.fields["StaleReason"] == "RMA ticket 4711" and moved.fields["StaleReasonUser"] == "root"
+        assert moved.fields["StaleReasonTime"] == n3.reason_time and "StaleReason" not in n3.fields
+        # sinfo -R lists exactly the reasons that still hold a node
+        sinfo = parse_sinfo_reasons((REC / "real-sinfo-R-24.11.5-resumed.txt").read_text(), fmt=OLD_FMT)
+        held = {name: (without_stale_reason(n).reason, n.reason_user, n.reason_time) for name, n in nodes.items()
+                if without_stale_reason(n).reason}
+        assert sinfo == held and set(sinfo) == {"node2", "node4"}
+    else:
+        assert n3.reason is None and not n3.reason_stale and without_stale_reason(n3) is n3
+    for name in ("node2", "node4"):  # still drained: their reasons hold
+        assert nodes[name].drained and not nodes[name].reason_stale
+        assert without_stale_reason(nodes[name]) is nodes[name]
+
+
+@pytest.mark.parametrize("state,reason,stale", [
+    ("IDLE", "RMA ticket 4711", True),                       # resumed on 24.11, no job since
+    ("IDLE+NOT_RESPONDING", "x", True),                       # the second after RESUME, before slurmd re-registers
+    ("IDLE+MAINTENANCE+RESERVED", ECC, True),                 # resumed into a MAINT reservation
+    ("IDLE+CLOUD", "Maintain Minimum Number Of Instances", True),
+    ("IDLE+DRAIN", "RMA ticket 4711", False), ("MIXED+DRAIN", ECC, False), ("DOWN", "cable pulled", False),
+    ("DOWN+NOT_RESPONDING", "Not responding", False), ("IDLE+FAIL", "bad", False),
+    ("IDLE+REBOOT_REQUESTED", "reboot requested", False), ("DOWN+REBOOT_ISSUED", "Reboot ASAP : reboot issued", False),
+    ("IDLE+POWER_DOWN", "power save", False), ("drained", "x", False), ("draining", "x", False),
+    ("IDLE", None, False),
+])
+def test_stale_reason_rule(state, reason, stale):
+    base, flags = parse_state(state)
+    node = NodeState("n1", base, flags, reason=reason, reason_user="root" if reason else None,
+                     reason_time="2026-12-02T16:08:25" if reason else None, fields={"NodeName": "n1"})
+    assert node.reason_stale is stale
+    moved = without_stale_reason(node)
+    if stale:
+        assert moved.reason is None and moved.fields["StaleReason"] == reason and moved.state == node.state
+        assert moved.flags == node.flags and node.reason == reason  # the original is left as it was
+    else:
+        assert moved is node
