@@ -70,8 +70,8 @@ def history():
 @history.command("ingest")
 @click.argument("paths", nargs=-1, type=click.Path())
 @db_option
-@click.option("--batch-rows", default=20_000, show_default=True, type=click.IntRange(1),
-              help="Rows per transaction.")
+@click.option("--batch-rows", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Rows per transaction (whole runs; fewer, larger transactions ingest faster).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and skipped lines.")
 def history_ingest(paths, db_url, batch_rows, quiet):
     """Store spooled records in the database, idempotently (re-ingesting stores nothing twice).
@@ -136,6 +136,19 @@ def history_show(db_url, node, check, since, status, limit, fmt):
     for row in table:
         cells = [row[i][:60].ljust(widths[i]) for i in range(len(cols) - 1)] + [row[-1]]
         click.echo("  ".join(cells).rstrip())
+
+
+def _rollups_usable(engine) -> bool:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .history import rollups
+    from .history.db import HistoryError, describe_error
+
+    try:
+        with engine.connect() as conn:
+            return rollups.usable(conn)
+    except SQLAlchemyError as exc:
+        raise HistoryError(describe_error(exc, engine.url)) from None
 
 
 def _text(value) -> str:
@@ -209,6 +222,32 @@ def db_upgrade(db_url):
         click.echo(f"{redact(engine.url)}: upgraded {','.join(before.current) or 'empty'} -> {after.head}")
 
 
+@db.command("rebuild-rollups")
+@db_option
+def db_rebuild_rollups(db_url):
+    """Recompute the report's rollups (per-run counts, metric series, counter levels) from the stored rows.
+
+    `healthcheck db upgrade` does this by itself when the rollups are missing or were built by another
+    version; run it after deleting rows by hand. Writers wait while it runs (one transaction; an ingest
+    that gives up waiting is simply run again).
+
+    \b
+    Example:
+      healthcheck db rebuild-rollups --db /var/lib/healthcheck/history.sqlite
+    """
+    import time
+
+    from .history import migrations, rollups
+    from .history.db import redact
+
+    engine = _engine(db_url)
+    _guard(migrations.require_current, engine)
+    start = time.monotonic()
+    done = _guard(rollups.rebuild, engine)
+    click.echo(f"{redact(engine.url)}: rollups rebuilt from {done['runs']} run(s): {done['series']} metric series, "
+               f"{done['levels']} counter levels ({time.monotonic() - start:.1f} s)")
+
+
 @db.command("status")
 @db_option
 def db_status(db_url):
@@ -224,4 +263,6 @@ def db_status(db_url):
     engine = _engine(db_url)
     now = _guard(migrations.status, engine)
     click.echo(f"{redact(engine.url)}: {now.describe()}")
+    if now.state == "current" and not _guard(_rollups_usable, engine):
+        click.echo("rollups: not built for this healthcheck (run `healthcheck db rebuild-rollups`)")
     sys.exit({"current": 0, "empty": 1, "behind": 1, "newer": 2}[now.state])

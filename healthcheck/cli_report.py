@@ -1,6 +1,6 @@
 """`healthcheck report`: the cluster readiness report from the history database.
 
-A thin shell over :mod:`healthcheck.report`; pandas, SQLAlchemy and matplotlib are imported inside the
+A thin shell over :mod:`healthcheck.report`; pandas and SQLAlchemy are imported inside the
 command only. The lead registers :data:`report` into ``healthcheck/cli.py``.
 """
 from __future__ import annotations
@@ -30,16 +30,30 @@ def parse_since(text: str, now: datetime) -> datetime:
         raise click.BadParameter(str(exc), param_hint="--since") from None
 
 
-def load_history(db_url: str | None, since: datetime):
-    """The four DataFrames of the window, from the database (``--db``, $HEALTHCHECK_DB_URL or the default)."""
+def load_history(db_url: str | None, since: datetime, now: datetime):
+    """The window's ``report.summary.Summary`` from the database (``--db``, $HEALTHCHECK_DB_URL or the
+    default): through the rollups (``report.dbsummary``), or, where they are not built, from every row
+    (``load_frames``; slow on a big history) with a note saying how to rebuild them. A database of
+    another schema version is refused (``healthcheck db upgrade``)."""
     from .config import ConfigError, site_db_url
+    from .history import migrations
     from .history.db import HistoryError, open_engine
-    from .history.queries import load_frames
+    from .report.dbsummary import RollupsUnavailable, load_summary
 
     try:
         engine = open_engine(db_url, None if db_url else site_db_url())
         try:
-            return load_frames(engine, since=since)
+            if not migrations.is_current(engine):  # the fast check; the full one names the reason
+                migrations.require_current(engine)
+            try:
+                return load_summary(engine, since, now)
+            except RollupsUnavailable as exc:
+                from .history.queries import load_frames
+                from .report.summary import summarize_frames
+
+                summary = summarize_frames(load_frames(engine, since=since), since, now)
+                summary.notes.append(str(exc)[:1].upper() + str(exc)[1:] + ".")
+                return summary
         finally:
             engine.dispose()
     except (HistoryError, ConfigError) as exc:  # already redacted by the store
@@ -129,7 +143,7 @@ class _Progress:
                    "(else $HEALTHCHECK_CONFIG; without one the whole fleet is one peer group).")
 @click.option("--slurm/--no-slurm", default=False, show_default=True,
               help="Ask slurmctld for the nodes' drain states (drained by us vs by others).")
-@click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (faster; no matplotlib).")
+@click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (a smaller page).")
 def report(since_text, html_path, fmt, output, db_url, config_path, slurm, no_plots):
     """Cluster readiness report: fleet summary (ready / drained by us / drained by others / failing),
     failing checks ranked, nodes ranked by risk with the evidence, performance distributions with
@@ -147,12 +161,12 @@ def report(since_text, html_path, fmt, output, db_url, config_path, slurm, no_pl
     since = parse_since(since_text, now)
     node_class = _node_class(config_path)
     with _Progress(sys.stderr.isatty()) as step:
-        frames = load_history(db_url, since)
+        history = load_history(db_url, since, now)
         step("load")
         slurm_states, note = _slurm_states() if slurm else (None, None)
         from .report import build_report, render_html, render_json, render_markdown
 
-        rep = build_report(frames, since, now, node_class=node_class, slurm_states=slurm_states, progress=step)
+        rep = build_report(history, since, now, node_class=node_class, slurm_states=slurm_states, progress=step)
         if note:
             rep.notes.append(note)
         if html_path:

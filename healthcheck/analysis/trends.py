@@ -70,6 +70,46 @@ def metric_series(metrics: pd.DataFrame, names: Names = None, *,
     return out[list(SERIES_COLUMNS)].reset_index(drop=True)
 
 
+def changed_series(metrics: pd.DataFrame, names: Names = DEFAULT_COUNTERS) -> pd.DataFrame:
+    """The samples of the series (of ``names``) that hold two or more distinct values in the frame:
+    the only ones whose :func:`counter_rates` row can have an increase or a reset (a constant series
+    grows by 0). Columns node, started_at, check, component, name, value; input order kept.
+
+    Complexity: O(n) selection and series codes, two ``bincount``-style reductions.
+    """
+    df = metric_rows(metrics, names)
+    if df.empty:
+        return df
+    codes, keys = series_codes(df, SERIES_KEYS)
+    values = df["value"].to_numpy(dtype="float64")
+    lo = np.full(len(keys), np.inf)
+    hi = np.full(len(keys), -np.inf)
+    np.minimum.at(lo, codes, values)
+    np.maximum.at(hi, codes, values)
+    return df[(hi > lo)[codes]].reset_index(drop=True)
+
+
+def latest_samples(metrics: pd.DataFrame, names: Names = None) -> pd.DataFrame:
+    """The latest sample of each series (of ``names``) with a value: one row per (node, check,
+    component, name), a missing component read as "" (the history's rollups key it so). Among samples
+    of equal time the one later in the frame wins (``load_frames`` orders by time, run, seq). Columns
+    node, started_at, check, component, name, value; sorted by series key.
+
+    Complexity: O(n) selection and series codes, one O(n log n) time sort unless already in time order.
+    """
+    df = metric_rows(metrics, names)
+    if df.empty:
+        return df
+    comp = df["component"].astype(object)
+    df = df.assign(component=comp.where(comp.notna(), ""))
+    codes, _ = series_codes(df, SERIES_KEYS)
+    order = time_order(codes, int_times(df["started_at"]))
+    c = codes[order]
+    last = np.ones(len(c), dtype=bool)
+    last[:-1] = c[1:] != c[:-1]
+    return df.iloc[order[last]].reset_index(drop=True)
+
+
 class _Steps(NamedTuple):
     """Counter samples in (series, time) order with the step from the previous sample."""
     keys: pd.DataFrame     # series keys, one row per code

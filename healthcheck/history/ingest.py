@@ -24,6 +24,13 @@ concurrent ingests of overlapping spools take their locks in the same order and 
 runs insert RETURNs the runs this transaction really stored, and only their results and metrics follow. A deadlock or
 serialization failure reported by the server anyway is retried (bounded).
 
+Rollups (``rollups``): the runs rows carry their own result/metric counts. A batch's transaction also
+lists its runs with metrics in rollup_pending; their metric rows are summarised in memory (per series and,
+for error counters, per value) and merged into metric_series / counter_levels every ~1,000,000 metric rows
+and at the end, in one transaction that also takes those runs off rollup_pending (one merge per ingest,
+not one per batch). A re-ingest of stored runs merges nothing; runs left pending by an interrupted ingest
+are merged from their rows by the next one (``rollups.refresh``).
+
 Bad input is skipped with a reason and never stops the rest: a corrupt line (truncated JSON, a line of
 another tool; reported by ``healthcheck.spool``), a record of an unknown schema version or with a bad
 field (``records.RecordInvalid``).
@@ -38,9 +45,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from .db import HistoryError, describe_error, is_sqlite
+from . import rollups
 from .records import (ACTION_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid, action_row,
                       run_rows)
 
+FLUSH_METRIC_ROWS = 1_000_000  # metric rows summarised in memory before their rollups are merged
 DEFAULT_BATCH_ROWS = 100_000  # rows per transaction: fewer commits and WAL checkpoints (SQLite), ~1 s each
 RETRIES = 5
 RETRY_SQLSTATES = ("40P01", "40001")  # deadlock_detected, serialization_failure
@@ -115,6 +124,8 @@ def ingest(paths: Iterable[str | os.PathLike[str]], engine, batch_rows: int = DE
             report.batches += 1
             if on_batch:
                 on_batch(report)
+    writer.flush()
+    writer.refresh()  # runs an earlier, interrupted ingest stored without merging
     return report
 
 
@@ -193,24 +204,20 @@ class _Writer:
 
         self.engine, self.report, self.schema = engine, report, schema
         self.sqlite = is_sqlite(engine)
+        self.rollup, self.pending, self.pending_rows = rollups.Rollup(), [], 0  # stored, not merged yet
 
-    def write(self, runs: list[tuple], results: list[tuple], metrics: list[tuple], actions: list[tuple]) -> None:
+    def _transaction(self, work):
+        """``work(conn)`` in one write transaction (SQLite: BEGIN IMMEDIATE), retried on a deadlock or a
+        serialization failure reported by PostgreSQL; HistoryError (redacted) otherwise."""
         from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
         driver_error = getattr(self.engine.dialect.dbapi, "Error", DBAPIError)  # raised by raw-cursor COPY
-        runs.sort(key=lambda r: r[0])
-        actions.sort(key=lambda r: r[0])
-        if not self.sqlite:  # key order = lock order (see the module docstring); SQLite writers are serial
-            results.sort(key=lambda r: (r[0], r[1]))
-            metrics.sort(key=lambda r: (r[0], r[1], r[2]))
         for attempt in range(RETRIES + 1):
             try:
                 with self.engine.connect() as conn:
                     conn = conn.execution_options(sqlite_immediate=True)
                     with conn.begin():
-                        counts = (self._sqlite if self.sqlite else self._postgres)(conn, runs, results, metrics,
-                                                                                  actions)
-                break
+                        return work(conn)
             except (DBAPIError, driver_error) as exc:
                 code = getattr(getattr(exc, "orig", None) or exc, "sqlstate", None)
                 if code in RETRY_SQLSTATES and attempt < RETRIES:
@@ -220,12 +227,46 @@ class _Writer:
                 raise HistoryError(describe_error(exc, self.engine.url)) from None
             except SQLAlchemyError as exc:
                 raise HistoryError(describe_error(exc, self.engine.url)) from None
+        raise AssertionError("unreachable")
+
+    def flush(self) -> None:
+        """Merge the rollups of the runs stored so far and take them off the pending list."""
+        if self.pending:
+            rollup, pending = self.rollup, self.pending
+            self._transaction(lambda conn: rollups.settle(conn, rollup, pending, self.sqlite))
+            self.rollup, self.pending, self.pending_rows = rollups.Rollup(), [], 0
+
+    def refresh(self) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.engine.connect() as conn:
+                left = rollups.has_pending(conn)
+        except SQLAlchemyError as exc:
+            raise HistoryError(describe_error(exc, self.engine.url)) from None
+        if left:
+            rollups.refresh(self.engine)
+
+    def write(self, runs: list[tuple], results: list[tuple], metrics: list[tuple], actions: list[tuple]) -> None:
+        runs.sort(key=lambda r: r[0])
+        actions.sort(key=lambda r: r[0])
+        if not self.sqlite:  # key order = lock order (see the module docstring); SQLite writers are serial
+            results.sort(key=lambda r: (r[0], r[1]))
+            metrics.sort(key=lambda r: (r[0], r[1], r[2]))
+        store = self._sqlite if self.sqlite else self._postgres
+        counts, stored_metrics = self._transaction(lambda conn: store(conn, runs, results, metrics, actions))
         n_runs, n_results, n_metrics, n_actions = counts
         self.report.runs += n_runs
         self.report.results += n_results
         self.report.metrics += n_metrics
         self.report.actions += n_actions
         self.report.duplicates += (len(runs) - n_runs) + (len(actions) - n_actions)
+        if stored_metrics:
+            self.rollup.add(stored_metrics)
+            self.pending.extend({row[0] for row in stored_metrics})
+            self.pending_rows += len(stored_metrics)
+            if self.pending_rows >= FLUSH_METRIC_ROWS:
+                self.flush()
 
     def _existing(self, conn, table, key: str, ids: list[str]) -> set[str]:
         from sqlalchemy import select
@@ -253,7 +294,10 @@ class _Writer:
                 names = ", ".join(f'"{c}"' for c in columns)
                 marks = ", ".join("?" * len(columns))
                 conn.exec_driver_sql(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", rows)
-        return len(runs), len(results), len(metrics), len(action_rows)
+        if metrics:
+            conn.exec_driver_sql("INSERT INTO rollup_pending (run_id) VALUES (?)",
+                                 [(r,) for r in sorted({row[0] for row in metrics})])
+        return (len(runs), len(results), len(metrics), len(action_rows)), metrics
 
     def _postgres(self, conn, runs, results, metrics, actions) -> tuple[int, int, int, int]:
         """COPY each table's rows into a temporary table, then one INSERT .. SELECT .. ORDER BY key ON
@@ -277,7 +321,10 @@ class _Writer:
                                          on_conflict_do_nothing=False))
             n_actions = len(_copy_insert(cur, "actions", ACTION_COLUMNS, actions, ("record_id",),
                                          returning="record_id"))
-        return len(stored), n_results, n_metrics, n_actions
+            # new runs of this transaction: no pending row can exist for them
+            _copy_insert(cur, "rollup_pending", ("run_id",), [(r,) for r in sorted({row[0] for row in metrics})],
+                         ("run_id",), on_conflict_do_nothing=False)
+        return (len(stored), n_results, n_metrics, n_actions), metrics
 
 
 def _copy_insert(cur, table: str, columns: tuple[str, ...], rows: list[tuple], key: tuple[str, ...],

@@ -196,7 +196,9 @@ def _write_parquet(chunks, path: str, table_name: str) -> int:
 def load_frames(engine, since: datetime | None = None, node: str | None = None,
                 tables: tuple[str, ...] = EXPORT_TABLES, metric_names: list[str] | None = None) -> dict:
     """pandas DataFrames ``{"runs", "results", "metrics", "actions"}`` (columns: FRAME_COLUMNS; times
-    tz-aware UTC ``datetime64``), filtered by time/node (and metric name). Timestamps are read as text
+    tz-aware UTC ``datetime64``), filtered by time/node (and metric name), in (time, primary key) order.
+    The readiness report reads ``healthcheck.report.dbsummary.load_summary`` instead (no full read of the
+    metrics); this is the contract of the analyses and the report's fallback. Timestamps are read as text
     on SQLite and converted by pandas in one vectorised pass (no per-row Python conversion)."""
     import pandas as pd
     from sqlalchemy import String, select, type_coerce
@@ -216,7 +218,9 @@ def load_frames(engine, since: datetime | None = None, node: str | None = None,
                 stmt = _filtered(select(*exprs), table, node, since)
                 if name == "metrics" and metric_names:
                     stmt = stmt.where(table.c.name.in_(metric_names))
-                rows = conn.execute(stmt.order_by(table.c[tcol])).all()
+                key = [c if is_sqlite(engine) or not isinstance(c.type, String) else c.collate("C")
+                       for c in table.primary_key.columns]  # ties by code point, as the rollups break them
+                rows = conn.execute(stmt.order_by(table.c[tcol], *key)).all()
                 frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=list(cols))
                 frame[tcol] = pd.to_datetime(frame[tcol], utc=True, format="ISO8601")
                 if "value" in frame:

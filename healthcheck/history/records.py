@@ -29,6 +29,7 @@ _unit = lru_cache(maxsize=4096)(unit_of)  # metric names are few; their suffix s
 
 KNOWN_SCHEMA_VERSIONS = (1,)
 STATUSES = ("pass", "warn", "fail", "error", "skip")
+FLAGGED = ("fail", "warn", "error")  # counted in runs.n_flagged
 ACTIONS = ("drain", "resume")
 
 
@@ -38,8 +39,9 @@ class RecordInvalid(ValueError):
 
 @dataclass
 class RunRows:
-    """One run record as rows, each a tuple: ``run`` in RUN_COLUMNS order, results/metrics in
-    RESULT_COLUMNS / METRIC_COLUMNS order, with started_at as an aware UTC datetime (or its ``stamp``)."""
+    """One run record as rows, each a tuple: ``run`` in RUN_COLUMNS order (ending with the run's own
+    counts: results, metrics, flagged results), results/metrics in RESULT_COLUMNS / METRIC_COLUMNS order,
+    with started_at as an aware UTC datetime (or its ``stamp``)."""
 
     run: tuple
     results: list[tuple]
@@ -54,7 +56,7 @@ class RunRows:
 
 
 RUN_COLUMNS = ("run_id", "record_id", "node", "context", "job_id", "started_at", "duration_s", "status",
-               "config_hash", "tool_version", "ingested_at", "job_nodes")
+               "config_hash", "tool_version", "ingested_at", "job_nodes", "n_results", "n_metrics", "n_flagged")
 RESULT_COLUMNS = ("run_id", "seq", "node", "started_at", "check", "component", "status", "message")
 METRIC_COLUMNS = ("run_id", "seq", "name", "node", "started_at", "check", "component", "value", "unit")
 ACTION_COLUMNS = ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context", "why",
@@ -115,15 +117,16 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
     duration = rec.get("duration_s")
     if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
         raise RecordInvalid(f"'duration_s' must be a number, got {type(duration).__name__}")
-    run = (run_id, _str(rec, "record_id", 64), node, _str(rec, "context", 32),
-           _str(rec, "job_id", 64, required=False), started, float(duration) if duration is not None else None,
-           _status(rec.get("status"), ""), _str(rec, "config_hash", 64, required=False),
-           _str(rec, "tool_version", 64, required=False), ingested_at,
-           _str(rec, "job_nodes", 65_536, required=False))
+    head = (run_id, _str(rec, "record_id", 64), node, _str(rec, "context", 32),
+            _str(rec, "job_id", 64, required=False), started, float(duration) if duration is not None else None,
+            _status(rec.get("status"), ""), _str(rec, "config_hash", 64, required=False),
+            _str(rec, "tool_version", 64, required=False), ingested_at,
+            _str(rec, "job_nodes", 65_536, required=False))
     findings = rec.get("results", [])
     if not isinstance(findings, list):
         raise RecordInvalid(f"'results' must be a list, got {type(findings).__name__}")
     results, metrics = [], []
+    flagged = 0
     for seq, item in enumerate(findings):
         if type(item) is not dict:
             raise RecordInvalid(f"results[{seq}] must be an object")
@@ -142,6 +145,8 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
         if message is not None and type(message) is not str:
             message = str(message)
         results.append((run_id, seq, node, started, check, component, status, message))
+        if status in FLAGGED:
+            flagged += 1
         values = item.get("metrics")
         if not values:
             continue
@@ -152,7 +157,8 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
                 raise RecordInvalid(f"results[{seq}].metrics[{name[:40]!r}] is not a number")
             if math.isfinite(value):
                 metrics.append((run_id, seq, name, node, started, check, component, float(value), _unit(name)))
-    return RunRows(run, results, metrics)
+    # the run's own row counts (rollups, see healthcheck.history.rollups): facts of the record itself
+    return RunRows(head + (len(results), len(metrics), flagged), results, metrics)
 
 
 def action_row(rec: dict, stamp: Callable[[datetime], Any] | None = None) -> tuple:

@@ -10,6 +10,16 @@
                (run_id, seq, name), with check, component, unit, and the run's node/started_at.
 - ``actions``  one row per drain/resume record, keyed by its ``record_id``.
 
+Rollups (migration 0003; what they hold and why they are exact: ``healthcheck.history.rollups``):
+
+- ``runs.n_results`` / ``n_metrics`` / ``n_flagged``  the run's own row counts (flagged: results that
+               fail, warn or error), written with the run row;
+- ``metric_series``   one row per metric series (name, node, check, component; '' for none): the time of
+               its first sample and its last sample (time, run, seq, value);
+- ``counter_levels``  one row per (series, value) of every error counter: first and last time seen;
+- ``rollup_pending``  runs stored whose metrics are not merged into the two tables above yet;
+- ``rollup_state``    which rollup definition the rows above were built with (key/value).
+
 Every key is natural (from the record), so ingesting the same record twice inserts nothing the
 second time: the ingest uses INSERT .. ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE).
 
@@ -66,6 +76,9 @@ runs = Table(
     Column("tool_version", String(64)),
     Column("ingested_at", UTCDateTime(), nullable=False),
     Column("job_nodes", Text),  # the job's node list (Slurm hostlist form) where the run belongs to one (burn-in)
+    Column("n_results", Integer),  # rollups (0003): the run's rows; NULL until `db rebuild-rollups` for older rows
+    Column("n_metrics", Integer),
+    Column("n_flagged", Integer),  # results with status fail, warn or error
     Index("ix_runs_node_started", "node", "started_at"),
     Index("ix_runs_started", "started_at"),
 )
@@ -96,7 +109,7 @@ metrics = Table(
     Column("value", Float, nullable=False),
     Column("unit", String(16)),
     Index("ix_metrics_name_started", "name", "started_at"),
-    Index("ix_metrics_node_started", "node", "started_at"),
+    Index("ix_metrics_node_name_started", "node", "name", "started_at"),  # 0003 (was node, started_at)
 )
 
 actions = Table(
@@ -113,6 +126,43 @@ actions = Table(
     Column("checks", Text),
     Index("ix_actions_node_time", "node", "time"),
     Index("ix_actions_time", "time"),
+)
+
+metric_series = Table(
+    "metric_series", metadata,
+    Column("name", String(128), primary_key=True),
+    Column("node", String(255), primary_key=True),
+    Column("check", String(128), primary_key=True),
+    Column("component", String(128), primary_key=True),  # '' for a NULL (node-level) component
+    Column("first_at", UTCDateTime(), nullable=False),
+    Column("last_at", UTCDateTime(), nullable=False),
+    Column("last_run_id", String(64), nullable=False),
+    Column("last_seq", Integer, nullable=False),
+    Column("last_value", Float, nullable=False),
+    sqlite_with_rowid=False,  # SQLite: rows stored in key order (read by key prefix, merged by key)
+)
+
+counter_levels = Table(
+    "counter_levels", metadata,
+    Column("name", String(128), primary_key=True),
+    Column("node", String(255), primary_key=True),
+    Column("check", String(128), primary_key=True),
+    Column("component", String(128), primary_key=True),
+    Column("value", Float, primary_key=True),
+    Column("first_at", UTCDateTime(), nullable=False),
+    Column("last_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
+)
+
+rollup_pending = Table(  # runs stored whose metrics are not merged into the rollups yet
+    "rollup_pending", metadata,
+    Column("run_id", String(64), primary_key=True),
+)
+
+rollup_state = Table(
+    "rollup_state", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 TABLES = {"runs": runs, "results": results, "metrics": metrics, "actions": actions}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ..history import rollups as _rollups
+
 ACTIONS: tuple[tuple[str, str | None, str], ...] = (
     ("gpu.row_remap", "failure", "RMA the GPU (row remapping failed: a bank ran out of spare rows)"),
     ("gpu.row_remap", "pending", "reset the GPU (nvidia-smi -r -i <gpu>) or reboot, so the pending remap takes effect"),
@@ -60,16 +62,10 @@ PERF_PATTERNS: tuple[tuple[str, bool], ...] = (  # (regular expression, low valu
     (r"temperature|temp_c$", False),
     (r"power_draw", False),
 )
-# Error counters (growth rates). Volatile counters reset with the driver; the growth handles resets.
-COUNTER_PATTERNS = (
-    r"^ecc_(un)?corrected_(volatile|aggregate)$", r"^retired_pages_(sbe|dbe|total|pending)$",
-    r"^remap_(un)?correctable$", r"^nvlink_\w+_errors$", r"replay", r"^xid_events$",
-    r"^symbol_error$", r"^link_downed$", r"^link_error_recovery$", r"^port_rcv_errors$",
-    r"^port_rcv_remote_physical_errors$", r"^local_link_integrity_errors$",
-    r"^excessive_buffer_overrun_errors$", r"^port_xmit_discards$",
-)
+# Error counters (growth rates): the history's rollups keep per-value levels of exactly these names, so
+# the patterns live there (healthcheck.history.rollups.COUNTER_PATTERNS; changing them means a rebuild).
+COUNTER_PATTERNS = _rollups.COUNTER_PATTERNS
 _PERF = [(re.compile(p, re.I), low) for p, low in PERF_PATTERNS]
-_COUNTER = re.compile("|".join(f"(?:{p})" for p in COUNTER_PATTERNS), re.I)
 
 GROWTH_ACTIONS: tuple[tuple[str, str], ...] = (  # (regular expression on the metric name, action)
     (r"^ecc_uncorrected|^remap_uncorrectable|retired_pages", "drain and reset the GPU; RMA if uncorrected errors recur"),
@@ -123,4 +119,4 @@ def low_is_bad(name: str) -> bool:
 
 def counter_metric(name: str) -> bool:
     """True for error counters whose growth the report plots and ranks."""
-    return bool(_COUNTER.search(name))
+    return _rollups.is_counter(name)

@@ -1,7 +1,9 @@
-"""Build the readiness report (``model.Report``) from the history's DataFrames. Pure: no I/O, no clock.
+"""Build the readiness report (``model.Report``) from the history of a window. Pure: no I/O, no clock.
 
-Input: the four frames of ``healthcheck.history.queries.load_frames`` (runs, results, metrics, actions;
-a mapping, an object with those attributes, or a 4-tuple), the window (``since``, ``now``), optionally
+Input: a ``summary.Summary`` of the window (``dbsummary.load_summary`` reads one from the database through
+its rollups) or the four frames of ``healthcheck.history.queries.load_frames`` (runs, results, metrics,
+actions; a mapping, an object with those attributes, or a 4-tuple), which ``summary.summarize_frames``
+reduces first; the window (``since``, ``now``), optionally
 a node -> class function (peers for the outlier test) and the nodes' live Slurm states (anything with
 ``.drained`` and ``.reason``, e.g. ``healthcheck.slurm.nodestate.NodeState``). Without Slurm states,
 "drained by us" is inferred from our own drain/resume records and "drained by others" is unknown.
@@ -15,49 +17,13 @@ import pandas as pd
 
 from . import actions as act
 from . import inputs
+from . import summary as summ
 from .model import (NODE_STATES, CheckRank, Distribution, DrainStat, Finding, FleetSummary, Growth, NodeRisk,
                     Report)
 
-COLUMNS = {
-    "runs": ["run_id", "node", "context", "job_id", "started_at", "duration_s", "status"],
-    "results": ["run_id", "node", "started_at", "check", "component", "status", "message"],
-    "metrics": ["run_id", "node", "started_at", "check", "component", "name", "value"],
-    "actions": ["record_id", "run_id", "node", "time", "action", "reason", "job_id", "context"],
-}
-TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
 MAX_MESSAGE = 300
 TOP_GROWTH = 50
 PLOTTED_GROWTH = 8
-
-
-def _frames(frames: Any) -> dict[str, pd.DataFrame]:
-    if isinstance(frames, Mapping):
-        got = {k: frames.get(k) for k in COLUMNS}
-    elif isinstance(frames, (tuple, list)):
-        got = dict(zip(COLUMNS, frames))
-    else:
-        got = {k: getattr(frames, k, None) for k in COLUMNS}
-    out = {}
-    for name, cols in COLUMNS.items():
-        df = got.get(name)
-        if df is None or len(df) == 0:
-            df = pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == TIME_COLUMN[name] else object)
-                               for c in cols})
-        missing = [c for c in cols if c not in df.columns]
-        if missing:
-            raise ValueError(f"{name} frame lacks columns {missing}")
-        out[name] = df
-    return out
-
-
-def _window(df: pd.DataFrame, col: str, since: pd.Timestamp, now: pd.Timestamp) -> pd.DataFrame:
-    """Rows inside [since, now]; the frame itself when all are (the common case: no copy)."""
-    if df.empty:
-        return df
-    t = df[col]
-    if t.min() >= since and t.max() <= now:
-        return df
-    return df[(t >= since) & (t <= now)]
 
 
 def _short(text: Any) -> str:
@@ -94,8 +60,8 @@ def _fleet(latest: pd.DataFrame, acts: pd.DataFrame, slurm_states: Mapping[str, 
     return FleetSummary({s: len(v) for s, v in groups.items()}, groups, slurm_states is not None)
 
 
-def _checks(results: pd.DataFrame, now_bad: pd.DataFrame) -> list[CheckRank]:
-    bad = results[results["status"].isin(["fail", "warn"])]
+def _checks(bad: pd.DataFrame, now_bad: pd.DataFrame) -> list[CheckRank]:
+    """``bad``: the window's fail and warn results."""
     if bad.empty:
         return []
     bad = bad[["check", "status", "started_at", "message", "node"]].copy()
@@ -144,46 +110,41 @@ def _drains(stats: pd.DataFrame, intervals: pd.DataFrame) -> list[DrainStat]:
     return out
 
 
-def _latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per node: its most recent run."""
-    if runs.empty:
-        return runs.iloc[0:0]
-    return runs.sort_values("started_at", kind="stable").drop_duplicates("node", keep="last").reset_index(drop=True)
-
-
-def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], str | None] | None = None,
+def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str], str | None] | None = None,
                  slurm_states: Mapping[str, Any] | None = None,
                  progress: Callable[[str], None] | None = None) -> Report:
-    """The readiness report of the window [since, now] (see the module docstring for the inputs)."""
+    """The readiness report of the window [since, now]. ``history`` is a ``summary.Summary`` of that
+    window (``dbsummary.load_summary``: the database through its rollups) or the four frames (see the
+    module docstring), summarised here in pandas first."""
     step = progress or (lambda label: None)
-    since, now = pd.Timestamp(since), pd.Timestamp(now)
-    since = since.tz_localize("UTC") if since.tzinfo is None else since.tz_convert("UTC")
-    now = now.tz_localize("UTC") if now.tzinfo is None else now.tz_convert("UTC")
-    f = {k: _window(v, TIME_COLUMN[k], since, now) for k, v in _frames(frames).items()}
-    runs, results, metrics, acts = f["runs"], f["results"], f["metrics"], f["actions"]
+    since, now = summ.utc(since), summ.utc(now)
+    sm = history if isinstance(history, summ.Summary) else summ.summarize_frames(history, since, now)
+    if (sm.since, sm.now) != (since, now):
+        raise ValueError(f"the summary covers {sm.since} to {sm.now}, not the report's {since} to {now}")
+    acts = sm.actions
     peer = (lambda n: node_class(n) or "default") if node_class else (lambda n: "all")
     step("latest runs")
-    latest = _latest_runs(runs)
+    latest = sm.latest_runs
     fleet = _fleet(latest, acts, slurm_states)
     state_of = {n: s for s, ns in fleet.nodes.items() for n in ns}
-    latest_results = results[results["run_id"].isin(set(latest["run_id"]))] if not latest.empty else results.iloc[0:0]
+    latest_results = sm.latest_results
     now_bad = latest_results[latest_results["status"].isin(["fail", "warn"])]
     step("failing checks")
-    checks = _checks(results, now_bad)
+    checks = _checks(sm.flagged_results, now_bad)
     findings = [Finding("check", str(r.node), str(r.check), _comp(r.component), str(r.status), _short(r.message),
                         r.started_at, act.recommend(str(r.check), str(r.message)))
                 for r in now_bad.itertuples(index=False)]
     step("counter growth")
-    growth_df = inputs.growth(metrics)
+    growth_df = inputs.growth(sm.counter_samples)
     growing = growth_df[growth_df["increase"] > 0].sort_values(["rate_per_hour", "increase"], ascending=False)
     growth = [Growth(str(r.node), _comp(r.component), str(r.name), float(r.increase), float(r.rate_per_hour),
                      float(r.last_value), r.first_at, r.last_at) for r in growing.head(TOP_GROWTH).itertuples()]
     findings += [Finding("growth", g.node, g.metric, g.component, "warn",
                          f"grew by {g.increase:g} ({g.rate_per_h:.3g}/h), now {g.last:g}", g.last_at,
                          act.recommend_growth(g.metric)) for g in growth]
-    growth_points = inputs.growth_points(metrics, growing.head(PLOTTED_GROWTH))
+    growth_points = inputs.growth_points(sm.counter_samples, growing.head(PLOTTED_GROWTH))
     step("performance distributions")
-    outl = inputs.perf_outliers(metrics, peer)
+    outl = inputs.perf_outliers(sm.perf_latest, peer)
     distributions = _distributions(outl)
     for d in distributions:
         findings += [Finding("outlier", o["node"], d.metric, o["component"], "warn",
@@ -196,14 +157,13 @@ def build_report(frames: Any, since: Any, now: Any, node_class: Callable[[str], 
     drains = _drains(drain_df, intervals)
     step("risk")
     ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps, drains=drain_df,
-                         reliability=inputs.failures(runs, now))
+                         reliability=sm.reliability)
     risks = _risks(ranked, state_of, peer)
     rank = {"check": 0, "growth": 1, "outlier": 2}
     findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
-    counts = {"runs": len(runs), "results": len(results), "metrics": len(metrics), "actions": len(acts),
-              "nodes": fleet.total}
-    notes = []
-    if not len(runs) and not len(acts):
+    counts = {**sm.counts, "nodes": fleet.total}
+    notes = list(sm.notes)
+    if not sm.counts["runs"] and not sm.counts["actions"]:
         notes.append(f"No data: no run or action recorded between {since:%Y-%m-%d %H:%M} and {now:%Y-%m-%d %H:%M} "
                      "UTC. Have the nodes' spools been ingested (healthcheck history ingest)?")
     if slurm_states is None:

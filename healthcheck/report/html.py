@@ -153,7 +153,7 @@ def _drains(r: Report, svg: str | None) -> str:
 
 
 def render_html(report: Report, plots: bool = True, step: Callable[[str], None] | None = None) -> str:
-    """The whole report page. ``plots=False`` leaves the SVG plots out (no matplotlib needed)."""
+    """The whole report page. ``plots=False`` leaves the SVG plots out (smaller page)."""
     r = report
     svgs: dict[str, str | None] = {"dist": None, "growth": None, "drains": None}
     if plots and not r.empty:

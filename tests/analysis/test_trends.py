@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from healthcheck.analysis.trends import (INCREMENT_COLUMNS, RATE_COLUMNS, SERIES_COLUMNS,
-                                         counter_increments, counter_rates, metric_series)
+from healthcheck.analysis.trends import (INCREMENT_COLUMNS, RATE_COLUMNS, SERIES_COLUMNS, changed_series,
+                                         counter_increments, counter_rates, latest_samples, metric_series)
 from tests.analysis.frames import T0, hours, metric_frames, metrics
 
 SBE = ("gpu.ecc.corrected", "ecc_corrected_volatile")
@@ -101,7 +101,32 @@ def test_metric_series_per_component_and_per_node_buckets():
     assert node["component"].isna().all() and node["started_at"].tolist() == [T0, hours(1)]
 
 
-@pytest.mark.parametrize("fn", [counter_rates, counter_increments, metric_series])
+def test_changed_series_keeps_exactly_the_series_that_can_grow():
+    m = metrics([_sbe("n1", 0, "GPU0", 3), _sbe("n1", 1, "GPU0", 3),  # constant: grows by 0
+                 _sbe("n1", 0, "GPU1", 3), _sbe("n1", 1, "GPU1", 0),  # a reset
+                 _sbe("n2", 0, "GPU0", 1), _sbe("n2", 2, "GPU0", 4), _sbe("n2", 1, "GPU0", 2),
+                 _sbe("n3", 0, None, 9), _sbe("n3", 1, "", 8)])  # None and "" are two series here
+    got = changed_series(m)
+    assert list(got.columns) == ["node", "started_at", "check", "component", "name", "value"]
+    assert sorted(set(zip(got["node"], got["component"]))) == [("n1", "GPU1"), ("n2", "GPU0")]
+    assert got[got["node"] == "n2"]["value"].tolist() == [1.0, 4.0, 2.0]  # input order kept
+    full = counter_rates(m)
+    moved = full[(full["increase"] > 0) | (full["resets"] > 0)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(counter_rates(got), moved)
+
+
+def test_latest_samples_one_per_series_ties_to_the_later_row():
+    m = metrics([("n1", 2, "burnin.nccl", None, "busbw_gbps", 390), ("n1", 5, "burnin.nccl", None, "busbw_gbps", 380),
+                 ("n1", 1, "burnin.nccl", "", "busbw_gbps", 100),  # "" joins the node-level series
+                 ("n2", 3, "gpu.temp", "GPU0", "temperature_c", 60), ("n2", 3, "gpu.temp", "GPU0", "temperature_c", 61),
+                 ("n2", 3, "gpu.temp", "GPU1", "temperature_c", float("nan"))])
+    got = latest_samples(m)
+    assert got[["node", "component", "value"]].values.tolist() == [["n1", "", 380.0], ["n2", "GPU0", 61.0]]
+    assert got["started_at"].tolist() == [hours(5), hours(3)]
+    assert latest_samples(m, "temperature_c")["node"].tolist() == ["n2"]
+
+
+@pytest.mark.parametrize("fn", [counter_rates, counter_increments, metric_series, changed_series, latest_samples])
 def test_empty_frames(fn):
     assert fn(pd.DataFrame()).empty
     out = fn(metrics([]))
@@ -124,3 +149,6 @@ def test_fuzz_trends_never_raise(frame):
     counter_increments(frame, names=None)
     metric_series(frame, per="node", freq="1D")
     metric_series(frame)
+    last = latest_samples(frame)
+    assert not last.duplicated(["node", "check", "component", "name"]).any()
+    assert len(changed_series(frame, names=None)) <= len(frame)

@@ -15,8 +15,8 @@ from tests.report.synth import make_frames
 def frames(monkeypatch):
     seen = {}
 
-    def fake_load(db_url, since):
-        seen.update(db_url=db_url, since=since)
+    def fake_load(db_url, since, now):
+        seen.update(db_url=db_url, since=since, now=now)
         return make_frames()
 
     monkeypatch.setattr(cli_report, "load_history", fake_load)

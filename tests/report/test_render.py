@@ -50,7 +50,7 @@ def test_html_escapes_hostile_node_names_and_messages(page):
     risk = risk[:risk.index("<h2", 4)]
     assert html.escape(HOSTILE, quote=True) in risk and "<img" not in risk
     assert html.escape("FAIL host.mounts [/scratch]: </td><img src=x", quote=True) in risk
-    # in the SVG labels too: matplotlib escapes text; our label() keeps it printable
+    # in the SVG labels too: plots.label() keeps it printable, then it is escaped
     assert "&lt;script&gt;" in page
 
 
@@ -58,7 +58,7 @@ def test_plot_labels_are_sanitised():
     assert label("a\x1b[31mb\u202e" + "x" * 100, 20) == "a?[31mb?xxxxxxxxx..."
 
 
-def test_html_without_plots_needs_no_matplotlib(report):
+def test_html_without_plots(report):
     page = render_html(report, plots=False)
     assert "<svg" not in page and '<h2 id="perf">' in page
 

@@ -4,6 +4,11 @@
 serialises concurrent upgrades with an advisory lock; SQLite with BEGIN IMMEDIATE). A database whose
 revision this code does not know was migrated by a newer healthcheck: every entry point refuses it with
 ``SchemaTooNew`` instead of writing rows a newer schema may not expect.
+
+After migrating, ``upgrade`` rebuilds the rollups when they are not built for this code (revision 0003
+creates them empty; see ``healthcheck.history.rollups``). ``HEAD`` names this code's head revision
+without importing Alembic (~0.5 s), for the report's fast ``is_current`` check; a test keeps it equal
+to the scripts' head.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from pathlib import Path
 from ..db import HistoryError, SchemaTooNew, SchemaTooOld, describe_error
 
 HERE = Path(__file__).resolve().parent
+HEAD = "0003"
 
 
 def _config():
@@ -75,8 +81,22 @@ def status(engine) -> SchemaStatus:
     return SchemaStatus(current, top, state)
 
 
-def upgrade(engine) -> SchemaStatus:
-    """Migrate to head; return the status before. SchemaTooNew for a database of a newer schema."""
+def is_current(engine) -> bool:
+    """True when the database is at ``HEAD`` (one query, no Alembic import); False otherwise, including
+    a database without the version table. Use ``require_current`` for the reason."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with engine.connect() as conn:
+            return [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))] == [HEAD]
+    except SQLAlchemyError:
+        return False
+
+
+def upgrade(engine, rebuild_rollups: bool = True) -> SchemaStatus:
+    """Migrate to head, then (``rebuild_rollups``) rebuild the rollups if they are not built for this code;
+    return the status before. SchemaTooNew for a database of a newer schema."""
     from alembic import command
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -84,6 +104,8 @@ def upgrade(engine) -> SchemaStatus:
     if before.state == "newer":
         raise SchemaTooNew(f"database {_redacted(engine)}: {before.describe()}")
     if before.state == "current":
+        if rebuild_rollups:
+            _rebuild_if_needed(engine)
         return before
     cfg = _config()
     try:
@@ -94,7 +116,22 @@ def upgrade(engine) -> SchemaStatus:
                 command.upgrade(cfg, "head")
     except SQLAlchemyError as exc:
         raise HistoryError(describe_error(exc, engine.url)) from None
+    if rebuild_rollups:
+        _rebuild_if_needed(engine)
     return before
+
+
+def _rebuild_if_needed(engine) -> None:
+    from .. import rollups
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with engine.connect() as conn:
+            if rollups.usable(conn):
+                return
+    except SQLAlchemyError as exc:
+        raise HistoryError(describe_error(exc, engine.url)) from None
+    rollups.rebuild(engine, force=False)
 
 
 def require_current(engine, create: bool = False) -> None:

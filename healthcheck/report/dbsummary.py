@@ -1,0 +1,281 @@
+"""The readiness report's ``Summary`` read from the history database (SQLite or PostgreSQL) without reading
+every metric row: SQL aggregates over runs/results and the rollups of ``healthcheck.history.rollups``.
+
+One read transaction (SQLite: the WAL snapshot of its first read; PostgreSQL: REPEATABLE READ), so a
+concurrent ingest is either wholly in the summary or not at all. For the window [since, now]:
+
+1. counts: COUNT(*) and SUM(n_results), SUM(n_metrics) of the window's runs; the actions read;
+2. latest runs: each node's greatest (started_at, run_id) in the window (per node, index seeks for its
+   first and last run time in the window);
+3. failure onsets: for the nodes with a failing run in the window, their runs where "status is fail"
+   differs from the previous run's (LAG); for the others their first run: ``availability.reliability``
+   over those rows finds the same onsets, first run and first failure as over all the runs;
+4. flagged results: fail/warn results of the window's runs with ``n_flagged > 0``;
+5. latest results: every result of the latest runs (primary key);
+6. actions in the window;
+7. performance figures: ``metric_series`` rows of the performance names (``actions.perf_metric``) whose
+   last sample is in the window; a series with samples after ``now`` is read from ``metrics`` instead;
+8. error counters: ``counter_levels`` grouped per series; the series with two levels or more seen in the
+   window, or a level seen after ``now``, are read from ``metrics`` (index node, name, started_at) and
+   ``trends.changed_series`` keeps those that moved. A constant counter is never read.
+
+Runs stored but not merged into the rollups yet (``rollup_pending``: an ingest in progress, or one that
+was interrupted) are accounted for exactly: the series they have samples of in the window are read from
+``metrics`` (7 and 8), as are the late ones.
+
+``RollupsUnavailable`` when the rollups were not built by this code (``healthcheck db rebuild-rollups``);
+the caller can fall back to ``load_frames`` + ``summary.summarize_frames``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import trends
+from ..history.db import HistoryError, describe_error, is_sqlite
+from . import actions as act
+from . import summary as summ
+
+PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
+IDS_PER_QUERY = 900
+KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
+
+
+class RollupsUnavailable(HistoryError):
+    """The rollups are not (fully) built for this code; the message says how to rebuild them."""
+
+
+def _time(col, sqlite: bool):
+    """A time column read as SQLite's text (converted by pandas in one pass) or PostgreSQL's timestamptz."""
+    from sqlalchemy import String, type_coerce
+
+    return type_coerce(col, String()).label(col.name) if sqlite else col
+
+
+def _frame(conn, stmt, columns: list[str], times: tuple[str, ...] = ()) -> pd.DataFrame:
+    rows = conn.execute(stmt).all()
+    df = pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
+    for c in times:
+        df[c] = pd.to_datetime(df[c], utc=True, format="ISO8601")
+    return df.astype({c: "float64" for c in ("value", "duration_s") if c in df.columns})
+
+
+def load_summary(engine, since: Any, now: Any) -> summ.Summary:
+    """The summary of [since, now] (see the module docstring). HistoryError (redacted) on database errors,
+    RollupsUnavailable when the rollups cannot be used."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    since, now = summ.utc(since), summ.utc(now)
+    sqlite = is_sqlite(engine)
+    try:
+        with engine.connect() as conn:
+            if not sqlite:
+                conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+            with conn.begin():
+                return _Reader(conn, sqlite, since, now).summary()
+    except SQLAlchemyError as exc:
+        raise HistoryError(describe_error(exc, engine.url)) from None
+
+
+class _Reader:
+    def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp) -> None:
+        from ..history import schema
+
+        self.conn, self.sqlite, self.s = conn, sqlite, schema
+        self.since, self.now = since.to_pydatetime(), now.to_pydatetime()
+        self.window = (since, now)
+
+    def summary(self) -> summ.Summary:
+        from ..history import rollups
+
+        if not rollups.usable(self.conn):
+            raise RollupsUnavailable("the history's rollups are not built for this healthcheck (run `healthcheck db "
+                                     "rebuild-rollups`; until then the report reads every row, slowly)")
+        n_runs, n_results, n_metrics = self._counts()
+        span = self._span()
+        latest = summ.latest_runs(summ.by_time(self._latest_runs(span)))
+        acts = self._actions()
+        pending = self._pending_keys()
+        since, now = self.window
+        return summ.Summary(since, now, {"runs": n_runs, "results": n_results, "metrics": n_metrics,
+                                         "actions": len(acts)},
+                            latest, summ.reliability(self._onsets(span), now), self._flagged(),
+                            self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
+                            acts, "rollups")
+
+    def _c(self, col):
+        """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties
+        in time break the same way here, in ``load_frames`` and in the rollups."""
+        return col if self.sqlite else col.collate("C")
+
+    def _in_window(self, col):
+        return (col >= self.since) & (col <= self.now)
+
+    def _counts(self) -> tuple[int, int, int]:
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        n, counted, res, met = self.conn.execute(
+            select(func.count(), func.count(runs.c.n_results), func.sum(runs.c.n_results), func.sum(runs.c.n_metrics))
+            .where(self._in_window(runs.c.started_at))).one()
+        if counted != n:
+            raise RollupsUnavailable(f"{n - counted} run(s) in the window have no row counts yet (run `healthcheck db "
+                                     "rebuild-rollups`)")
+        return int(n), int(res or 0), int(met or 0)
+
+    def _runs_columns(self):
+        runs = self.s.runs
+        return [_time(runs.c[c], self.sqlite) if c == "started_at" else runs.c[c] for c in summ.COLUMNS["runs"]]
+
+    def _span(self):
+        """Per node: its first and last run time in the window (NULL: none), by two index seeks each
+        on (node, started_at) instead of a scan of the window's runs."""
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        nodes = select(runs.c.node).distinct().subquery()
+        r = runs.alias("r")
+
+        def seek(fn):
+            return (select(fn(r.c.started_at)).where(r.c.node == nodes.c.node, self._in_window(r.c.started_at))
+                    .scalar_subquery())
+
+        return select(nodes.c.node, seek(func.min).label("first"), seek(func.max).label("last")).subquery()
+
+    def _latest_runs(self, span) -> pd.DataFrame:
+        from sqlalchemy import and_, select
+
+        runs = self.s.runs
+        stmt = select(*self._runs_columns()).join(span, and_(runs.c.node == span.c.node,
+                                                             runs.c.started_at == span.c.last))
+        return _frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",))
+
+    def _onsets(self, span) -> pd.DataFrame:
+        """Runs enough for ``availability.reliability``: for a node with a failing run in the window, its
+        runs where "status is fail" differs from the previous run's (LAG); for any other node its first
+        run (as "pass": none of its runs fails, and the output has no status)."""
+        from sqlalchemy import case, func, literal, or_, select, union_all
+
+        runs = self.s.runs
+        failing_nodes = select(runs.c.node).where(self._in_window(runs.c.started_at), runs.c.status == "fail")
+        failing = case((runs.c.status == "fail", 1), else_=0)
+        prev = func.lag(failing).over(partition_by=runs.c.node, order_by=(runs.c.started_at, self._c(runs.c.run_id)))
+        inner = (select(runs.c.node, _time(runs.c.started_at, self.sqlite), runs.c.status, runs.c.run_id,
+                        failing.label("f"), prev.label("p"))
+                 .where(self._in_window(runs.c.started_at), runs.c.node.in_(failing_nodes)).subquery())
+        changes = select(inner.c.node, inner.c.started_at, inner.c.status, inner.c.run_id).where(
+            or_(inner.c.p.is_(None), inner.c.p != inner.c.f))
+        others = select(span.c.node, _time(span.c.first, self.sqlite), literal("pass"), literal("")).where(
+            span.c.first.is_not(None), span.c.node.not_in(failing_nodes))
+        both = union_all(changes, others).subquery()
+        stmt = select(both.c[0], both.c[1], both.c[2]).order_by(both.c[1], self._c(both.c[3]))
+        return _frame(self.conn, stmt, ["node", "started_at", "status"], ("started_at",))
+
+    def _results_columns(self):
+        res = self.s.results
+        return [_time(res.c[c], self.sqlite) if c == "started_at" else res.c[c] for c in summ.COLUMNS["results"]]
+
+    def _flagged(self) -> pd.DataFrame:
+        from sqlalchemy import select
+
+        runs, res = self.s.runs, self.s.results
+        stmt = (select(*self._results_columns()).select_from(runs.join(res, res.c.run_id == runs.c.run_id))
+                .where(self._in_window(runs.c.started_at), runs.c.n_flagged > 0, res.c.status.in_(summ.FLAGGED))
+                .order_by(res.c.started_at, self._c(res.c.run_id), res.c.seq))
+        return _frame(self.conn, stmt, summ.COLUMNS["results"], ("started_at",))
+
+    def _results_of(self, run_ids: list[str]) -> pd.DataFrame:
+        from sqlalchemy import select
+
+        res = self.s.results
+        cols = self._results_columns()
+        parts = [_frame(self.conn, select(*cols).where(res.c.run_id.in_(run_ids[i:i + IDS_PER_QUERY]))
+                        .order_by(res.c.started_at, self._c(res.c.run_id), res.c.seq),
+                        summ.COLUMNS["results"], ("started_at",)) for i in range(0, len(run_ids), IDS_PER_QUERY)]
+        if not parts:
+            return summ.empty_frame("results")
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        return out.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+
+    def _actions(self) -> pd.DataFrame:
+        from sqlalchemy import select
+
+        a = self.s.actions
+        cols = [_time(a.c[c], self.sqlite) if c == "time" else a.c[c] for c in summ.COLUMNS["actions"]]
+        stmt = select(*cols).where(self._in_window(a.c.time)).order_by(a.c.time, self._c(a.c.record_id))
+        return _frame(self.conn, stmt, summ.COLUMNS["actions"], ("time",))
+
+    def _samples(self, keys: pd.DataFrame) -> pd.DataFrame:
+        """The window's metric rows of the series in ``keys`` (name, node, check, component; '' = none),
+        in (started_at, run_id, seq) order, through the (node, name, started_at) index."""
+        from sqlalchemy import select, tuple_
+
+        m = self.s.metrics
+        cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
+        pairs = sorted(set(zip(keys["node"], keys["name"])))
+        parts = []
+        for i in range(0, len(pairs), PAIRS_PER_QUERY):
+            stmt = (select(*cols).where(tuple_(m.c.node, m.c.name).in_(pairs[i:i + PAIRS_PER_QUERY]),
+                                        self._in_window(m.c.started_at))
+                    .order_by(m.c.started_at, self._c(m.c.run_id), m.c.seq))
+            parts.append(_frame(self.conn, stmt, summ.COLUMNS["metrics"], ("started_at",)))
+        if not parts:
+            return summ.empty_frame("metrics").astype({"value": "float64"})
+        df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        if len(parts) > 1:
+            df = df.sort_values("started_at", kind="stable").reset_index(drop=True)
+        comp = df["component"].astype(object)
+        wanted = set(zip(keys["name"], keys["node"], keys["check"], keys["component"]))
+        mine = [k in wanted for k in zip(df["name"], df["node"], df["check"], comp.where(comp.notna(), ""))]
+        return df[mine].reset_index(drop=True)
+
+    def _pending_keys(self) -> pd.DataFrame:
+        """The series (rollup keys) with samples in the window from runs not merged into the rollups yet
+        (``rollup_pending``; normally none): they are read from ``metrics`` like the late ones."""
+        from sqlalchemy import func, select
+
+        from ..history import rollups
+
+        if not rollups.has_pending(self.conn):
+            return pd.DataFrame(columns=KEY_COLUMNS)
+        p, m = self.s.rollup_pending, self.s.metrics
+        # IN (subquery), not a join: the planner then walks the pending runs' rows by primary key
+        stmt = (select(m.c.name, m.c.node, m.c.check, func.coalesce(m.c.component, "")).distinct()
+                .where(m.c.run_id.in_(select(p.c.run_id)), self._in_window(m.c.started_at)))
+        return pd.DataFrame.from_records([tuple(r) for r in self.conn.execute(stmt)], columns=KEY_COLUMNS)
+
+    def _counters(self, pending: pd.DataFrame) -> pd.DataFrame:
+        from sqlalchemy import func, or_, select
+
+        cl = self.s.counter_levels
+        key = [cl.c.name, cl.c.node, cl.c.check, cl.c.component]
+        stmt = (select(*key).where(cl.c.last_at >= self.since, cl.c.first_at <= self.now).group_by(*key)
+                .having(or_(func.count() > 1, func.max(cl.c.last_at) > self.now)))
+        keys = pd.DataFrame.from_records([tuple(r) for r in self.conn.execute(stmt)], columns=KEY_COLUMNS)
+        mine = pending[[act.counter_metric(n) for n in pending["name"]]] if len(pending) else pending
+        if len(mine):
+            keys = pd.concat([keys, mine], ignore_index=True).drop_duplicates()
+        return summ.counter_samples(self._samples(keys))
+
+    def _perf(self, pending: pd.DataFrame) -> pd.DataFrame:
+        from sqlalchemy import select
+
+        ms = self.s.metric_series
+        names = [n for n in self.conn.execute(select(ms.c.name).distinct()).scalars() if act.perf_metric(n)]
+        if not names:
+            return summ.perf_latest(summ.empty_frame("metrics"))
+        stmt = (select(ms.c.node, _time(ms.c.last_at, self.sqlite), ms.c.check, ms.c.component, ms.c.name,
+                       ms.c.last_value)
+                .where(ms.c.name.in_(names), ms.c.last_at >= self.since, ms.c.first_at <= self.now))
+        df = _frame(self.conn, stmt, ["node", "started_at", "check", "component", "name", "value"], ("started_at",))
+        df["started_at"] = df["started_at"].dt.as_unit("us")  # as trends.latest_samples gives them
+        # from the rows instead: series with samples after the window's end, or from pending runs
+        redo = df["started_at"] > self.window[1]
+        mine = pending[[act.perf_metric(n) for n in pending["name"]]] if len(pending) else pending
+        if len(mine):
+            redo |= pd.MultiIndex.from_frame(df[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(mine))
+        if redo.any() or len(mine):
+            keys = pd.concat([df.loc[redo, KEY_COLUMNS], mine], ignore_index=True).drop_duplicates()
+            df = pd.concat([df[~redo], summ.perf_latest(self._samples(keys))], ignore_index=True)
+        return df.sort_values(trends.SERIES_KEYS, kind="stable").reset_index(drop=True)

@@ -1,0 +1,145 @@
+"""What the readiness report needs from the history of one window, already reduced: ``Summary``.
+
+Two producers, one consumer (``build.build_report``):
+
+- :func:`summarize_frames` from the four DataFrames of ``healthcheck.history.queries.load_frames`` (or
+  any frames in that contract), in pandas: the in-memory way;
+- :func:`healthcheck.report.dbsummary.load_summary` from the database, through SQL and the rollups of
+  ``healthcheck.history.rollups``: it never reads every metric row.
+
+Both give equal summaries of equal histories (tests/report/test_dbsummary.py compares them field by
+field and the reports section by section), so the report is the same whichever way it was read.
+
+Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
+
+- ``counts``           rows in the window: runs, results, metrics, actions;
+- ``latest_runs``      each node's latest run (latest by (started_at, run_id));
+- ``reliability``      ``availability.reliability`` of the window's runs (failure onsets per node);
+- ``flagged_results``  the window's results that fail or warn (the failing-checks ranking);
+- ``latest_results``   every result of ``latest_runs`` (what fails now; the risk ranking);
+- ``counter_samples``  the samples of the error-counter series that moved in the window
+                       (``trends.changed_series``): counter growth and its plot are computed from them;
+- ``perf_latest``      the latest sample of each performance series (``trends.latest_samples``): the
+                       fleet distributions and outliers;
+- ``actions``          the window's drain/resume records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..analysis import availability, trends
+from . import actions as act
+
+COLUMNS = {
+    "runs": ["run_id", "node", "context", "job_id", "started_at", "duration_s", "status"],
+    "results": ["run_id", "node", "started_at", "check", "component", "status", "message"],
+    "metrics": ["run_id", "node", "started_at", "check", "component", "name", "value"],
+    "actions": ["record_id", "run_id", "node", "time", "action", "reason", "job_id", "context"],
+}
+TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
+FLAGGED = ("fail", "warn")
+
+
+@dataclass
+class Summary:
+    since: pd.Timestamp
+    now: pd.Timestamp
+    counts: dict[str, int]
+    latest_runs: pd.DataFrame
+    reliability: pd.DataFrame
+    flagged_results: pd.DataFrame
+    latest_results: pd.DataFrame
+    counter_samples: pd.DataFrame
+    perf_latest: pd.DataFrame
+    actions: pd.DataFrame
+    source: str = "frames"  # "frames" | "rollups"
+    notes: list[str] = field(default_factory=list)
+
+
+def utc(ts: Any) -> pd.Timestamp:
+    t = pd.Timestamp(ts)
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == TIME_COLUMN[name] else object)
+                         for c in COLUMNS[name]})
+
+
+def frames_of(frames: Any) -> dict[str, pd.DataFrame]:
+    """The four frames from a mapping, an object with those attributes, or a 4-tuple; missing or empty
+    ones as empty frames; ValueError naming the frame when a column is missing."""
+    if isinstance(frames, Mapping):
+        got = {k: frames.get(k) for k in COLUMNS}
+    elif isinstance(frames, (tuple, list)):
+        got = dict(zip(COLUMNS, frames))
+    else:
+        got = {k: getattr(frames, k, None) for k in COLUMNS}
+    out = {}
+    for name, cols in COLUMNS.items():
+        df = got.get(name)
+        if df is None or len(df) == 0:
+            df = empty_frame(name)
+        missing = [c for c in cols if c not in df.columns]
+        if missing:
+            raise ValueError(f"{name} frame lacks columns {missing}")
+        out[name] = df
+    return out
+
+
+def window(df: pd.DataFrame, col: str, since: pd.Timestamp, now: pd.Timestamp) -> pd.DataFrame:
+    """Rows inside [since, now]; the frame itself when all are (the common case: no copy)."""
+    if df.empty:
+        return df
+    t = df[col]
+    if t.min() >= since and t.max() <= now:
+        return df
+    return df[(t >= since) & (t <= now)]
+
+
+def by_time(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs in (started_at, run_id) order: the tie-break every producer uses."""
+    return runs.sort_values(["started_at", "run_id"], kind="stable") if len(runs) else runs
+
+
+def latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per node: its latest run (``runs`` already in ``by_time`` order)."""
+    if runs.empty:
+        return runs.iloc[0:0]
+    return runs.drop_duplicates("node", keep="last").reset_index(drop=True)
+
+
+def results_of(results: pd.DataFrame, run_ids: Any) -> pd.DataFrame:
+    return results[results["run_id"].isin(set(run_ids))] if len(results) else results.iloc[0:0]
+
+
+def counter_samples(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Samples of the error-counter series that moved (two distinct values or more)."""
+    return trends.changed_series(metrics, act.counter_metric)
+
+
+def perf_latest(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The latest sample of each performance-figure series (component "" for none)."""
+    return trends.latest_samples(metrics, act.perf_metric)
+
+
+def reliability(runs: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
+    """``availability.reliability`` (failure onsets per node) of runs in ``by_time`` order."""
+    return availability.reliability(runs, now=now)
+
+
+def summarize_frames(frames: Any, since: Any, now: Any) -> Summary:
+    """The summary of the window [since, now] of in-memory frames (the ``load_frames`` contract)."""
+    since, now = utc(since), utc(now)
+    f = {k: window(v, TIME_COLUMN[k], since, now) for k, v in frames_of(frames).items()}
+    runs = by_time(f["runs"])
+    results, metrics = f["results"], f["metrics"]
+    latest = latest_runs(runs)
+    flagged = results[results["status"].isin(FLAGGED)] if len(results) else results
+    return Summary(since, now, {"runs": len(runs), "results": len(results), "metrics": len(metrics),
+                                "actions": len(f["actions"])},
+                   latest, reliability(runs, now), flagged, results_of(results, latest["run_id"]),
+                   counter_samples(metrics), perf_latest(metrics), f["actions"], "frames")

@@ -1,0 +1,214 @@
+"""The report read from the database through its rollups (``dbsummary.load_summary``) against the report
+built the in-memory way (every row through ``load_frames``, then pandas): equal summaries, field by field,
+and equal reports, section by section, over windows that cut series, hold samples after their end, or
+hold nothing; on SQLite and on a real PostgreSQL server."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pandas as pd
+import pytest
+from sqlalchemy import text
+
+from healthcheck.history.db import make_engine, resolve_url
+from healthcheck.history.queries import load_frames
+from healthcheck.report import build_report, render_html, render_json, render_markdown
+from healthcheck.report.dbsummary import RollupsUnavailable, load_summary
+from healthcheck.report.summary import summarize_frames
+from tests.report import history as hist
+
+FIELDS = ("latest_runs", "reliability", "flagged_results", "latest_results", "counter_samples", "perf_latest",
+          "actions")
+
+
+def _engine(request, base):
+    if request.param == "sqlite":
+        return make_engine(resolve_url(f"sqlite:///{base / 'h.sqlite'}", env={}))
+    server = request.getfixturevalue("postgres_server")
+    name = f"rep{os.getpid()}_{time.monotonic_ns() % 10**9}"
+    server.admin(f"CREATE DATABASE {name}")
+    return make_engine(resolve_url(server.url(name), env={"HEALTHCHECK_DB_PASSWORD": server.password}))
+
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def engine(request, tmp_path_factory):
+    base = tmp_path_factory.mktemp("dbsummary")
+    eng = _engine(request, base)
+    hist.store(eng, base / "spool", batch_rows=2_000)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def interrupted(request, tmp_path_factory):
+    """A history whose ingest was killed part-way: the runs of its last batches are stored, their metrics
+    not merged into the rollups yet (rollup_pending); earlier ones were merged (a flush every ~2,000 rows)."""
+    from healthcheck.history import ingest
+
+    base = tmp_path_factory.mktemp("interrupted")
+    eng = _engine(request, base)
+
+    def kill(report):
+        if report.batches == 14:
+            raise RuntimeError("killed")
+
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(RuntimeError):
+        mp.setattr(ingest, "FLUSH_METRIC_ROWS", 2_000)
+        hist.store(eng, base / "spool", batch_rows=500, shuffle=5, on_batch=kill)
+    yield eng
+    eng.dispose()
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Values only: object columns, times as UTC Timestamps, rows in their order."""
+    out = df.reset_index(drop=True).copy()
+    for c in out.columns:
+        if isinstance(out[c].dtype, pd.DatetimeTZDtype):
+            out[c] = out[c].dt.as_unit("us")
+        elif out[c].dtype != "float64":
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+    return out
+
+
+def _both(engine, window: str):
+    since, now = hist.WINDOWS[window]
+    db = load_summary(engine, since, now)
+    mem = summarize_frames(load_frames(engine, since=since), since, now)
+    return db, mem
+
+
+@pytest.mark.parametrize("window", sorted(hist.WINDOWS))
+def test_summary_from_rollups_equals_the_in_memory_one(engine, window):
+    db, mem = _both(engine, window)
+    assert (db.source, mem.source) == ("rollups", "frames")
+    assert db.counts == mem.counts
+    for name in FIELDS:
+        pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
+                                      obj=name)
+
+
+@pytest.mark.parametrize("window", sorted(hist.WINDOWS))
+def test_report_sections_are_the_same_either_way(engine, window):
+    since, now = hist.WINDOWS[window]
+    db, mem = _both(engine, window)
+    a = build_report(db, since, now, node_class=lambda n: "odd" if int(n[1:]) % 2 else "even")
+    b = build_report(mem, since, now, node_class=lambda n: "odd" if int(n[1:]) % 2 else "even")
+    da, dbb = a.to_dict(), b.to_dict()
+    assert da.keys() == dbb.keys()
+    for section in da:
+        assert da[section] == dbb[section], section
+    for x, y in zip(a.distributions, b.distributions):
+        pd.testing.assert_frame_equal(_plain(x.points), _plain(y.points), check_dtype=False)
+    pd.testing.assert_frame_equal(_plain(a.growth_points), _plain(b.growth_points), check_dtype=False)
+    assert render_markdown(a) == render_markdown(b)
+    assert render_html(a, plots=False) == render_html(b, plots=False)
+    assert render_json(a) == render_json(b)
+
+
+@pytest.mark.parametrize("window", sorted(hist.WINDOWS))
+def test_runs_not_merged_into_the_rollups_yet_are_counted_exactly(interrupted, window):
+    from healthcheck.history import rollups
+
+    with interrupted.connect() as conn:
+        assert rollups.has_pending(conn) and conn.execute(text("SELECT COUNT(*) FROM metric_series")).scalar()
+    db, mem = _both(interrupted, window)
+    assert db.counts == mem.counts
+    for name in FIELDS:
+        pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
+                                      obj=name)
+
+
+def test_the_report_from_the_database_finds_the_faults(engine):
+    since, now = hist.WINDOWS["30d"]
+    rep = build_report(load_summary(engine, since, now), since, now)
+    runs = len(hist.NODES) * hist.RUNS
+    assert rep.counts["runs"] == runs and rep.counts["actions"] == 9
+    assert rep.counts["metrics"] > 10 * runs
+    assert rep.fleet.nodes["drained_ours"] == ["n01"]
+    assert [c.check for c in rep.checks][:2] == ["gpu.row_remap", "host.mounts"]
+    growth = {(g.node, g.component, g.metric): g for g in rep.growth}
+    assert growth[("n06", "gpu2", "ecc_corrected_volatile")].increase == 460.0  # 19 x 10 + 27 x 10, reset to 0
+    assert growth[("n03", "gpu0", "ecc_corrected_volatile")].last == 100.0
+    assert ("n08", "mlx5_0/1", "symbol_error") in growth
+    assert ("n07", "gpu1", "ecc_corrected_volatile") in growth  # 0 -> 5 -> 0 -> 0: grew by 5
+    assert ("n02", "gpu3", "ecc_corrected_volatile") not in growth  # its 7 comes after the window
+    dist = {d.metric: d for d in rep.distributions}
+    assert [o["node"] for o in dist["busbw_gbps"].outliers] == ["n05"]
+    assert [(o["node"], o["component"]) for o in dist["temperature_c"].outliers] == [("n05", "gpu2")]
+    assert dist["gemm_tflops"].count == len(hist.NODES)  # None and "" are one (node-level) component
+    by = {r.node: r for r in rep.risks}
+    assert by["n08"].evidence[-1] == "failed 1x (failing streaks of runs)"
+    assert any(x.startswith("ERROR gpu.xid") for x in by["n04"].evidence)
+
+
+def test_windows_that_end_before_the_data_do(engine):
+    since, now = hist.WINDOWS["middle"]
+    s = load_summary(engine, since, now)
+    assert s.perf_latest["started_at"].max() <= now  # not the series' later samples from the rollup
+    assert set(s.counter_samples["node"]) == {"n06", "n07", "n08"}  # n03 is constant by then
+    future = load_summary(engine, *hist.WINDOWS["with-future"])
+    assert "n02" in set(future.counter_samples["node"])  # its counter moved after NOW
+    assert load_summary(engine, *hist.WINDOWS["empty"]).counts == {"runs": 0, "results": 0, "metrics": 0,
+                                                                  "actions": 0}
+
+
+def test_the_reduced_inputs_give_what_the_full_frames_give(engine):
+    """The summary's reductions against the analyses run the old way, over every row."""
+    from healthcheck.analysis import availability
+    from healthcheck.report import inputs
+
+    since, now = hist.WINDOWS["30d"]
+    frames = {k: f[f[t] <= now] for (k, f), t in zip(load_frames(engine, since=since).items(),
+                                                     ("started_at", "started_at", "started_at", "time"))}
+    s = load_summary(engine, since, now)
+    full = inputs.growth(frames["metrics"])
+    moved = full[(full["increase"] > 0) | (full["resets"] > 0)]
+    pd.testing.assert_frame_equal(_plain(inputs.growth(s.counter_samples)), _plain(moved), check_dtype=False)
+    peer = lambda n: "all"  # noqa: E731
+    pd.testing.assert_frame_equal(_plain(inputs.perf_outliers(s.perf_latest, peer)),
+                                  _plain(inputs.perf_outliers(frames["metrics"], peer)), check_dtype=False)
+    pd.testing.assert_frame_equal(_plain(s.reliability), _plain(availability.reliability(frames["runs"], now=now)),
+                                  check_dtype=False)
+
+
+def test_without_rollups_the_cli_reads_every_row_and_says_so(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from sqlalchemy import delete
+
+    from healthcheck import cli_report
+    from healthcheck.history.schema import rollup_state
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    eng = make_engine(resolve_url(url, env={}))
+    hist.store(eng, tmp_path / "spool")
+    with eng.begin() as conn:
+        conn.execute(delete(rollup_state))
+    since, now = hist.WINDOWS["47h"]
+    with pytest.raises(RollupsUnavailable, match="rebuild-rollups"):
+        load_summary(eng, since, now)
+    res = CliRunner().invoke(cli_report.report, ["--db", url, "--since", "2026-05-29T13:00:00Z", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert any("healthcheck db rebuild-rollups" in n for n in data["notes"])
+    assert data["fleet"]["nodes"]["drained_ours"] == ["n01"]
+    eng.dispose()
+
+
+def test_a_summary_of_another_window_is_refused(engine):
+    since, now = hist.WINDOWS["47h"]
+    with pytest.raises(ValueError, match="the summary covers"):
+        build_report(load_summary(engine, since, now), since - pd.Timedelta(hours=1), now)
+
+
+def test_a_database_of_another_schema_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from healthcheck import cli_report
+
+    res = CliRunner().invoke(cli_report.report, ["--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
+    assert res.exit_code == 2 and "healthcheck db upgrade" in res.output and "Traceback" not in res.output
