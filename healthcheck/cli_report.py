@@ -60,10 +60,11 @@ def load_history(db_url: str | None, since: datetime, now: datetime):
         raise ReportFailure(str(exc)) from None
 
 
-def _node_class(config_path: str | None):
+def site_view(config_path: str | None):
+    """(node -> class name, [topology]) of the site config; (None, None) without one."""
     path = config_path or os.environ.get("HEALTHCHECK_CONFIG")
     if not path:
-        return None
+        return None, None
     from .config import ConfigError, load
 
     try:
@@ -75,7 +76,7 @@ def _node_class(config_path: str | None):
         cls = cfg.node_class(node)
         return cls.name if cls is not None else None
 
-    return node_class
+    return node_class, cfg.topology or None
 
 
 def _slurm_states():
@@ -159,14 +160,15 @@ def report(since_text, html_path, fmt, output, db_url, config_path, slurm, no_pl
         raise click.UsageError("use either --html FILE or --format/--output, not both")
     now = datetime.now(timezone.utc)
     since = parse_since(since_text, now)
-    node_class = _node_class(config_path)
+    node_class, topology = site_view(config_path)
     with _Progress(sys.stderr.isatty()) as step:
         history = load_history(db_url, since, now)
         step("load")
         slurm_states, note = _slurm_states() if slurm else (None, None)
         from .report import build_report, render_html, render_json, render_markdown
 
-        rep = build_report(history, since, now, node_class=node_class, slurm_states=slurm_states, progress=step)
+        rep = build_report(history, since, now, node_class=node_class, slurm_states=slurm_states, progress=step,
+                           topology=topology)
         if note:
             rep.notes.append(note)
         if html_path:

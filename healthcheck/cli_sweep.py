@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -93,7 +94,11 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         from .sweep.finish import ingest_and_report
 
         outcome.report = ingest_and_report(config.slurm.spool_dir, outcome.results_dir, settings.db_url or None,
-                                           config.path, log)
+                                           config.path, log, drift=(outcome.fleet or {}).get("drift"))
+        if outcome.report:
+            from .sweep.run import _write_json
+
+            _write_json(os.path.join(outcome.results_dir, "sweep.json"), outcome.to_dict())
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
     else:

@@ -112,7 +112,8 @@ def _drains(stats: pd.DataFrame, intervals: pd.DataFrame) -> list[DrainStat]:
 
 def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str], str | None] | None = None,
                  slurm_states: Mapping[str, Any] | None = None,
-                 progress: Callable[[str], None] | None = None) -> Report:
+                 progress: Callable[[str], None] | None = None,
+                 topology: Mapping[str, Any] | None = None, drift: list[str] | None = None) -> Report:
     """The readiness report of the window [since, now]. ``history`` is a ``summary.Summary`` of that
     window (``dbsummary.load_summary``: the database through its rollups) or the four frames (see the
     module docstring), summarised here in pandas first."""
@@ -159,7 +160,11 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps, drains=drain_df,
                          reliability=sm.reliability)
     risks = _risks(ranked, state_of, peer)
-    rank = {"check": 0, "growth": 1, "outlier": 2}
+    findings += _facility(sm.flagged_results, topology) + [
+        Finding("drift", "fleet", "versions", "", "warn", _short(line), None,
+                "align the odd nodes with their class (reinstall the driver/firmware image), then re-run the burn-in")
+        for line in drift or []]
+    rank = {"facility": 0, "check": 1, "growth": 2, "outlier": 3, "drift": 4}
     findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
     counts = {**sm.counts, "nodes": fleet.total}
     notes = list(sm.notes)
@@ -171,6 +176,25 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
                      "'drained by others' is not known (use --slurm).")
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals)
+
+
+def _facility(flagged: pd.DataFrame, topology: Mapping[str, Any] | None) -> list[Finding]:
+    """Thermal/power failures shared by nodes of one rack/chassis/power group ([topology] in the config)
+    in the same window: one facility finding each, not N node faults (analysis/correlated.py)."""
+    if not topology or flagged is None or flagged.empty:
+        return []
+    from ..analysis.correlated import correlated_events, events_from_results
+    from ..topology import node_groups
+
+    events = events_from_results(flagged)
+    if events.empty:
+        return []
+    corr = correlated_events(events, node_groups(topology))  # every node of the table: true group sizes
+    return [Finding("facility", f"{r.level} {r.group}", str(r.kind), "", "fail",
+                    _short(f"{r.kind} on {r.n_nodes} of {r.group_size} nodes together ({r.nodes}) between "
+                           f"{r.start:%Y-%m-%d %H:%M} and {r.end:%H:%M} UTC"), r.end,
+                    "a shared cause (cooling, airflow, power feed) of the group: check the facility before "
+                    "replacing any of these nodes") for r in corr.itertuples(index=False)]
 
 
 def _risks(ranked: pd.DataFrame, state_of: dict[str, str], peer: Callable[[str], str]) -> list[NodeRisk]:

@@ -7,13 +7,13 @@ from datetime import datetime, timedelta, timezone
 
 
 def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, config_path: str | None,
-                      log) -> str | None:
+                      log, drift: list[str] | None = None) -> str | None:
     """The report's path, or None when the history could not be reached (said in the log)."""
+    from ..cli_report import ReportFailure, load_history, site_view
     from ..config import ConfigError, site_db_url
-    from ..history.db import HistoryError, open_engine
     from ..history import migrations
+    from ..history.db import HistoryError, open_engine
     from ..history.ingest import ingest
-    from ..history.queries import load_frames
 
     now = datetime.now(timezone.utc)
     try:
@@ -23,9 +23,7 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
         return None
     try:
         migrations.require_current(engine, create=True)  # a first sweep creates the schema; a newer one refuses
-        report = ingest([spool_dir], engine)
-        log(f"history: {report.summary()}")
-        frames = load_frames(engine, since=now - timedelta(days=30))
+        log(f"history: {ingest([spool_dir], engine).summary()}")
     except HistoryError as exc:
         log(f"history unreachable ({exc}): records stay spooled in {spool_dir}")
         return None
@@ -33,16 +31,14 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
         engine.dispose()
     from ..report import build_report, render_html
 
-    node_class = None
-    if config_path:
-        from ..config import load
-
-        try:
-            cfg = load(config_path)
-            node_class = lambda n: (c.name if (c := cfg.node_class(n)) else None)  # noqa: E731
-        except ConfigError:
-            node_class = None
-    rep = build_report(frames, now - timedelta(days=30), now, node_class=node_class)
+    since = now - timedelta(days=30)
+    try:
+        history = load_history(db_url or site_db_url(config_path), since, now)  # through the rollups
+        node_class, topology = site_view(config_path)
+    except ReportFailure as exc:
+        log(f"readiness report not written: {exc.message}")
+        return None
+    rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift)
     path = os.path.join(results_dir, "report.html")
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:

@@ -26,7 +26,7 @@ def fleet_view(records: dict[str, dict[str, Any]], config) -> FleetView:
 
     from ..analysis.correlated import correlated_events, events_from_results, facility_nodes
     from ..analysis.drift import drift_summary, version_drift
-    from ..topology import groups_of
+    from ..topology import node_groups
 
     view = FleetView()
     rows, expected = [], {}
@@ -55,8 +55,7 @@ def fleet_view(records: dict[str, dict[str, Any]], config) -> FleetView:
         frame = pd.DataFrame(results)
         frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True, format="ISO8601")
         events = events_from_results(frame)
-        groups = groups_of(topology, list(records))
-        corr = correlated_events(events, groups, window=pd.Timedelta("2h"))
+        corr = correlated_events(events, node_groups(topology), window=pd.Timedelta("2h"))
         view.facility = [{k: (str(v) if k in ("start", "end") else v) for k, v in row.items()}
                          for row in corr.to_dict("records")]
         view.facility_nodes = set(facility_nodes(corr))

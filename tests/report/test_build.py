@@ -172,3 +172,24 @@ def test_figures_come_from_healthcheck_analysis(report):
     assert "analyses: healthcheck.analysis" in render_html(report)
     assert "healthcheck.analysis" in render_markdown(report)
     assert json.loads(render_json(report))["source"] == "healthcheck.analysis"
+
+
+def test_shared_heat_in_a_rack_is_one_facility_finding_and_drift_lines_are_findings():
+    frames = make_frames()
+    res = frames["results"]
+    latest = res["started_at"].max()
+    hot = pd.DataFrame([{**res.iloc[0].to_dict(), "run_id": f"hot{i}", "seq": 99, "node": node, "started_at": latest,
+                         "check": "gpu.throttle", "component": "gpu2", "status": "fail",
+                         "message": "hw_thermal_slowdown active"} for i, node in enumerate(("gpu01", "gpu02", "gpu03"))])
+    frames = {**frames, "results": pd.concat([res, hot], ignore_index=True)}
+    topology = {"rack": {"r01": "gpu[01-04]", "r02": "gpu[05-08]"}}
+    rep = build_report(frames, SINCE, NOW, topology=topology, drift=["h100: driver 550.54.15 on 7 of 8 nodes; "
+                                                                     "gpu05 runs 535.129.03"])
+    facility = [f for f in rep.findings if f.kind == "facility"]
+    assert len(facility) == 1 and facility[0].node == "rack r01" and facility[0].status == "fail"
+    assert "3 of 4 nodes" in facility[0].detail and "cooling" in facility[0].action
+    assert rep.findings[0].kind == "facility"  # first: it explains the node faults below it
+    (drift,) = [f for f in rep.findings if f.kind == "drift"]
+    assert "gpu05 runs 535.129.03" in drift.detail
+    assert not [f for f in build_report(frames, SINCE, NOW).findings if f.kind in ("facility", "drift")]
+    json.loads(render_json(rep))
