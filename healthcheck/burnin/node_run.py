@@ -130,15 +130,10 @@ def _phase_bandwidth(ctx: NodeContext) -> list[Finding]:
 def _phase_dcgm(ctx: NodeContext) -> list[Finding]:
     from ..parsers import dcgmi
     from .judge_tools import judge_dcgm
-    from .tools_run import dcgm_diag
+    from .tools_run import dcgm_diag, parsed
 
     run = dcgm_diag(ctx.settings.dcgmi, ctx.settings.dcgm_level, ctx.settings.dcgm_timeout_s)
-    diag, problem = None, None
-    if not run.missing and run.stdout.strip():
-        try:
-            diag = dcgmi.parse_diag(run.stdout)
-        except dcgmi.DcgmiParseError as exc:
-            problem = str(exc)
+    diag, problem = parsed(run, dcgmi.parse_diag, dcgmi.DcgmiParseError)
     if diag is not None:
         ctx.extra["dcgm"] = diag.to_dict()
     return judge_dcgm(run, diag, problem)
@@ -167,7 +162,7 @@ def _phase_nccl(ctx: NodeContext) -> list[Finding]:
 def _phase_storage(ctx: NodeContext) -> list[Finding]:
     from ..parsers import fio
     from .judge_tools import judge_storage
-    from .tools_run import fio_job
+    from .tools_run import fio_job, parsed
 
     s = ctx.settings
     if not s.storage_paths:
@@ -177,12 +172,7 @@ def _phase_storage(ctx: NodeContext) -> list[Finding]:
         ref_sku = ctx.refs.storage_for(path)
         for rw, key in (("write", "write_gbps"), ("read", "read_gbps")):  # write first: read needs the file
             run = fio_job(s.fio, path, rw, s.storage_bytes, s.storage_runtime_s, s.storage_runtime_s * 3 + 60)
-            result, problem = None, None
-            if not run.missing and run.stdout.strip():
-                try:
-                    result = fio.parse(run.stdout)
-                except fio.FioParseError as exc:
-                    problem = str(exc)
+            result, problem = parsed(run, fio.parse, fio.FioParseError)
             findings.append(judge_storage(path, rw, run, result, problem, ref_sku.get(key) if ref_sku else None))
     return findings
 

@@ -63,3 +63,14 @@ def fio_job(fio: str, directory: str, rw: str, size_bytes: int, runtime_s: float
             "--ioengine=libaio", "--direct=1", "--group_reporting", "--time_based", f"--runtime={int(runtime_s)}",
             "--output-format=json", "--unlink=1"]
     return run_tool("fio", argv, timeout_s)
+
+
+def parsed(run: ToolRun, parse, error: type[Exception]):
+    """``(result, problem)``: the tool's stdout through ``parse``; (None, None) when it printed nothing
+    (absent tool, no output), (None, why) when ``parse`` refused it with ``error``."""
+    if run.missing or not run.stdout.strip():
+        return None, None
+    try:
+        return parse(run.stdout), None
+    except error as exc:
+        return None, str(exc)

@@ -12,7 +12,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
 from .. import subproc
@@ -347,7 +347,3 @@ def _write_json(path: str, data: dict) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1, default=str)
     os.replace(tmp, path)
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)

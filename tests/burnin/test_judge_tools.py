@@ -81,3 +81,15 @@ def test_fio_fixtures_judged_against_a_reference(name):
         assert none.status is Status.PASS and "no storage reference" in none.message
         low = judge_storage("/scratch", rw, run, result, None, Reference(gbps * 4, "GB/s", -0.5))
         assert low.status is Status.FAIL and "below reference" in low.message
+
+
+def test_tool_output_is_parsed_once_with_the_parsers_own_error():
+    from healthcheck.burnin.tools_run import parsed
+
+    assert parsed(ToolRun("fio", ["fio"], missing=True), fio.parse, fio.FioParseError) == (None, None)
+    assert parsed(ToolRun("fio", ["fio"], stdout="  \n"), fio.parse, fio.FioParseError) == (None, None)
+    result, problem = parsed(ToolRun("fio", ["fio"], stdout="hello\n"), fio.parse, fio.FioParseError)
+    assert result is None and problem
+    text = next((FIXTURES / "fio").glob("*.json")).read_text()
+    result, problem = parsed(ToolRun("fio", ["fio"], stdout=text), fio.parse, fio.FioParseError)
+    assert problem is None and result.jobs

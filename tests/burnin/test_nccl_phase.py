@@ -97,11 +97,10 @@ def test_judge_against_reference_and_line_rate():
 def test_judge_failures():
     failed = _judged(FAILED.read_text())
     assert failed.status is Status.FAIL and "failed" in failed.message
-    wrong = REC.read_text().replace("       0  ", "       7  ", 1)
-    result = nccl_tests.parse(wrong)
-    if result.wrong_total:  # the fixture's #wrong column layout allowed the edit
-        f = _judged(wrong)
-        assert f.status is Status.FAIL and "wrong values" in f.message
+    corrupt = nccl_run.NcclRun("all_reduce", "node", ["n1"], ["x"], result=nccl_tests.parse(REC.read_text()))
+    corrupt.result.rows[-1].oop.wrong = 7  # one size came back with 7 wrong elements
+    f = judge_run(corrupt, Reference(base(), "GB/s", -0.1, 0.2), None, "h100_sxm")
+    assert f.status is Status.FAIL and "7 wrong values" in f.message and f.metrics["wrong_values"] == 7
     timeout = nccl_run.NcclRun("all_reduce", "node", ["n1"], ["x"], result=nccl_tests.parse(REC.read_text()),
                                error="did not finish within 5 s (killed)", timed_out=True)
     assert judge_run(timeout, None, None, None).status is Status.FAIL
