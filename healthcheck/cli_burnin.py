@@ -1,4 +1,4 @@
-"""`healthcheck burnin run|submit|report`. Registered into :mod:`healthcheck.cli`; heavy imports inside
+"""`healthcheck burnin run|submit|report|fleet-digests`. Registered into :mod:`healthcheck.cli`; heavy imports inside
 the commands only. Exit status: 0 passed (warnings allowed), 1 a node or GPU failed, 2 usage or config
 error, 3 internal error, 4 more nodes failed than the blast radius allows (nothing drained: suspect a
 shared cause)."""
@@ -262,6 +262,67 @@ def burnin_report(job_id, results_dir, fmt):
     except SummaryError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(json.dumps(data, indent=1, default=str) if fmt == "json" else allocation_text(data))
+
+
+@burnin.command("fleet-digests")
+@click.option("--db", "db_url", metavar="URL", help="Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, "
+              "else the default SQLite file). Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
+@click.option("--since", default="30d", show_default=True, help="Runs to read: 7d, 12h, 2w or an ISO-8601 time.")
+@click.option("--min-gpus", type=click.IntRange(1, 1_000_000), default=4, show_default=True,
+              help="GPUs that must have run a fleet key before its majority is trusted.")
+@click.option("--min-nodes", type=click.IntRange(1, 1_000_000), default=2, show_default=True,
+              help="Nodes those GPUs must span.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write the fleet digests file here (point [burnin] fleet_digests at it).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):
+    """The fleet's majority GEMM result per GPU model, library stack, dtype and size, from the history;
+    the GPUs whose latest result differs (silent data corruption). Exit 1 when any GPU differs.
+
+    Run it from cron on the history host, the file on the shared filesystem.
+
+    \b
+    Example:
+      healthcheck burnin fleet-digests --since 30d -o /shared/healthcheck/fleet-digests.json
+    """
+    from datetime import datetime, timezone
+
+    from .burnin.fleetfile import FleetFileError, write
+    from .cli_history import _engine, _guard, _since
+    from .history import migrations
+    from .history.digests import fleet_from_history
+
+    when = _since(since)
+    engine = _engine(db_url)
+    try:
+        _guard(migrations.require_current, engine)
+        view = _guard(fleet_from_history, engine, when, min_gpus=min_gpus, min_nodes=min_nodes)
+    finally:
+        engine.dispose()
+    if output:
+        try:
+            write(output, {k: v.to_dict() for k, v in view.keys.items()},
+                  datetime.now(timezone.utc).isoformat(timespec="seconds"), when.isoformat() if when else None)
+        except FleetFileError as exc:
+            raise UsageFailure(str(exc)) from None
+    if fmt == "json":
+        click.echo(json.dumps({"keys": {k: v.to_dict() for k, v in view.keys.items()},
+                               "deviants": [{"node": d.node, "component": d.component, "fleet_key": d.fleet_key,
+                                             "digest": d.digest, "majority": d.majority, "run_id": d.run_id,
+                                             "started_at": d.started_at.isoformat()} for d in view.deviants]},
+                              indent=1))
+    else:
+        for key, v in view.keys.items():
+            state = f"majority {v.digest[:12]}" if v.digest else "undecided"
+            click.echo(f"{key}: {state} ({v.votes} of {v.gpus} GPUs on {v.nodes} nodes)")
+        for d in view.deviants:
+            click.echo(f"DIFFERS {d.node} {d.message()}")
+        if not view.keys:
+            click.echo("no GEMM digests in the history for this window (run a burn-in, then `history ingest`)")
+        if output:
+            click.echo(f"wrote {output} ({len(view.majorities)} decided key(s))", err=True)
+    if view.deviants:
+        raise SystemExit(1)
 
 
 @burnin.command("submit")

@@ -167,7 +167,7 @@ def _text(value) -> str:
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), required=True)
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="File to write.")
-@click.option("--table", type=click.Choice(["runs", "results", "metrics", "actions"]), default="results",
+@click.option("--table", type=click.Choice(["runs", "results", "metrics", "actions", "gemm_digests"]), default="results",
               show_default=True)
 @click.option("--node", help="Node name or glob.")
 @click.option("--since", help="7d, 12h, 30m, 2w or an ISO-8601 time.")

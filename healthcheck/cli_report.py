@@ -46,14 +46,17 @@ def load_history(db_url: str | None, since: datetime, now: datetime):
             if not migrations.is_current(engine):  # the fast check; the full one names the reason
                 migrations.require_current(engine)
             try:
-                return load_summary(engine, since, now)
+                summary = load_summary(engine, since, now)
             except RollupsUnavailable as exc:
                 from .history.queries import load_frames
                 from .report.summary import summarize_frames
 
                 summary = summarize_frames(load_frames(engine, since=since), since, now)
                 summary.notes.append(str(exc)[:1].upper() + str(exc)[1:] + ".")
-                return summary
+            from .history.digests import load_digests
+
+            summary.gemm_digests = load_digests(engine, since, now)
+            return summary
         finally:
             engine.dispose()
     except (HistoryError, ConfigError) as exc:  # already redacted by the store

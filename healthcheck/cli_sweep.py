@@ -78,7 +78,14 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         click.echo(f"[sweep] {message}", err=True)
 
     bar = _Bar() if sys.stderr.isatty() and not dry_run else None
-    sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log, progress=bar)
+    fleet = None
+    if settings.report:  # the sweep uses the history: its jobs compare their GEMM products with the fleet's
+        from .sweep.finish import write_fleet_digests
+
+        def fleet(results_dir: str) -> str | None:
+            return write_fleet_digests(results_dir, settings.db_url or None, config.path, log)
+
+    sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log, progress=bar, fleet_digests=fleet)
     try:
         outcome = sweeper.run(dry_run=dry_run)
     except st.SweepBusy as exc:

@@ -66,6 +66,11 @@ class Backend:
     def devices(self) -> list[DeviceInfo]:
         raise NotImplementedError
 
+    def library(self) -> str:
+        """The library stack that computes the products ("torch 2.5.1 cuda 12.4"): part of the fleet
+        key of a GEMM digest, since another library version may pick other kernels (other bits)."""
+        return self.name
+
     def device_dtype(self, dtype: str) -> str:
         """The dtype that actually runs for a requested one (reported in results)."""
         if dtype not in DTYPES:
@@ -140,6 +145,9 @@ class NumpyBackend(Backend):
             raise BackendUnavailable(f"numpy: not importable ({exc})") from exc
         self.np = np
 
+    def library(self) -> str:
+        return f"numpy {self.np.__version__}"
+
     def devices(self) -> list[DeviceInfo]:
         return [DeviceInfo(0, cpu_model(), kind="cpu")]
 
@@ -207,6 +215,9 @@ class TorchBackend(Backend):
 
     def _dev(self, device: int) -> Any:
         return self.torch.device("cuda", device)
+
+    def library(self) -> str:
+        return f"torch {self.torch.__version__} cuda {self.torch.version.cuda}"
 
     def devices(self) -> list[DeviceInfo]:
         out = []
@@ -289,6 +300,14 @@ class CupyBackend(Backend):
     def device_dtype(self, dtype: str) -> str:
         super().device_dtype(dtype)
         return "fp16" if dtype == "bf16" else dtype
+
+    def library(self) -> str:
+        try:
+            runtime = self.cp.cuda.runtime.runtimeGetVersion()  # 12040 -> 12.4
+            cuda = f"{runtime // 1000}.{runtime % 1000 // 10}"
+        except Exception:  # noqa: BLE001 - the version is a label; the library still runs
+            cuda = "unknown"
+        return f"cupy {self.cp.__version__} cuda {cuda}"
 
     def devices(self) -> list[DeviceInfo]:
         out = []

@@ -70,6 +70,8 @@ class GemmResult:
     reference_error: float | None = None  # vs float64, relative to the row's largest element
     tolerance: float = 0.0
     errors: list[str] = field(default_factory=list)
+    library: str = ""  # Backend.library(): part of the fleet key
+    seed: int = 0  # the inputs' seed: part of the fleet key
 
 
 def digest_of(host_array: Any) -> str:
@@ -174,8 +176,9 @@ def run_gemm(backend: Backend, devices: list[int] | None, *, duration_s: float, 
     a, b = make_inputs(n, run_dtype, seed)
     rows = sample_rows(n, seed)
     ref = reference_rows(a, b, rows)
+    library = backend.library()
     results = [GemmResult(d.index, d.name, d.component, backend.name, run_dtype, n, d.uuid, d.pci_bus_id,
-                          tolerance=TOLERANCE[run_dtype]) for d in infos]
+                          tolerance=TOLERANCE[run_dtype], library=library, seed=seed) for d in infos]
     job = _Job(backend, a, b, rows, ref, run_dtype, duration_s, verify_every, fault,
                max_iterations, max(1, min_iterations))
     threads = [threading.Thread(target=job.run, args=(r,), name=f"gemm-{r.component}", daemon=True)

@@ -62,8 +62,9 @@ def _num(x: Any, fmt: str = ".1f") -> str:
 
 
 def fleet_key(r: GemmResult) -> str:
-    """The key of a fleet-wide majority digest: same model, backend, dtype and size."""
-    return f"{r.name}|{r.backend}|{r.dtype}|n={r.n}"
+    """The key of a fleet-wide majority digest: the same product (dtype, size, input seed) computed by
+    the same GPU model with the same library stack must give the same bits."""
+    return f"{r.name}|{r.library or r.backend}|{r.dtype}|n={r.n}|seed={r.seed}"
 
 
 def _group_key(r: Any) -> tuple:

@@ -109,9 +109,33 @@ def _phase_gemm(ctx: NodeContext) -> list[Finding]:
         with Sampler(nvml, indices) as sampler:
             results = run_gemm(backend, indices, duration_s=s.gemm_duration_s, n=n, dtype=dtype, seed=s.seed)
         telemetry = judge_telemetry(sampler.summary())
-    # the digests by fleet key, for the allocation step's comparison across the job's nodes
+    # the digests by fleet key, for the allocation step's comparison across the job's nodes and, through
+    # the history, the fleet's (healthcheck.analysis.digests)
     ctx.extra["gemm_digests"] = {r.component: [fleet_key(r), r.digest] for r in results if r.digest}
-    return judge_gemm(results, sku, fleet_digests=ctx.fleet_digests) + telemetry
+    fleet, problem = _fleet_digests(ctx)
+    out = judge_gemm(results, sku, fleet_digests=fleet) + telemetry
+    if problem:
+        out.append(Finding("burnin.gemm.verify", Status.WARN, problem))
+    return out
+
+
+def _fleet_digests(ctx: NodeContext) -> tuple[dict[str, str] | None, str | None]:
+    """The fleet's majority digests: given to the context, or read from the configured file; a file
+    that cannot be used is said (a WARN), and the products are then compared within the node and the job."""
+    if ctx.fleet_digests is not None or not ctx.settings.fleet_digests:
+        return ctx.fleet_digests, None
+    from ..safety import UntrustedFile, check_trusted, running_as_root
+    from .fleetfile import FleetFileError, read
+
+    path = ctx.settings.fleet_digests
+    try:
+        if running_as_root():  # its verdicts drain nodes: as root, a file others can write is refused
+            check_trusted(path, "fleet digests file")
+        return read(path), None
+    except (FleetFileError, UntrustedFile) as exc:
+        return None, f"fleet digests not compared: {exc}"
+    except OSError as exc:
+        return None, f"fleet digests not compared: {path}: {exc.strerror or exc}"
 
 
 def _phase_bandwidth(ctx: NodeContext) -> list[Finding]:

@@ -45,6 +45,7 @@ class BurninSettings:
     max_drain_nodes: int = 0          # ...or this many nodes (0 = no absolute cap)
     localise: bool = True
     seed: int = 1234
+    fleet_digests: str = ""   # the fleet's majority GEMM digests (``healthcheck burnin fleet-digests``)
 
     def phase_on(self, name: str) -> bool:
         return name in self.phases

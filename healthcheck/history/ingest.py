@@ -5,9 +5,9 @@ directory holding many nodes' spools at any depth: any directory with a ``record
 ``records.jsonl.N``), reads the records oldest first, and stores them in batches, one transaction each.
 
 Idempotence and crash safety: a run's identity is its ``run_id``, an action's its ``record_id``; the
-rows of a run (the run, its results, its metrics) go in one transaction, runs and actions are inserted
-with ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE), and a run's results and metrics only by the
-transaction that stored the run. Re-ingesting stores nothing new; an ingest killed part-way leaves
+rows of a run (the run, its results, its metrics, its GEMM digests) go in one transaction, runs and
+actions are inserted with ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE), and a run's other rows
+only by the transaction that stored the run. Re-ingesting stores nothing new; an ingest killed part-way leaves
 whole batches behind, and the next one stores the rest. The spool is never modified: rotation bounds
 it, and reading it again costs parsing it plus, per batch, one indexed look-up (SQLite) or one
 conflicting runs insert (PostgreSQL).
@@ -46,8 +46,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from .db import HistoryError, describe_error, is_sqlite
 from . import rollups
-from .records import (ACTION_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid, action_row,
-                      run_rows)
+from .records import (ACTION_COLUMNS, DIGEST_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid,
+                      action_row, run_rows)
 
 FLUSH_METRIC_ROWS = 1_000_000  # metric rows summarised in memory before their rollups are merged
 DEFAULT_BATCH_ROWS = 100_000  # rows per transaction: fewer commits and WAL checkpoints (SQLite), ~1 s each
@@ -116,11 +116,11 @@ def ingest(paths: Iterable[str | os.PathLike[str]], engine, batch_rows: int = DE
     writer = _Writer(engine, report)
     stamp = _sqlite_stamp if writer.sqlite else None
     batches = _batches(report, stamp(ingested_at) if stamp else ingested_at, batch_rows, stamp)
-    for runs, results, metrics, actions, (n_records, n_duplicates) in batches:
-        report.records += n_records
-        report.duplicates += n_duplicates
-        if runs or actions:
-            writer.write(runs, results, metrics, actions)
+    for batch in batches:
+        report.records += batch.records
+        report.duplicates += batch.duplicates
+        if batch.runs or batch.actions:
+            writer.write(batch)
             report.batches += 1
             if on_batch:
                 on_batch(report)
@@ -153,17 +153,27 @@ def _sqlite_stamp(when: datetime) -> str:
     return when.replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
-def _batches(report: IngestReport, ingested_at, batch_rows: int, stamp=None):
-    """(runs, results, metrics, actions, (records, duplicates)) tuples: row lists holding a whole number
-    of records each (~batch_rows rows), and the valid and repeated records read since the last one; the
-    last tuple may hold no rows."""
+@dataclass
+class _Batch:
+    """Rows holding a whole number of records, and the valid and repeated records read for them."""
+
+    runs: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+    metrics: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    digests: list = field(default_factory=list)
+    records: int = 0
+    duplicates: int = 0
+
+    def rows(self) -> int:
+        return len(self.runs) + len(self.results) + len(self.metrics) + len(self.actions) + len(self.digests)
+
+
+def _batches(report: IngestReport, ingested_at, batch_rows: int, stamp=None) -> Iterator[_Batch]:
+    """Batches of ~batch_rows rows; the last one may hold no rows."""
     seen_runs: set[str] = set()
     seen_actions: set[str] = set()
-    runs: list = []
-    results: list = []
-    metrics: list = []
-    actions: list = []
-    n_records = n_duplicates = 0
+    batch = _Batch()
     skipped = report.skipped
     for spool_dir, rec in _records(report):
         try:
@@ -171,29 +181,30 @@ def _batches(report: IngestReport, ingested_at, batch_rows: int, stamp=None):
                 rows = run_rows(rec, ingested_at, stamp)
                 run_id = rows.run[0]
                 if run_id in seen_runs:
-                    n_duplicates += 1
+                    batch.duplicates += 1
                     continue
                 seen_runs.add(run_id)
-                runs.append(rows.run)
-                results += rows.results
+                batch.runs.append(rows.run)
+                batch.results += rows.results
                 if rows.metrics:
-                    metrics += rows.metrics
+                    batch.metrics += rows.metrics
+                if rows.digests:
+                    batch.digests += rows.digests
             else:
                 row = action_row(rec, stamp)
                 if row[0] in seen_actions:
-                    n_duplicates += 1
+                    batch.duplicates += 1
                     continue
                 seen_actions.add(row[0])
-                actions.append(row)
+                batch.actions.append(row)
         except RecordInvalid as exc:
             skipped.append(Skipped(f"{spool_dir} record {str(rec.get('record_id'))[:64]}", str(exc)))
             continue
-        n_records += 1
-        if len(runs) + len(results) + len(metrics) + len(actions) >= batch_rows:
-            yield runs, results, metrics, actions, (n_records, n_duplicates)
-            runs, results, metrics, actions = [], [], [], []
-            n_records = n_duplicates = 0
-    yield runs, results, metrics, actions, (n_records, n_duplicates)
+        batch.records += 1
+        if batch.rows() >= batch_rows:
+            yield batch
+            batch = _Batch()
+    yield batch
 
 
 class _Writer:
@@ -247,14 +258,17 @@ class _Writer:
         if left:
             rollups.refresh(self.engine)
 
-    def write(self, runs: list[tuple], results: list[tuple], metrics: list[tuple], actions: list[tuple]) -> None:
+    def write(self, batch: _Batch) -> None:
+        runs, results, metrics, actions, digests = (batch.runs, batch.results, batch.metrics, batch.actions,
+                                                    batch.digests)
         runs.sort(key=lambda r: r[0])
         actions.sort(key=lambda r: r[0])
         if not self.sqlite:  # key order = lock order (see the module docstring); SQLite writers are serial
             results.sort(key=lambda r: (r[0], r[1]))
             metrics.sort(key=lambda r: (r[0], r[1], r[2]))
+            digests.sort(key=lambda r: (r[0], r[1], r[2]))
         store = self._sqlite if self.sqlite else self._postgres
-        counts, stored_metrics = self._transaction(lambda conn: store(conn, runs, results, metrics, actions))
+        counts, stored_metrics = self._transaction(lambda conn: store(conn, runs, results, metrics, actions, digests))
         n_runs, n_results, n_metrics, n_actions = counts
         self.report.runs += n_runs
         self.report.results += n_results
@@ -277,7 +291,7 @@ class _Writer:
             found.update(conn.execute(select(column).where(column.in_(ids[i:i + 900]))).scalars())
         return found
 
-    def _sqlite(self, conn, runs, results, metrics, actions) -> tuple[int, int, int, int]:
+    def _sqlite(self, conn, runs, results, metrics, actions, digests) -> tuple[tuple[int, int, int, int], list]:
         """Inside BEGIN IMMEDIATE nobody else writes, so "not there yet" is exact: insert only those,
         through the driver's executemany. Times arrive already in SQLite's text form (``_sqlite_stamp``)."""
         s = self.schema
@@ -286,10 +300,12 @@ class _Writer:
             runs = [r for r in runs if r[0] not in have]
             results = [row for row in results if row[0] not in have]
             metrics = [row for row in metrics if row[0] not in have]
+            digests = [row for row in digests if row[0] not in have]
         have_actions = self._existing(conn, s.actions, "record_id", [a[0] for a in actions]) if actions else set()
         action_rows = [a for a in actions if a[0] not in have_actions] if have_actions else actions
         for table, columns, rows in (("runs", RUN_COLUMNS, runs), ("results", RESULT_COLUMNS, results),
-                                     ("metrics", METRIC_COLUMNS, metrics), ("actions", ACTION_COLUMNS, action_rows)):
+                                     ("metrics", METRIC_COLUMNS, metrics), ("actions", ACTION_COLUMNS, action_rows),
+                                     ("gemm_digests", DIGEST_COLUMNS, digests)):
             if rows:
                 names = ", ".join(f'"{c}"' for c in columns)
                 marks = ", ".join("?" * len(columns))
@@ -299,7 +315,7 @@ class _Writer:
                                  [(r,) for r in sorted({row[0] for row in metrics})])
         return (len(runs), len(results), len(metrics), len(action_rows)), metrics
 
-    def _postgres(self, conn, runs, results, metrics, actions) -> tuple[int, int, int, int]:
+    def _postgres(self, conn, runs, results, metrics, actions, digests) -> tuple[tuple[int, int, int, int], list]:
         """COPY each table's rows into a temporary table, then one INSERT .. SELECT .. ORDER BY key ON
         CONFLICT DO NOTHING (runs, actions): rows are taken in key order (lock order), tables runs,
         results, metrics, actions. RETURNING says which runs this transaction stored; only their results
@@ -310,6 +326,7 @@ class _Writer:
             if len(stored) < len(runs):
                 results = [row for row in results if row[0] in stored]
                 metrics = [row for row in metrics if row[0] in stored]
+                digests = [row for row in digests if row[0] in stored]
             # No ON CONFLICT for these: their runs were created by this very transaction (RETURNING),
             # so no row with their keys can exist (the foreign key to runs forbids orphans, and keys are
             # unique within a batch: seq is the finding's position, name a JSON object key). Skipping
@@ -321,6 +338,8 @@ class _Writer:
                                          on_conflict_do_nothing=False))
             n_actions = len(_copy_insert(cur, "actions", ACTION_COLUMNS, actions, ("record_id",),
                                          returning="record_id"))
+            _copy_insert(cur, "gemm_digests", DIGEST_COLUMNS, digests, ("run_id", "component", "fleet_key"),
+                         on_conflict_do_nothing=False)
             # new runs of this transaction: no pending row can exist for them
             _copy_insert(cur, "rollup_pending", ("run_id",), [(r,) for r in sorted({row[0] for row in metrics})],
                          ("run_id",), on_conflict_do_nothing=False)

@@ -13,16 +13,19 @@ from typing import Any, Iterator
 from .db import HistoryError, describe_error, is_sqlite
 
 EXPORT_FORMATS = ("csv", "json", "parquet")
-EXPORT_TABLES = ("runs", "results", "metrics", "actions")
+FRAME_TABLES = ("runs", "results", "metrics", "actions")
+EXPORT_TABLES = FRAME_TABLES + ("gemm_digests",)
 FRAME_COLUMNS = {
     "runs": ("run_id", "node", "context", "job_id", "started_at", "duration_s", "status"),
     "results": ("run_id", "node", "started_at", "check", "component", "status", "message"),
     "metrics": ("run_id", "node", "started_at", "check", "component", "name", "value"),
     "actions": ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context"),
+    "gemm_digests": ("run_id", "node", "started_at", "component", "fleet_key", "digest"),
 }
 from ..timespec import parse_since  # noqa: E402,F401 - re-exported for the CLI
 
-TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
+TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time",
+               "gemm_digests": "started_at"}
 
 
 def _like(pattern: str) -> str:
@@ -194,7 +197,7 @@ def _write_parquet(chunks, path: str, table_name: str) -> int:
 
 
 def load_frames(engine, since: datetime | None = None, node: str | None = None,
-                tables: tuple[str, ...] = EXPORT_TABLES, metric_names: list[str] | None = None) -> dict:
+                tables: tuple[str, ...] = FRAME_TABLES, metric_names: list[str] | None = None) -> dict:
     """pandas DataFrames ``{"runs", "results", "metrics", "actions"}`` (columns: FRAME_COLUMNS; times
     tz-aware UTC ``datetime64``), filtered by time/node (and metric name), in (time, primary key) order.
     The readiness report reads ``healthcheck.report.dbsummary.load_summary`` instead (no full read of the

@@ -5,7 +5,8 @@ Accepted record shapes (written by healthcheck/slurm/actions.py and ``healthchec
     run:    {"kind":"run","record_id","run_id","node","context","job_id"|null,"job_nodes"|null (hostlist,
              optional),"started_at":ISO-8601,
              "duration_s","status","results":[{"check","status","message","component"|null,
-             "metrics":{name: number}}],"config_hash"|null,"tool_version"}
+             "metrics":{name: number}}],"config_hash"|null,"tool_version",
+             "burnin": {"gemm_digests": {component: [fleet_key, hex digest]}, ...} (optional; burn-in runs)}
     action: {"kind":"action","record_id","run_id","node","time":ISO-8601,"action":"drain"|"resume",
              "reason","job_id"|null,"context","why","checks":[...]}
 
@@ -18,7 +19,7 @@ values (NaN/Infinity, which Python's json accepts) are dropped. Anything else wr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -46,6 +47,7 @@ class RunRows:
     run: tuple
     results: list[tuple]
     metrics: list[tuple]
+    digests: list[tuple] = field(default_factory=list)  # DIGEST_COLUMNS order
 
     @property
     def run_id(self) -> str:
@@ -59,6 +61,7 @@ RUN_COLUMNS = ("run_id", "record_id", "node", "context", "job_id", "started_at",
                "config_hash", "tool_version", "ingested_at", "job_nodes", "n_results", "n_metrics", "n_flagged")
 RESULT_COLUMNS = ("run_id", "seq", "node", "started_at", "check", "component", "status", "message")
 METRIC_COLUMNS = ("run_id", "seq", "name", "node", "started_at", "check", "component", "value", "unit")
+DIGEST_COLUMNS = ("run_id", "component", "fleet_key", "node", "started_at", "digest")
 ACTION_COLUMNS = ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context", "why",
                   "checks")
 
@@ -158,7 +161,34 @@ def run_rows(rec: dict, ingested_at: Any, stamp: Callable[[datetime], Any] | Non
             if math.isfinite(value):
                 metrics.append((run_id, seq, name, node, started, check, component, float(value), _unit(name)))
     # the run's own row counts (rollups, see healthcheck.history.rollups): facts of the record itself
-    return RunRows(head + (len(results), len(metrics), flagged), results, metrics)
+    return RunRows(head + (len(results), len(metrics), flagged), results, metrics,
+                   digest_rows(rec, run_id, node, started))
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def digest_rows(rec: dict, run_id: str, node: str, started: Any) -> list[tuple]:
+    """The GEMM result digests of a burn-in run (``burnin.gemm_digests``: component -> [fleet key, hex
+    digest]) as DIGEST_COLUMNS rows; [] for other runs. RecordInvalid names a malformed entry."""
+    burnin = rec.get("burnin")
+    if not isinstance(burnin, dict) or not burnin.get("gemm_digests"):
+        return []
+    digests = burnin["gemm_digests"]
+    if not isinstance(digests, dict):
+        raise RecordInvalid("'burnin.gemm_digests' must be an object")
+    rows = []
+    for component, pair in digests.items():
+        where = f"burnin.gemm_digests[{str(component)[:40]!r}]"
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise RecordInvalid(f"{where} must be [fleet key, hex digest]")
+        key, digest = pair[0], pair[1].lower()
+        if not 0 < len(component) <= 128 or not 0 < len(key) <= 255:
+            raise RecordInvalid(f"{where}: component or fleet key empty or too long")
+        if not 12 <= len(digest) <= 64 or not _HEX.issuperset(digest):
+            raise RecordInvalid(f"{where}: digest must be 12 to 64 hex digits")
+        rows.append((run_id, component, key, node, started, digest))
+    return rows
 
 
 def action_row(rec: dict, stamp: Callable[[datetime], Any] | None = None) -> tuple:

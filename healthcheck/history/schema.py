@@ -9,6 +9,9 @@
 - ``metrics``  one row per numeric value of a finding (``metrics: {name: float}``), keyed
                (run_id, seq, name), with check, component, unit, and the run's node/started_at.
 - ``actions``  one row per drain/resume record, keyed by its ``record_id``.
+- ``gemm_digests``  one row per GPU of a burn-in run: the digest of its GEMM product and the fleet key
+               (GPU model, library stack, dtype, n, seed) under which every GPU must compute the same bits
+               (migration 0004; read by ``healthcheck.history.digests``).
 
 Rollups (migration 0003; what they hold and why they are exact: ``healthcheck.history.rollups``):
 
@@ -128,6 +131,17 @@ actions = Table(
     Index("ix_actions_time", "time"),
 )
 
+gemm_digests = Table(  # 0004: the burn-in's GEMM result digests, compared across the fleet
+    "gemm_digests", metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("component", String(128), primary_key=True),
+    Column("fleet_key", String(255), primary_key=True),  # GPU model | library | dtype | n | seed
+    Column("node", String(255), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("digest", String(64), nullable=False),
+    Index("ix_gemm_digests_key_started", "fleet_key", "started_at"),
+)
+
 metric_series = Table(
     "metric_series", metadata,
     Column("name", String(128), primary_key=True),
@@ -165,7 +179,7 @@ rollup_state = Table(
     Column("value", Text, nullable=False),
 )
 
-TABLES = {"runs": runs, "results": results, "metrics": metrics, "actions": actions}
+TABLES = {"runs": runs, "results": results, "metrics": metrics, "actions": actions, "gemm_digests": gemm_digests}
 
 # Unit of a metric, from its name's suffix (names are a contract: docs/checks.md).
 UNIT_SUFFIXES = (("_c", "C"), ("_w", "W"), ("_mhz", "MHz"), ("_mib", "MiB"), ("_gib", "GiB"), ("_gbps", "GB/s"),

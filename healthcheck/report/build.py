@@ -160,11 +160,11 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps, drains=drain_df,
                          reliability=sm.reliability)
     risks = _risks(ranked, state_of, peer)
-    findings += _facility(sm.flagged_results, topology) + [
+    findings += _sdc(sm.gemm_digests) + _facility(sm.flagged_results, topology) + [
         Finding("drift", "fleet", "versions", "", "warn", _short(line), None,
                 "align the odd nodes with their class (reinstall the driver/firmware image), then re-run the burn-in")
         for line in drift or []]
-    rank = {"facility": 0, "check": 1, "growth": 2, "outlier": 3, "drift": 4}
+    rank = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
     findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
     counts = {**sm.counts, "nodes": fleet.total}
     notes = list(sm.notes)
@@ -176,6 +176,19 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
                      "'drained by others' is not known (use --slurm).")
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals)
+
+
+def _sdc(digests: list[Any]) -> list[Finding]:
+    """GPUs whose latest GEMM product differs from the fleet's majority for the same model, library
+    stack, dtype and size (analysis/digests.py): wrong bits no single node could see."""
+    if not digests:
+        return []
+    from ..analysis.digests import fleet_view
+
+    return [Finding("sdc", d.node, "burnin.gemm.verify", d.component, "fail", _short(d.message()), d.started_at,
+                    "drain the node and re-run the burn-in on it; if the GPU differs again, replace it (if the whole "
+                    "node differs, compare its driver, CUDA and library versions with its peers first)")
+            for d in fleet_view(digests).deviants]
 
 
 def _facility(flagged: pd.DataFrame, topology: Mapping[str, Any] | None) -> list[Finding]:

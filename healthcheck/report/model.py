@@ -66,7 +66,7 @@ class NodeRisk:
 @dataclass
 class Finding:
     """One thing to act on: a failing/warning check now, a growing counter, or a performance outlier."""
-    kind: str  # "facility" | "check" | "growth" | "outlier" | "drift"
+    kind: str  # "facility" | "sdc" | "check" | "growth" | "outlier" | "drift"
     node: str
     subject: str  # the check, or the metric name
     component: str

@@ -21,7 +21,9 @@ Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
                        (``trends.changed_series``): counter growth and its plot are computed from them;
 - ``perf_latest``      the latest sample of each performance series (``trends.latest_samples``): the
                        fleet distributions and outliers;
-- ``actions``          the window's drain/resume records.
+- ``actions``          the window's drain/resume records;
+- ``gemm_digests``     the window's burn-in GEMM digests (``history.digests.DigestRow``; filled by
+                       ``cli_report.load_history`` from the ``gemm_digests`` table): the fleet comparison.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class Summary:
     actions: pd.DataFrame
     source: str = "frames"  # "frames" | "rollups"
     notes: list[str] = field(default_factory=list)
+    gemm_digests: list[Any] = field(default_factory=list)
 
 
 def utc(ts: Any) -> pd.Timestamp:

@@ -6,6 +6,35 @@ import os
 from datetime import datetime, timedelta, timezone
 
 
+def write_fleet_digests(results_dir: str, db_url: str | None, config_path: str | None, log) -> str | None:
+    """The fleet's majority GEMM digests from the history (last 30 days) into ``results_dir``, for the
+    sweep's jobs: a one-node burn-in has no peer nodes to compare with, the fleet is its peer. None (said
+    in the log) when the history is unreachable or not migrated: the jobs then compare within the node."""
+    from ..burnin.fleetfile import FleetFileError, write
+    from ..config import ConfigError, site_db_url
+    from ..history import migrations
+    from ..history.db import HistoryError, open_engine
+    from ..history.digests import fleet_from_history
+
+    now = datetime.now(timezone.utc)
+    since = now - timedelta(days=30)
+    try:
+        engine = open_engine(db_url or None, None if db_url else site_db_url(config_path))
+        try:
+            migrations.require_current(engine)
+            view = fleet_from_history(engine, since)
+        finally:
+            engine.dispose()
+        path = os.path.join(results_dir, "fleet-digests.json")
+        n = write(path, {k: v.to_dict() for k, v in view.keys.items()}, now.isoformat(timespec="seconds"),
+                  since.isoformat(timespec="seconds"))
+    except (HistoryError, ConfigError, FleetFileError, TypeError) as exc:
+        log(f"fleet GEMM digests not written ({exc}): each node is compared within itself only")
+        return None
+    log(f"fleet GEMM digests: {n} decided key(s) in {path}")
+    return path
+
+
 def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, config_path: str | None,
                       log, drift: list[str] | None = None) -> str | None:
     """The report's path, or None when the history could not be reached (said in the log)."""

@@ -61,11 +61,15 @@ class Sweeper:
     def __init__(self, config, settings: SweepSettings, backend, jobs: SlurmJobs | None = None,
                  log: Callable[[str], None] = print, clock: Callable[[], datetime] | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 progress: Callable[[int, int], None] | None = None) -> None:
-        """``progress(done, total)``: called while waiting (a terminal shows a bar; logs get the lines)."""
+                 progress: Callable[[int, int], None] | None = None,
+                 fleet_digests: Callable[[str], str | None] | None = None) -> None:
+        """``progress(done, total)``: called while waiting (a terminal shows a bar; logs get the lines).
+        ``fleet_digests(results_dir)``: writes the fleet's majority GEMM digests there and returns the file
+        (None when the history is unreachable); the jobs compare their products with it."""
         self.config, self.settings, self.backend = config, settings, backend
         self.jobs = jobs or SlurmJobs()
         self.log, self.sleep, self.progress = log, sleep, progress
+        self.fleet_digests = fleet_digests
         self.clock = clock or (lambda: datetime.now().astimezone())
         self.state_dir = config.slurm.state_dir
 
@@ -90,7 +94,7 @@ class Sweeper:
         argv += ["--export=ALL", template]
         return argv
 
-    def job_env(self, results_dir: str) -> dict[str, str]:
+    def job_env(self, results_dir: str, fleet_file: str | None = None) -> dict[str, str]:
         env = subproc.job_env()
         # our settings travel to the job, never the database credentials (slurmdbd may store a job's env)
         env.update({k: v for k, v in os.environ.items()
@@ -99,6 +103,9 @@ class Sweeper:
                     "HEALTHCHECK_BURNIN_RESULTS_DIR": results_dir})
         if self.config.path:
             env["HEALTHCHECK_CONFIG"] = os.path.abspath(self.config.path)
+        if fleet_file and "fleet_digests" not in (self.config.burnin or {}) and \
+                not env.get("HEALTHCHECK_BURNIN_FLEET_DIGESTS"):  # a site's own file wins
+            env["HEALTHCHECK_BURNIN_FLEET_DIGESTS"] = fleet_file
         return env
 
     # --------------------------------------------------------------------------------------- run
@@ -195,7 +202,8 @@ class Sweeper:
                 self.log(f"{c.node}: resumed into the reservation for its burn-in")
         prefix = f"hc-sweep-{state.sweep_id}-"
         existing = self.jobs.jobs_named(prefix)  # submitted before a crash, not yet recorded
-        env = self.job_env(state.results_dir)
+        fleet_file = self.fleet_digests(state.results_dir) if self.fleet_digests else None
+        env = self.job_env(state.results_dir, fleet_file)
         for c in cands:
             if c.node in state.jobs:
                 continue

@@ -29,7 +29,8 @@ def h100() -> Sku:
 
 
 def gemm_result(i: int, tflops: float | None = 700.0, digest: str | None = GOOD, **kw) -> GemmResult:
-    fields = dict(device=i, name=H100, component=f"gpu{i}", backend="torch", dtype="bf16", n=8192,
+    fields = dict(device=i, name=H100, component=f"gpu{i}", backend="torch", library="torch 2.5.1 cuda 12.4",
+                  seed=1234, dtype="bf16", n=8192,
                   iterations=3000, elapsed_s=10.0, tflops=tflops, digest=digest,
                   digest_metric=None if digest is None else int(digest[:12], 16), verified=3000,
                   reference_error=3.1e-3, tolerance=2e-2)
@@ -120,7 +121,9 @@ def test_devices_of_different_models_are_not_compared():
 def test_fleet_digest():
     results = node(700, 700)
     key = fleet_key(results[0])
-    assert key == f"{H100}|torch|bf16|n=8192"
+    assert key == f"{H100}|torch 2.5.1 cuda 12.4|bf16|n=8192|seed=1234"
+    # the same product under another library stack or seed is another key: other bits are allowed there
+    assert fleet_key(gemm_result(0, library="torch 2.6.0 cuda 12.6")) != key != fleet_key(gemm_result(0, seed=7))
     same = of(judge_gemm(results, None, fleet_digests={key: GOOD}), "burnin.gemm.verify")
     assert all(f.status is Status.PASS for f in same.values())
     differs = of(judge_gemm(results, None, fleet_digests={key: OTHER}), "burnin.gemm.verify")

@@ -86,3 +86,20 @@ def test_a_references_file_others_can_write_is_refused_for_the_burnin(tmp_path):
     refs.chmod(0o666)
     with pytest.raises(UsageFailure, match=r"references file .* writable by group or others .*chmod go-w"):
         _references(str(refs))
+
+
+def test_a_fleet_digests_file_others_can_write_is_not_used(tmp_path):
+    """Its verdicts drain nodes: as root, a fleet digests file others can write is refused (a WARN, the
+    products compared within the node), and the same file made root's is used."""
+    from healthcheck.burnin import fleetfile, references
+    from healthcheck.burnin.node_run import NodeContext, _fleet_digests
+    from healthcheck.burnin.settings import resolve
+
+    tmp_path.chmod(0o755)
+    path = tmp_path / "fleet.json"
+    fleetfile.write(str(path), {"k": {"digest": "a1" * 16}}, "2026-12-01T00:00:00+00:00", None)
+    ctx = NodeContext("n1", resolve({"fleet_digests": str(path)}), references.load())
+    assert _fleet_digests(ctx) == ({"k": "a1" * 16}, None)
+    path.chmod(0o666)
+    digests, problem = _fleet_digests(ctx)
+    assert digests is None and "fleet digests file" in problem and "chmod go-w" in problem
