@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU tier on one node with NVIDIA GPUs, PyTorch and healthcheck's dependencies importable by
+# $PYTHON (default python3): what only a real device can prove. Writes everything under OUTDIR:
+#
+#   facts.txt          driver, GPUs, python, torch, CUDA
+#   node.tar.gz        `healthcheck collect`: a real bundle of this node (fixtures, offline checks)
+#   gpu-tests.log/xml  pytest -m gpu tests/gpu (live NVML probe, real GEMM, bandwidth, telemetry,
+#                      and the goal: our GEMM phase >= 90 % of bare torch.matmul bf16 in the same run)
+#   bench_gemm.txt     benchmarks/bench_gemm.py: our verified GEMM against the bare loop, per GPU
+#   burnin.json        `healthcheck burnin run --suite quick --phases checks,gemm,bandwidth`
+#
+# Usage: scripts/gpu-tier.sh [OUTDIR] [GEMM_SECONDS]     (default OUTDIR ./gpu-tier-<time>, 20 s)
+# Exit status: the worst of the steps (0 when all passed). Each step is bounded by `timeout`.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${1:-gpu-tier-$(date -u +%Y%m%dT%H%M%SZ)}
+secs=${2:-20}
+py=${PYTHON:-python3}
+mkdir -p "$out" || exit 2
+cd "$here" || exit 2
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+rc=0
+step() {  # step NAME LIMIT_S CMD...: run, keep the worst status, never stop the others
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name" >&2
+    timeout -k 10 "$limit" "$@"
+    local s=$?
+    [ "$s" -ne 0 ] && echo "== $name: exit $s" >&2 && [ "$s" -gt "$rc" ] && rc=$s
+    return 0
+}
+
+{
+    date -u +"%Y-%m-%dT%H:%M:%SZ"
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,vbios_version,memory.total --format=csv 2>&1
+    "$py" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__,
+"cuda", torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1
+} > "$out/facts.txt"
+step collect 300 "$py" -m healthcheck.cli collect --output "$out/node.tar.gz"
+step gpu-tests 420 "$py" -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$out/gpu-tests.xml" \
+    -o addopts="-ra" > "$out/gpu-tests.log" 2>&1
+step bench-gemm $((secs * 3 + 120)) "$py" benchmarks/bench_gemm.py --backend torch --duration "$secs" \
+    > "$out/bench_gemm.txt" 2>&1
+step burnin $((secs * 2 + 300)) "$py" -m healthcheck.cli burnin run --suite quick --phases checks,gemm,bandwidth \
+    --duration "$secs" --node "$(hostname -s)" --spool "$out/spool" --results-dir "$out/results" --format json \
+    > "$out/burnin.json" 2> "$out/burnin.log"
+tail -n 3 "$out/gpu-tests.log" >&2
+cat "$out/bench_gemm.txt" >&2
+echo "gpu tier: exit $rc, files in $out" >&2
+exit "$rc"
