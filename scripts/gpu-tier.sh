@@ -20,13 +20,14 @@ mkdir -p "$out" || exit 2
 cd "$here" || exit 2
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 rc=0
+exec 3>&2  # the step headers reach the terminal even when a step's output goes to a file
 step() {  # step NAME LIMIT_S CMD...: run, keep the worst status, never stop the others
     local name=$1 limit=$2
     shift 2
-    echo "== $name" >&2
+    echo "== $name" >&3
     timeout -k 10 "$limit" "$@"
     local s=$?
-    [ "$s" -ne 0 ] && echo "== $name: exit $s" >&2 && [ "$s" -gt "$rc" ] && rc=$s
+    [ "$s" -ne 0 ] && echo "== $name: exit $s" >&3 && [ "$s" -gt "$rc" ] && rc=$s
     return 0
 }
 
