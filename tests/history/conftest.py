@@ -174,3 +174,14 @@ def store(request, tmp_path):
         server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     except (RuntimeError, subprocess.TimeoutExpired):
         pass
+
+
+@pytest.fixture
+def engine(store):
+    """The store's engine with the schema at this code's head."""
+    from healthcheck.history import migrations
+
+    eng = store.engine()
+    migrations.upgrade(eng)
+    yield eng
+    eng.dispose()

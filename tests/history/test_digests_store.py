@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import func, select
 
 from healthcheck.analysis.digests import fleet_view
-from healthcheck.history import migrations
 from healthcheck.history.digests import fleet_from_history, load_digests
 from healthcheck.history.ingest import ingest
 from healthcheck.history.queries import export
@@ -28,14 +27,6 @@ def burnin_record(node: str, i: int, digests: dict[str, str]) -> dict:
     rec["burnin"] = {"suite": "quick", "backend": "torch",
                      "gemm_digests": {gpu: [KEY, digest] for gpu, digest in digests.items()}}
     return rec
-
-
-@pytest.fixture
-def engine(store):
-    eng = store.engine()
-    migrations.upgrade(eng)
-    yield eng
-    eng.dispose()
 
 
 def n_digests(engine) -> int:

@@ -33,14 +33,6 @@ def records(seed: int = 3) -> list[dict]:
     return out + [action_record("gpu01", 3)]
 
 
-@pytest.fixture
-def engine(store):
-    eng = store.engine()
-    migrations.upgrade(eng)
-    yield eng
-    eng.dispose()
-
-
 def test_rollups_after_ingest_are_those_of_the_rows(engine, tmp_path):
     write_spool(tmp_path / "sp", records())
     ingest([tmp_path / "sp"], engine, batch_rows=500)

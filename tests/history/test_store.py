@@ -22,14 +22,6 @@ def counts(engine) -> dict[str, int]:
                 for t in (runs, results, metrics, actions)}
 
 
-@pytest.fixture
-def engine(store):
-    eng = store.engine()
-    migrations.upgrade(eng)
-    yield eng
-    eng.dispose()
-
-
 def test_upgrade_creates_schema_and_is_idempotent(store):
     eng = store.engine()
     assert migrations.status(eng).state == "empty"
