@@ -135,9 +135,10 @@ def _verify(r: GemmResult, peer: str | None, fleet: str | None, whole_node: bool
         return Finding(VERIFY, Status.FAIL, f"{r.component}: " + "; ".join(problems), r.component, metrics)
     if r.digest is None:
         return Finding(VERIFY, Status.FAIL, f"{r.component}: no product verified", r.component, metrics)
+    same = ", same result as the fleet" if fleet else ""
     return Finding(VERIFY, Status.PASS,
                    f"{r.component}: {r.verified} repeated products identical, error {_num(err, '.1e')} vs "
-                   f"float64 (tolerance {r.tolerance:g}, {r.dtype} n={r.n})", r.component, metrics)
+                   f"float64 (tolerance {r.tolerance:g}, {r.dtype} n={r.n}){same}", r.component, metrics)
 
 
 def _tflops(r: GemmResult, sku: Sku | None, median: float | None, node_spread: float) -> Finding:

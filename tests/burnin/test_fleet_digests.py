@@ -167,7 +167,8 @@ def test_burnin_history_fleet_file_and_report_end_to_end(tmp_path):
 
     # a node that agrees with the fleet passes; against a fleet file of another product, it fails
     ok = _burnin(tmp_path, "n6", {"HEALTHCHECK_BURNIN_FLEET_DIGESTS": str(out)})
-    assert {r["check"]: r["status"] for r in ok["results"]}["burnin.gemm.verify"] == "pass"
+    (verify,) = [r for r in ok["results"] if r["check"] == "burnin.gemm.verify"]
+    assert verify["status"] == "pass" and verify["message"].endswith("same result as the fleet")
     fleetfile.write(str(out), {key: {"digest": "0" * 32}}, "2026-12-01T00:00:00+00:00", None)
     bad = _burnin(tmp_path, "n7", {"HEALTHCHECK_BURNIN_FLEET_DIGESTS": str(out)})
     (verify,) = [r for r in bad["results"] if r["check"] == "burnin.gemm.verify"]

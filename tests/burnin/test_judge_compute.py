@@ -125,7 +125,7 @@ def test_fleet_digest():
     # the same product under another library stack or seed is another key: other bits are allowed there
     assert fleet_key(gemm_result(0, library="torch 2.6.0 cuda 12.6")) != key != fleet_key(gemm_result(0, seed=7))
     same = of(judge_gemm(results, None, fleet_digests={key: GOOD}), "burnin.gemm.verify")
-    assert all(f.status is Status.PASS for f in same.values())
+    assert all(f.status is Status.PASS and f.message.endswith(", same result as the fleet") for f in same.values())
     differs = of(judge_gemm(results, None, fleet_digests={key: OTHER}), "burnin.gemm.verify")
     assert differs["gpu0"].status is Status.FAIL
     assert differs["gpu0"].message == (f"gpu0: differs from the fleet ({GOOD[:12]} vs {OTHER[:12]} for bf16 n=8192) "

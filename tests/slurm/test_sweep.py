@@ -200,3 +200,26 @@ def test_dry_run_changes_nothing(tmp_path, slurm_cluster_factory, sources):
     assert not (tmp_path / "state" / "sweep-state.json").exists() and not site.db.exists()
     assert not (tmp_path / "sweeps").exists()
     cluster.run(["scontrol", "update", "nodename=node[2-3]", "state=resume"])
+
+
+def test_the_next_sweep_compares_each_node_with_the_fleet(tmp_path, slurm_cluster_factory, sources):
+    """One-node burn-in jobs have no peer in their job: from the second sweep on, the history's fleet
+    majority (written by the sweep, handed to the jobs) is their peer."""
+    from healthcheck.burnin import fleetfile
+
+    cluster = slurm_cluster_factory()
+    site = Site(tmp_path, cluster, sources)
+    first = site.sweep()
+    assert first.returncode == 0, first.stderr
+    assert "fleet GEMM digests not written" in first.stderr  # a new history: nothing to compare with yet
+    second = site.sweep()
+    out = _outcome(second)
+    assert second.returncode == 0 and out["results"] == {n: "pass" for n in NODES}, second.stderr
+    results = Path(out["results_dir"])
+    (key, digest), = fleetfile.read(str(results / "fleet-digests.json")).items()  # 4 GPUs on 4 nodes agreed
+    assert "|numpy " in key and "fleet GEMM digests: 1 decided key(s)" in second.stderr
+    for node in NODES:
+        rec = json.loads((results / f"{node}.json").read_text())
+        assert rec["burnin"]["gemm_digests"]["cpu0"] == [key, digest]
+        (verify,) = [r for r in rec["results"] if r["check"] == "burnin.gemm.verify"]
+        assert verify["status"] == "pass" and verify["message"].endswith("same result as the fleet"), verify
