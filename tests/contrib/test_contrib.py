@@ -316,6 +316,28 @@ def test_cron_file_has_one_nightly_job_as_root():
     assert "logger" in command or ">>" in command
 
 
+def test_history_cron_ingests_then_writes_the_fleet_file_with_real_flags():
+    from click.testing import CliRunner
+
+    from healthcheck.cli import cli
+
+    path = CONTRIB / "cron" / "healthcheck-history"
+    text = path.read_text()
+    assert "." not in path.name and text.endswith("\n")
+    jobs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+            and not re.match(r"^[A-Za-z_]\w*\s*=", ln)]
+    assert len(jobs) == 1
+    *times, user, command = jobs[0].split(None, 6)
+    assert times == ["5", "*", "*", "*", "*"] and user == "root" and "logger" in command
+    calls = re.findall(r"/healthcheck ([a-z-]+) ([a-z-]+)([^;|}]*)", command)
+    assert [c[:2] for c in calls] == [("history", "ingest"), ("burnin", "fleet-digests")]  # ingest first
+    for group, sub, rest in calls:  # every flag it uses is one the command has
+        helptext = CliRunner().invoke(cli, [group, sub, "--help"]).output
+        for flag in re.findall(r"(?<!\S)--?[\w-]+", rest):
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", helptext), (group, sub, flag)
+    assert "-o /shared/healthcheck/fleet-digests.json" in command
+
+
 WRAPPER = CONTRIB / "prometheus" / "healthcheck-textfile.sh"
 FAKE = """#!/bin/sh
 printf '%s\\n' "$@" > "$FAKE_LOG/args"
