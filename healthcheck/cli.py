@@ -277,6 +277,7 @@ def _register() -> None:
     from .cli_report import report
     from .cli_slurm import slurm
     from .cli_burnin import burnin
+    from . import cli_burnin_jobs  # noqa: F401 - registers burnin report/submit/fleet-digests
     from .cli_parse import parse
     from .cli_sweep import sweep
 

@@ -1,7 +1,7 @@
-"""`healthcheck burnin run|submit|report|fleet-digests`. Registered into :mod:`healthcheck.cli`; heavy imports inside
-the commands only. Exit status: 0 passed (warnings allowed), 1 a node or GPU failed, 2 usage or config
-error, 3 internal error, 4 more nodes failed than the blast radius allows (nothing drained: suspect a
-shared cause)."""
+"""`healthcheck burnin run` (report, submit and fleet-digests: :mod:`healthcheck.cli_burnin_jobs`).
+Registered into :mod:`healthcheck.cli`; heavy imports inside the commands only. Exit status: 0 passed
+(warnings allowed), 1 a node or GPU failed, 2 usage or config error, 3 internal error, 4 more nodes
+failed than the blast radius allows (nothing drained: suspect a shared cause)."""
 from __future__ import annotations
 
 import json
@@ -112,6 +112,10 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
         flags["drain"] = False
     settings = _settings(config, flags)
     refs = _references(settings.references)
+    if settings.fabric and settings.fabric not in refs.fabrics:  # a typo must not switch the judgement off
+        raise UsageFailure(f"[burnin] fabric {settings.fabric!r} is not in the references (known: "
+                           f"{', '.join(sorted(refs.fabrics)) or 'none'}; add [fabric.{settings.fabric}] to a "
+                           "references file)")
     job_id = os.environ.get("SLURM_JOB_ID")
     job_nodes, nodes = _job_nodes()
     from dataclasses import replace
@@ -148,7 +152,10 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     run_id = new_run_id()
     record = node_record(ctx, verdict, run_id, config_path or (config.path if config else None))
     spool = spool_dir or (config.slurm.spool_dir if config else None)
-    if spool:
+    if not spool:
+        _log("warning: not recorded in the history: no spool (give --spool DIR, or a config file with "
+             "[slurm] spool_dir)")
+    else:
         from .spool import SpoolError, append
 
         try:
@@ -179,19 +186,29 @@ def summary_name(job_id: str | None) -> str:
 
 
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
-    from .burnin.allocation import apply_drains, run_allocation
+    from .burnin.allocation import run_allocation
+    from .runner import utc_now_iso
+
+    if not nodes:
+        raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
+                           "SLURM_JOB_NODELIST is not set)")
+    started = utc_now_iso()
+    outcome = run_allocation(nodes, settings, refs, job_id, _log)
+    conclude(outcome, config, config_path, settings, started, summary_name(job_id), fmt,
+             os.environ.get("SLURM_JOB_NODELIST"))
+
+
+def conclude(outcome, config, config_path, settings, started: str, summary: str, fmt: str,
+             job_nodes: str | None) -> None:
+    """The end of a job's verdict, wherever it was reached (the allocation step; ``burnin report
+    --drain`` over an array's node results): drains under the ownership rules, the job's run and its
+    actions in the spool, the summary in the results directory, the text or JSON, the exit status."""
+    from .burnin.allocation import apply_drains
     from .burnin.summary import allocation_text
     from .cli import _exit
     from .model import Status
     from .records import new_run_id
 
-    if not nodes:
-        raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
-                           "SLURM_JOB_NODELIST is not set)")
-    from .runner import utc_now_iso
-
-    started = utc_now_iso()
-    outcome = run_allocation(nodes, settings, refs, job_id, _log)
     run_id = new_run_id()
     if settings.drain and outcome.drain:
         from .slurm.actions import backend_for
@@ -200,13 +217,13 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
         slurm_settings = config.slurm if config else SlurmSettings()
         apply_drains(outcome, slurm_settings, backend_for(slurm_settings), run_id, _log)
     if config:
-        _spool_allocation(config.slurm.spool_dir, outcome, run_id, started, config_path or config.path, job_id,
-                          os.environ.get("SLURM_JOB_NODELIST"))
+        _spool_allocation(config.slurm.spool_dir, outcome, run_id, started, config_path or config.path,
+                          outcome.job_id, job_nodes)
     if settings.results_dir:
         from .burnin.node_run import write_result
 
         try:
-            write_result(settings.results_dir, summary_name(job_id), {"run_id": run_id, **outcome.to_dict()})
+            write_result(settings.results_dir, summary, {"run_id": run_id, **outcome.to_dict()})
         except OSError as exc:
             _log(f"warning: summary not written: {exc.strerror or exc}")
     if fmt == "json":
@@ -242,124 +259,3 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
             append(spool, rec)
     except (SpoolError, OSError, ValueError) as exc:
         _log(f"warning: job step not recorded in {spool}: {exc}")
-
-
-@burnin.command("report")
-@click.argument("job_id")
-@click.option("--results-dir", "results_dir", help="The job's results directory (default: ./burnin-JOBID).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def burnin_report(job_id, results_dir, fmt):
-    """The verdict of a burn-in job, per node and per GPU, from its results directory.
-
-    \b
-    Example:
-      healthcheck burnin report 4711 --results-dir /shared/burnin-4711
-    """
-    from .burnin.summary import SummaryError, allocation_text, load_job
-
-    try:
-        data = load_job(results_dir or os.path.join(os.getcwd(), f"burnin-{job_id}"), job_id)
-    except SummaryError as exc:
-        raise UsageFailure(str(exc)) from None
-    click.echo(json.dumps(data, indent=1, default=str) if fmt == "json" else allocation_text(data))
-
-
-@burnin.command("fleet-digests")
-@click.option("--db", "db_url", metavar="URL", help="Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, "
-              "else the default SQLite file). Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
-@click.option("--since", default="30d", show_default=True, help="Runs to read: 7d, 12h, 2w or an ISO-8601 time.")
-@click.option("--min-gpus", type=click.IntRange(1, 1_000_000), default=4, show_default=True,
-              help="GPUs that must have run a fleet key before its majority is trusted.")
-@click.option("--min-nodes", type=click.IntRange(1, 1_000_000), default=2, show_default=True,
-              help="Nodes those GPUs must span.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Write the fleet digests file here (point [burnin] fleet_digests at it).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):
-    """The fleet's majority GEMM result per GPU model, library stack, dtype and size, from the history;
-    the GPUs whose latest result differs (silent data corruption). Exit 1 when any GPU differs.
-
-    Run it from cron on the history host, the file on the shared filesystem.
-
-    \b
-    Example:
-      healthcheck burnin fleet-digests --since 30d -o /shared/healthcheck/fleet-digests.json
-    """
-    from datetime import datetime, timezone
-
-    from .burnin.fleetfile import FleetFileError, write
-    from .cli_history import _engine, _guard, _since
-    from .history import migrations
-    from .history.digests import fleet_from_history
-
-    when = _since(since)
-    engine = _engine(db_url)
-    try:
-        _guard(migrations.require_current, engine)
-        view = _guard(fleet_from_history, engine, when, min_gpus=min_gpus, min_nodes=min_nodes)
-    finally:
-        engine.dispose()
-    if output:
-        try:
-            write(output, {k: v.to_dict() for k, v in view.keys.items()},
-                  datetime.now(timezone.utc).isoformat(timespec="seconds"), when.isoformat() if when else None)
-        except FleetFileError as exc:
-            raise UsageFailure(str(exc)) from None
-    if fmt == "json":
-        click.echo(json.dumps({"keys": {k: v.to_dict() for k, v in view.keys.items()},
-                               "deviants": [{"node": d.node, "component": d.component, "fleet_key": d.fleet_key,
-                                             "digest": d.digest, "majority": d.majority, "run_id": d.run_id,
-                                             "started_at": d.started_at.isoformat()} for d in view.deviants]},
-                              indent=1))
-    else:
-        for key, v in view.keys.items():
-            state = f"majority {v.digest[:12]}" if v.digest else "undecided"
-            click.echo(f"{key}: {state} ({v.votes} of {v.gpus} GPUs on {v.nodes} nodes)")
-        for d in view.deviants:
-            click.echo(f"DIFFERS {d.node} {d.message()}")
-        if not view.keys:
-            click.echo("no GEMM digests in the history for this window (run a burn-in, then `history ingest`)")
-        if output:
-            click.echo(f"wrote {output} ({len(view.majorities)} decided key(s))", err=True)
-    if view.deviants:
-        raise SystemExit(1)
-
-
-@burnin.command("submit")
-@click.option("-N", "--nodes", "nnodes", type=int, help="Number of nodes.")
-@click.option("-w", "--nodelist", help="Nodes to burn in (Slurm hostlist).")
-@click.option("-p", "--partition", help="Partition.")
-@click.option("--reservation", help="Reservation.")
-@click.option("--gpus-per-node", type=int, help="GPUs per node (requests GRES).")
-@click.option("--suite", type=click.Choice(["quick", "standard", "full"]), default="standard", show_default=True)
-@click.option("--template", type=click.Path(dir_okay=False, exists=True),
-              help="The sbatch template (default: sbatch_templates/burnin.sbatch).")
-@click.option("--time", "time_limit", help="Time limit (sbatch --time).")
-@click.option("--dry-run", is_flag=True, help="Print the sbatch command, submit nothing.")
-def burnin_submit(nnodes, nodelist, partition, reservation, gpus_per_node, suite, template, time_limit, dry_run):
-    """Render the sbatch flags for a burn-in and submit it.
-
-    \b
-    Example:
-      healthcheck burnin submit -N 8 -w gpu[01-08] --suite full --dry-run
-    """
-    from .burnin.submit import SubmitError, sbatch_argv, submit
-
-    from .safety import UntrustedFile, check_trusted, running_as_root
-
-    try:
-        argv = sbatch_argv(template, nnodes=nnodes, nodelist=nodelist, partition=partition,
-                           reservation=reservation, gpus_per_node=gpus_per_node, suite=suite, time_limit=time_limit)
-        if running_as_root():  # Slurm runs the script as root on the nodes
-            check_trusted(argv[-1], "sbatch template")
-    except (SubmitError, UntrustedFile) as exc:
-        raise UsageFailure(str(exc)) from None
-    if dry_run:
-        click.echo(" ".join(argv))
-        return
-    try:
-        click.echo(submit(argv))
-    except SubmitError as exc:
-        raise click.ClickException(str(exc)) from None
-
-

@@ -158,6 +158,11 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         run = run_across(list(settings.launcher), settings.nccl_dir, "all_reduce", nodes, tasks,
                          Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters), settings.nccl_timeout_s)
         finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None)
+        if ref is None and finding.status is Status.PASS:  # measured but judged by nothing: say so
+            finding = Finding(finding.check, Status.WARN, (
+                f"{finding.message.split(';')[0]}; not judged and no slow node searched: set [burnin] fabric to "
+                f"one of {', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")[:300],
+                finding.component, finding.metrics)
         outcome.collective.append(finding)
         if finding.status is Status.FAIL and ref is not None and ref.low_bound and settings.localise \
                 and not run.missing:

@@ -62,6 +62,7 @@ class Backend:
 
     name = "abstract"
     host_only = False  # True: no device memory (the CPU); PCIe tests are skipped
+    fallback: tuple[str, ...] = ()  # "auto" fell back to this backend: why each GPU backend could not run
 
     def devices(self) -> list[DeviceInfo]:
         raise NotImplementedError
@@ -387,12 +388,15 @@ def select_backend(name: str = "auto") -> Backend:
     """"auto": torch with a CUDA device, else CuPy with one, else NumPy on the CPU. An explicit
     "torch" | "cupy" | "numpy" raises :class:`BackendUnavailable` (saying why) when it cannot run."""
     if name == "auto":
+        why = []
         for cls in (TorchBackend, CupyBackend):
             try:
                 return cls()
-            except BackendUnavailable:
-                continue
-        return NumpyBackend()
+            except BackendUnavailable as exc:
+                why.append(str(exc))
+        fallback = NumpyBackend()
+        fallback.fallback = tuple(why)
+        return fallback
     cls = _BACKENDS.get(name)
     if cls is None:
         raise BackendUnavailable(f"unknown backend {name!r} (choose auto, {', '.join(_BACKENDS)})")

@@ -60,13 +60,26 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
     return verdict.findings
 
 
+class NoGpuBackend(RuntimeError):
+    """NVIDIA GPUs on the node, but the "auto" backend found nothing that runs on them."""
+
+
 def _backend(ctx: NodeContext):
+    """The compute backend, its devices, and the references of what they are (a NumPy run on the CPU
+    is judged against a CPU entry of the references if the site has one, never against the GPU's).
+    NoGpuBackend when "auto" fell back to NumPy on a node with NVIDIA GPUs: a burn-in that stressed the
+    CPU instead of the GPUs must not pass (``backend = "numpy"`` asks for the CPU on purpose)."""
+    from ..probes.nvml import nvidia_gpu_present
     from .backends import select_backend
 
-    """The compute backend, its devices, and the references of what they are (a NumPy run on the CPU
-    is judged against a CPU entry of the references if the site has one, never against the GPU's)."""
     backend = select_backend(ctx.settings.backend)
     ctx.backend_name = backend.name
+    if backend.name == "numpy" and ctx.settings.backend == "auto":
+        gpus = ctx.gpu_count or len(nvidia_gpu_present())
+        if gpus:
+            why = "; ".join(w[:100] for w in backend.fallback) or "none importable"
+            raise NoGpuBackend(f"{gpus} NVIDIA GPU(s) here but no GPU compute backend ({why}): the GPUs were not "
+                               "stressed (install torch or CuPy with CUDA; backend = \"numpy\" tests the CPU)")
     devices = backend.devices()
     if backend.name != "numpy":
         ctx.gpu_count = max(ctx.gpu_count, len(devices))
@@ -96,7 +109,10 @@ def _phase_gemm(ctx: NodeContext) -> list[Finding]:
     from .judge_compute import fleet_key, judge_gemm, judge_telemetry
     from .telemetry import Sampler
 
-    backend, devices, sku = _backend(ctx)
+    try:
+        backend, devices, sku = _backend(ctx)
+    except NoGpuBackend as exc:
+        return [Finding("burnin.gemm", Status.FAIL, str(exc))]
     s = ctx.settings
     indices = [d.index for d in devices]
     nvml = _nvml(indices) if backend.name != "numpy" else None
@@ -142,7 +158,10 @@ def _phase_bandwidth(ctx: NodeContext) -> list[Finding]:
     from .bandwidth import run_hbm_copy, run_pcie
     from .judge_compute import judge_bandwidth
 
-    backend, devices, sku = _backend(ctx)
+    try:
+        backend, devices, sku = _backend(ctx)
+    except NoGpuBackend as exc:
+        return [Finding("burnin.bandwidth", Status.FAIL, str(exc))]
     s = ctx.settings
     indices = [d.index for d in devices]
     size = s.bandwidth_bytes if backend.name != "numpy" else min(s.bandwidth_bytes, 64 << 20)
@@ -168,6 +187,7 @@ def _phase_nccl(ctx: NodeContext) -> list[Finding]:
     from .nccl_run import Sweep, run_on_node
 
     s = ctx.settings
+    _learn_gpus(ctx)
     ngpus = ctx.gpu_count or 1
     sweep = Sweep(max_bytes=s.nccl_max_bytes, iters=s.nccl_iters)
     runs = [run_on_node(s.nccl_dir, c, ngpus, sweep, s.nccl_timeout_s, ctx.node) for c in s.nccl_collectives]
@@ -181,6 +201,28 @@ def _phase_nccl(ctx: NodeContext) -> list[Finding]:
         return sku.get(f"nccl_{collective}_busbw_gbps"), sku.get("line_rate_gbps")
 
     return judge_runs(runs, refs_for, sku.name if sku else ctx.gpu_name)
+
+
+def _learn_gpus(ctx: NodeContext) -> None:
+    """The node's GPU count and model when neither the checks nor a GPU backend said (an nccl-only run,
+    nccl.sbatch): the PCI bus for the count, NVML for the model (and so the SKU's references)."""
+    if ctx.gpu_count:
+        return
+    from ..probes.nvml import nvidia_gpu_present
+
+    present = nvidia_gpu_present()
+    if not present:
+        return
+    ctx.gpu_count = len(present)
+    if ctx.gpu_name is None:
+        nvml = _nvml([0])
+        if nvml is not None:
+            try:
+                name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))
+                ctx.gpu_name = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+            except Exception:  # noqa: BLE001 - the model is a label; the count is what the runs need
+                pass
+    ctx.sku = ctx.sku or ctx.refs.sku_for(ctx.gpu_name)
 
 
 def _phase_storage(ctx: NodeContext) -> list[Finding]:

@@ -33,8 +33,9 @@ def default_template(name: str = "burnin.sbatch") -> str:
 
 def sbatch_argv(template: str | None, *, nnodes: int | None = None, nodelist: str | None = None,
                 partition: str | None = None, reservation: str | None = None, gpus_per_node: int | None = None,
-                suite: str = "standard", time_limit: str | None = None) -> list[str]:
-    """The sbatch argument list (values checked: they become arguments, never shell text)."""
+                suite: str | None = None, time_limit: str | None = None) -> list[str]:
+    """The sbatch argument list (values checked: they become arguments, never shell text). Without
+    ``suite`` the job runs the site's (``[burnin] suite``, else standard)."""
     argv = ["sbatch", "--parsable"]
     if nnodes is not None:
         if nnodes < 1:
@@ -57,7 +58,10 @@ def sbatch_argv(template: str | None, *, nnodes: int | None = None, nodelist: st
         if not _TIME.match(time_limit):
             raise SubmitError(f"--time {time_limit!r} is not a Slurm time (e.g. 2:00:00 or 1-00:00:00)")
         argv += [f"--time={time_limit}"]
-    argv += [f"--export=ALL,HEALTHCHECK_BURNIN_SUITE={suite}", template or default_template()]
+    if suite is not None and suite not in ("quick", "standard", "full"):
+        raise SubmitError(f"--suite {suite!r} is not one of quick, standard, full")
+    export = f"--export=ALL,HEALTHCHECK_BURNIN_SUITE={suite}" if suite else "--export=ALL"
+    argv += [export, template or default_template()]
     return argv
 
 

@@ -83,27 +83,68 @@ def allocation_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_ORDER = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
+
+
+def _load(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def node_results(results_dir: str) -> dict[str, dict[str, Any]]:
+    """node -> its burn-in record (``<node>.json``), for every node result in the directory; the other
+    files a results directory may hold (summaries, the sweep's sweep.json and fleet-digests.json) are
+    not node results and are passed over. SummaryError for an unreadable node result."""
+    out = {}
+    for name in sorted(os.listdir(results_dir)):
+        if not name.endswith(".json") or name.startswith("summary-"):
+            continue
+        try:
+            rec = _load(os.path.join(results_dir, name))
+        except (OSError, ValueError) as exc:
+            raise SummaryError(f"{results_dir}: unreadable burn-in result {name}: {exc}") from None
+        if isinstance(rec, dict) and rec.get("kind") == "run" and isinstance(rec.get("node"), str):
+            out[rec["node"]] = rec
+    return out
+
+
+def _merge_tasks(paths: list[str], job_id: str) -> dict[str, Any]:
+    """The per-task summaries of an array job (summary-<task job>_<task>.json) as one job summary."""
+    merged: dict[str, Any] = {"job_id": job_id, "nodes": [], "status": "pass", "per_node": {}, "collective": [],
+                              "drain": [], "actions": [], "localisation": None, "suspect_shared_cause": None}
+    flags = []
+    for path in paths:
+        data = _load(path)
+        for key in ("nodes", "collective", "drain", "actions"):
+            merged[key] += data.get(key) or []
+        merged["per_node"].update(data.get("per_node") or {})
+        if data.get("suspect_shared_cause"):
+            flags.append(data["suspect_shared_cause"])
+        merged["status"] = max((merged["status"], data.get("status", "pass")), key=lambda s: _ORDER.get(s, 0))
+    merged["nodes"] = sorted(set(merged["nodes"]))
+    merged["suspect_shared_cause"] = "; ".join(flags) or None
+    return merged
+
+
 def load_job(results_dir: str, job_id: str) -> dict[str, Any]:
-    """The job's summary-<job>.json when its allocation step wrote one; else the nodes' own results."""
+    """The job's summary-<job>.json when its allocation step (or ``report --drain``) wrote one; else the
+    summaries of its array tasks merged (each task saw one node); else the nodes' own results."""
     if not os.path.isdir(results_dir):
         raise SummaryError(f"no results directory {results_dir} for job {job_id} (give --results-dir)")
     summary = os.path.join(results_dir, f"summary-{job_id}.json")
     try:
         if os.path.exists(summary):
-            with open(summary, encoding="utf-8") as fh:
-                return json.load(fh)
-        per_node, nodes = {}, []
-        for name in sorted(os.listdir(results_dir)):
-            if name.endswith(".json") and not name.startswith("summary"):
-                with open(os.path.join(results_dir, name), encoding="utf-8") as fh:
-                    rec = json.load(fh)
-                nodes.append(rec["node"])
-                per_node[rec["node"]] = {"status": rec["status"], "findings": rec.get("results", [])}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SummaryError(f"{results_dir}: unreadable burn-in result: {exc}") from None
+            return _load(summary)
+        tasks = sorted(os.path.join(results_dir, n) for n in os.listdir(results_dir)
+                       if re.fullmatch(r"summary-[^_]+_\d+\.json", n))
+        if tasks:
+            return _merge_tasks(tasks, job_id)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SummaryError(f"{results_dir}: unreadable burn-in summary: {exc}") from None
+    per_node = {n: {"status": rec.get("status", "error"), "findings": rec.get("results", [])}
+                for n, rec in node_results(results_dir).items()}
     if not per_node:
         raise SummaryError(f"{results_dir}: no node results for job {job_id}")
-    order = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
-    status = max((o["status"] for o in per_node.values()), key=lambda s: order.get(s, 0))
-    return {"job_id": job_id, "nodes": nodes, "status": status, "per_node": per_node, "collective": [],
+    status = max((o["status"] for o in per_node.values()), key=lambda s: _ORDER.get(s, 0))
+    return {"job_id": job_id, "nodes": sorted(per_node), "status": status, "per_node": per_node, "collective": [],
             "drain": [], "actions": [], "localisation": None, "suspect_shared_cause": None}

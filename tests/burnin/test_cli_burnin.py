@@ -54,7 +54,7 @@ def test_bad_settings_and_references_exit_2(tmp_path):
 
 def test_report_reads_node_results_without_a_summary(tmp_path):
     for node, status in (("a1", "pass"), ("a2", "fail")):
-        (tmp_path / f"{node}.json").write_text(json.dumps({"node": node, "status": status, "results": [
+        (tmp_path / f"{node}.json").write_text(json.dumps({"kind": "run", "node": node, "status": status, "results": [
             {"check": "burnin.gemm.tflops", "status": status, "message": "gpu1: 500 TFLOP/s below reference",
              "component": "gpu1", "metrics": {}}]}))
     result = invoke("burnin", "report", "77", "--results-dir", str(tmp_path))
@@ -70,11 +70,14 @@ def test_submit_renders_checked_flags():
                        suite="quick", time_limit="1:00:00")
     assert argv == ["sbatch", "--parsable", "-N", "4", "-w", "gpu[01-04]", "-p", "gpu", "--gpus-per-node=8",
                     "--time=1:00:00", "--export=ALL,HEALTHCHECK_BURNIN_SUITE=quick", "/t/burnin.sbatch"]
-    for bad in ({"nodelist": "gpu01; rm -rf /"}, {"partition": "a b"}, {"time_limit": "soon"}, {"nnodes": 0}):
+    # no --suite: the job runs the site's [burnin] suite (nothing exported to override it)
+    assert sbatch_argv("/t/b.sbatch", nnodes=2)[-2:] == ["--export=ALL", "/t/b.sbatch"]
+    for bad in ({"nodelist": "gpu01; rm -rf /"}, {"partition": "a b"}, {"time_limit": "soon"}, {"nnodes": 0},
+                {"suite": "fast"}):
         with pytest.raises(SubmitError):
             sbatch_argv("/t/b.sbatch", **bad)
     result = invoke("burnin", "submit", "-N", "2", "--dry-run")
-    assert result.exit_code == 0 and result.output.startswith("sbatch --parsable -N 2 ")
+    assert result.exit_code == 0 and result.output.startswith("sbatch --parsable -N 2 --export=ALL ")
     assert result.output.strip().endswith("sbatch_templates/burnin.sbatch")
 
 
@@ -99,3 +102,25 @@ def test_parse_garbage_exits_2(tmp_path, kind):
     junk.write_text("hello world\n")
     result = CliRunner().invoke(cli, ["parse", kind, str(junk)])
     assert result.exit_code == 2 and "junk.txt" in result.output and "Traceback" not in result.output
+
+
+def test_every_sbatch_template_is_installed_where_submit_finds_it(tmp_path, monkeypatch):
+    """A non-editable install has no source tree: the templates travel as data files to
+    <prefix>/share/healthcheck/sbatch_templates, the place default_template looks last."""
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    from healthcheck.burnin import submit
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    installed = set(data["share/healthcheck/sbatch_templates"])
+    assert {f"sbatch_templates/{p.name}" for p in (root / "sbatch_templates").glob("*.sbatch")} <= installed
+    share = tmp_path / "share" / "healthcheck" / "sbatch_templates"
+    share.mkdir(parents=True)
+    (share / "burnin.sbatch").write_text("#!/bin/bash\n")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(submit, "__file__", str(tmp_path / "site-packages" / "healthcheck" / "burnin" / "submit.py"))
+    monkeypatch.delenv("HEALTHCHECK_SBATCH_DIR", raising=False)
+    assert submit.default_template() == str(share / "burnin.sbatch")

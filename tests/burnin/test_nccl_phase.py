@@ -130,6 +130,29 @@ def test_allocation_localises_the_slow_nodes_and_plans_their_drain(tmp_path, dou
     assert out.status is Status.FAIL and out.to_dict()["per_node"]["n1"]["status"] == "pass"
 
 
+def test_without_a_fabric_the_collective_is_measured_but_said_unjudged(tmp_path, double):
+    nodes = [f"n{i}" for i in range(1, 5)]
+    results = tmp_path / "results"
+    results.mkdir()
+    for n in nodes:
+        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
+    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "launcher": ENV_LAUNCHER})
+    out = allocation.run_allocation(nodes, settings, load(), "43")
+    (f,) = out.collective
+    assert f.status is Status.WARN and f.metrics["busbw_gbps"] > 0  # measured (n3 at 60 % would go unnoticed)
+    assert "not judged and no slow node searched: set [burnin] fabric to one of" in f.message
+    assert out.localisation is None and out.drain == []
+
+
+def test_an_unknown_fabric_is_a_usage_error_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from healthcheck.cli import cli
+
+    result = CliRunner().invoke(cli, ["burnin", "run", "--node", "n1"], env={"HEALTHCHECK_BURNIN_FABRIC": "ndr4OO"})
+    assert result.exit_code == 2 and "fabric 'ndr4OO' is not in the references (known: " in result.output
+
+
 def test_blast_radius_drains_nothing_when_too_many_fail(tmp_path):
     nodes = [f"n{i}" for i in range(1, 5)]
     outcomes = {n: allocation.NodeOutcome(n, Status.FAIL if n != "n4" else Status.PASS, [], None) for n in nodes}
