@@ -176,6 +176,12 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     from .cli import _exit
     from .output import exit_code
 
+    if ctx.extra.get("hung"):  # a thread is stuck in a GPU call: interpreter shutdown would wait on it
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code(verdict))
     _exit(exit_code(verdict))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -249,6 +250,42 @@ PHASES: dict[str, Callable[[NodeContext], list[Finding]]] = {
 GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl")
 
 
+def deadline(name: str, s: BurninSettings) -> float | None:
+    """Seconds a phase that runs GPU work in this process may take before the GPU is taken as hung
+    (generous: setup, verification and slow links included); None for phases bounded otherwise (their
+    tools run through the subprocess seam with their own deadlines; the probes have budgets)."""
+    if name == "gemm":
+        return 2 * s.gemm_duration_s + 600
+    if name == "bandwidth":  # HBM and both PCIe directions, at no less than 1 GB/s
+        return 600 + 3 * s.bandwidth_repeats * s.bandwidth_bytes / 1e9
+    return None
+
+
+def _guarded(ctx: NodeContext, name: str, phase: Callable[[NodeContext], list[Finding]]) -> list[Finding]:
+    try:
+        return phase(ctx)
+    except Exception as exc:  # noqa: BLE001 - one broken phase must not lose the others
+        return [Finding(f"burnin.{name}", Status.ERROR, f"phase crashed: {type(exc).__name__}: {exc}"[:300])]
+
+
+def _bounded(ctx: NodeContext, name: str, phase: Callable[[NodeContext], list[Finding]],
+             limit: float) -> list[Finding]:
+    """The phase in a daemon thread, waited for ``limit`` seconds. A GPU that stops answering blocks
+    its CUDA call for ever; then the phase FAILs, the node is unusable for the later GPU phases, and
+    ``ctx.extra["hung"]`` tells the caller to exit without waiting for the stuck thread."""
+    box: list[list[Finding]] = []
+    worker = threading.Thread(target=lambda: box.append(_guarded(ctx, name, phase)), name=f"burnin-{name}",
+                              daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        ctx.unusable = f"burnin.{name} hung"
+        ctx.extra["hung"] = name
+        return [Finding(f"burnin.{name}", Status.FAIL, f"did not finish within {limit:.0f} s: a GPU stopped "
+                        "answering (hung kernel or copy); the node needs a GPU reset or a reboot")]
+    return box[0]
+
+
 def run_node(ctx: NodeContext, started_at: str) -> Verdict:
     """Every enabled phase in order; the verdict of the node (context ``burnin``)."""
     t0 = time.monotonic()
@@ -261,10 +298,8 @@ def run_node(ctx: NodeContext, started_at: str) -> Verdict:
             continue
         ctx.log(f"{ctx.node}: phase {name}")
         p0 = time.monotonic()
-        try:
-            out = phase(ctx)
-        except Exception as exc:  # noqa: BLE001 - one broken phase must not lose the others
-            out = [Finding(f"burnin.{name}", Status.ERROR, f"phase crashed: {type(exc).__name__}: {exc}"[:300])]
+        limit = deadline(name, ctx.settings)
+        out = _bounded(ctx, name, phase, limit) if limit is not None else _guarded(ctx, name, phase)
         ctx.extra.setdefault("phase_seconds", {})[name] = round(time.monotonic() - p0, 3)
         findings.extend(out)
     return Verdict.of(ctx.node, findings, started_at, time.monotonic() - t0, "burnin")

@@ -1,11 +1,22 @@
 """A simulated GPU fleet for bad-node localisation, a scorer, and two naive baselines to compare against.
 
 ``Fleet`` models what an nccl-tests bus bandwidth looks like per group of nodes: a group runs at
-``nominal * min(factor of its members) * (1 + gauss(0, noise_sd))`` GB/s. A bad node has factor
-``bad_factor``; a *group-only* bad node (a share ``group_only_fraction`` of the bad nodes) has factor 1.0
-in groups smaller than ``group_only_min_size`` and ``bad_factor`` in larger ones (a fault that only shows
-at scale). ``Fleet.measure`` is a ``localize.Measure``: it checks that the groups of a round are disjoint
-and made of known nodes, and counts rounds. Everything is seeded (``random`` only, no numpy).
+``nominal * min(factor of its members) * (1 + gauss(0, noise_sd))`` GB/s, one fresh noise draw per group
+and round. Every node has its own factor, drawn once when the fleet is built:
+
+  - a healthy node: uniform in ``[1 - good_spread, 1]`` (``good_spread`` 0.0, the default: exactly 1.0);
+  - a bad node: uniform in ``bad_factor_range = (lo, hi)``, or exactly ``bad_factor`` when the range is
+    None (the default);
+  - a *group-only* bad node (a share ``group_only_fraction`` of the bad nodes) has its healthy factor
+    (drawn like a healthy node's) in groups smaller than ``group_only_min_size`` and its bad factor in
+    larger ones (a fault that only shows at scale).
+
+``Fleet.factors`` (bad factor for bad nodes, healthy factor for the others) and ``Fleet.healthy_factors``
+(every node) hold the draws. The bad set, the group-only set, the healthy factors, the bad factors and the
+noise each come from their own ``random.Random`` stream seeded from ``seed``, so changing the spread does
+not move the bad nodes or the noise, and the defaults give the same values as a fleet without per-node
+factors. ``Fleet.measure`` is a ``localize.Measure``: it checks that the groups of a round are disjoint and
+made of known nodes, and counts rounds. Everything is seeded (``random`` only, no numpy).
 
 Baselines (both return ``(bad nodes sorted, rounds used)``):
   - ``baseline_random_pairs_second_pass``: random pairs (odd node joins the last pair); every node of a
@@ -23,20 +34,38 @@ from typing import Iterable, Sequence
 from healthcheck.burnin.localize import Group, Measure
 
 
+def _check_range(value: tuple[float, float] | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+        raise ValueError(f"bad_factor_range must be a (low, high) pair of numbers or None, got {value!r}")
+    low, high = float(value[0]), float(value[1])
+    if not 0 <= low <= high <= 1:
+        raise ValueError(f"bad_factor_range must satisfy 0 <= low <= high <= 1, got {value!r}")
+    return low, high
+
+
 class Fleet:
     def __init__(self, n_nodes: int, bad_fraction: float, bad_factor: float = 0.6, noise_sd: float = 0.03,
                  nominal: float = 400.0, group_only_fraction: float = 0.0, group_only_min_size: int = 8,
-                 seed: int = 0) -> None:
+                 seed: int = 0, good_spread: float = 0.0,
+                 bad_factor_range: tuple[float, float] | None = None) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
         for name, value in (("bad_fraction", bad_fraction), ("group_only_fraction", group_only_fraction)):
             if not 0 <= value <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if noise_sd < 0 or nominal <= 0 or bad_factor < 0:
+        if not (noise_sd >= 0 and nominal > 0 and bad_factor >= 0):
             raise ValueError("noise_sd and bad_factor must be >= 0 and nominal > 0")
+        if isinstance(good_spread, bool) or not isinstance(good_spread, (int, float)) or not 0 <= good_spread < 1:
+            raise ValueError(f"good_spread must be a number in [0, 1), got {good_spread!r}")
+        bad_range = _check_range(bad_factor_range)
         width = max(3, len(str(n_nodes - 1)))
         self.nodes: list[str] = [f"n{i:0{width}d}" for i in range(n_nodes)]
         self.bad_factor = bad_factor
+        self.bad_factor_range = bad_range
+        self.good_spread = float(good_spread)
         self.noise_sd = noise_sd
         self.nominal = nominal
         self.group_only_min_size = group_only_min_size
@@ -44,16 +73,22 @@ class Fleet:
         self.bad: set[str] = set(pick.sample(self.nodes, round(n_nodes * bad_fraction)))
         ordered = sorted(self.bad)
         self.group_only: set[str] = set(pick.sample(ordered, round(len(ordered) * group_only_fraction)))
+        healthy = random.Random(f"{seed}/healthy")  # one draw per node, in node order, whatever is bad
+        self.healthy_factors: dict[str, float] = {
+            n: 1.0 if not good_spread else healthy.uniform(1.0 - good_spread, 1.0) for n in self.nodes}
+        slow = random.Random(f"{seed}/bad")  # one draw per bad node, in name order
+        self.factors: dict[str, float] = dict(self.healthy_factors)
+        for n in ordered:
+            self.factors[n] = bad_factor if bad_range is None else slow.uniform(*bad_range)
         self._noise = random.Random(f"{seed}/noise")
         self._index = set(self.nodes)
         self.rounds = 0
 
     def factor(self, node: str, group_size: int) -> float:
-        if node not in self.bad:
-            return 1.0
+        """The node's factor in a group of ``group_size`` nodes (a group-only fault hides in small groups)."""
         if node in self.group_only and group_size < self.group_only_min_size:
-            return 1.0
-        return self.bad_factor
+            return self.healthy_factors[node]
+        return self.factors[node]
 
     def _value(self, group: Group) -> float:
         slowest = min(self.factor(n, len(group)) for n in group)
