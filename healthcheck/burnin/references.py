@@ -111,6 +111,8 @@ def _entry(data: Any, where: str) -> Reference:
             raise ReferencesError(f"{where}.{key}: must be a finite number, got {v!r}")
     if "value" not in data:
         raise ReferencesError(f"{where}: missing 'value'")
+    if data["value"] <= 0:  # a rate, a bandwidth, a throughput: 0 would judge nothing (or divide by it)
+        raise ReferencesError(f"{where}.value: must be > 0, got {data['value']}")
     if not isinstance(data.get("unit"), str) or not data["unit"]:
         raise ReferencesError(f"{where}: missing or empty 'unit'")
     lower, upper = data.get("lower"), data.get("upper")

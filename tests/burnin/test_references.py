@@ -45,6 +45,7 @@ def test_site_file_overrides_one_key_and_adds_a_sku_matched_first(tmp_path):
     ("[sku.x]\nmatch = ['X']\nfoo = { value = 1, unit = 'u', lower = 0.5 }\n", "lower: a relative bound"),
     ("[sku.x]\nmatch = ['X']\nfoo = { value = 1, unit = 'u', upper = -1 }\n", "upper: a relative bound"),
     ("[sku.x]\nmatch = ['X']\nfoo = { value = 'a', unit = 'u' }\n", "finite number"),
+    ("[fabric.f]\nline_rate_gbps = { value = 0, unit = 'GB/s' }\n", "line_rate_gbps.value: must be > 0, got 0"),
     ("[sku.x]\nmatch = ['X']\nfoo = { value = 1, unit = 'u', bogus = 2 }\n", "unknown key(s) bogus"),
     ("[sku.new]\nfoo = { value = 1, unit = 'u' }\n", "needs 'match'"),
     ("[gpu.x]\n", "unknown top-level table(s) gpu"),
