@@ -139,6 +139,22 @@ def _localise(nodes: list[str], settings: BurninSettings, tasks_per_node: int, t
     return localise(nodes, measure, threshold, seed=settings.seed, full_group_value=full_value, max_rounds=rounds)
 
 
+def _attribute(outcome: AllocationOutcome, loc) -> None:
+    """The localisation's verdict on the nodes: the slow ones FAIL, the unconfirmed ones WARN."""
+    outcome.localisation = loc.to_dict()
+    for node in loc.bad:
+        lines = loc.evidence.get(node, [])
+        msg = f"slow in the cross-node all_reduce: {lines[-1] if lines else 'attributed by localisation'}"
+        o = outcome.per_node[node]
+        o.findings.append(Finding(LOCALISE, Status.FAIL, msg[:300]))
+        o.status = Status.FAIL
+    for node in loc.suspects:
+        o = outcome.per_node[node]
+        o.findings.append(Finding(LOCALISE, Status.WARN, "suspect in the cross-node all_reduce, not confirmed "
+                                  "within the rounds allowed"))
+        o.status = worst([o.status, Status.WARN])
+
+
 def run_allocation(nodes: list[str], settings: BurninSettings, refs: References, job_id: str | None,
                    log: Callable[[str], None] = lambda _m: None) -> AllocationOutcome:
     """Everything but the Slurm actions (see apply_drains)."""
@@ -152,32 +168,24 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         gpn = [(o.record or {}).get("burnin", {}).get("gpu_count") or 0 for o in per_node.values()]
         tasks = max(1, min([g for g in gpn if g] or [1]))
         fabric = refs.fabrics.get(settings.fabric) if settings.fabric else None
-        ref = fabric.get("nccl_all_reduce_busbw_gbps") if fabric else None
         line = fabric.get("line_rate_gbps") if fabric else None
-        log(f"all_reduce across {len(nodes)} nodes")
-        run = run_across(list(settings.launcher), settings.nccl_dir, "all_reduce", nodes, tasks,
-                         Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters), settings.nccl_timeout_s)
-        finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None)
-        if ref is None and finding.status is Status.PASS:  # measured but judged by nothing: say so
-            finding = Finding(finding.check, Status.WARN, (
-                f"{finding.message.split(';')[0]}; not judged and no slow node searched: set [burnin] fabric to "
-                f"one of {', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")[:300],
-                finding.component, finding.metrics)
-        outcome.collective.append(finding)
-        if finding.status is Status.FAIL and ref is not None and ref.low_bound and settings.localise \
-                and not run.missing:
-            loc = _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log)
-            outcome.localisation = loc.to_dict()
-            for node in loc.bad:
-                lines = loc.evidence.get(node, [])
-                msg = f"slow in the cross-node all_reduce: {lines[-1] if lines else 'attributed by localisation'}"
-                o = per_node[node]
-                o.findings.append(Finding(LOCALISE, Status.FAIL, msg[:300]))
-                o.status = Status.FAIL
-            for node in loc.suspects:
-                per_node[node].findings.append(Finding(LOCALISE, Status.WARN, "suspect in the cross-node all_reduce, "
-                                                       "not confirmed within the rounds allowed"))
-                per_node[node].status = worst([per_node[node].status, Status.WARN])
+        sweep = Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters)
+        # all_reduce always, first: the fabric reference and the localisation are built on it
+        for collective in ["all_reduce"] + [c for c in settings.nccl_collectives if c != "all_reduce"]:
+            ref = fabric.get(f"nccl_{collective}_busbw_gbps") if fabric else None
+            log(f"{collective} across {len(nodes)} nodes")
+            run = run_across(list(settings.launcher), settings.nccl_dir, collective, nodes, tasks, sweep,
+                             settings.nccl_timeout_s)
+            finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None)
+            if fabric is None and finding.status is Status.PASS:  # measured but judged by nothing: say so
+                finding = Finding(finding.check, Status.WARN, (
+                    f"{finding.message.split(';')[0]}; not judged and no slow node searched: set [burnin] fabric "
+                    f"to one of {', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")[:300],
+                    finding.component, finding.metrics)
+            outcome.collective.append(finding)
+            if collective == "all_reduce" and finding.status is Status.FAIL and ref is not None \
+                    and ref.low_bound and settings.localise and not run.missing:
+                _attribute(outcome, _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log))
     outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
     return outcome
 

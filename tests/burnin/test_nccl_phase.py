@@ -130,13 +130,32 @@ def test_allocation_localises_the_slow_nodes_and_plans_their_drain(tmp_path, dou
     assert out.status is Status.FAIL and out.to_dict()["per_node"]["n1"]["status"] == "pass"
 
 
+def test_every_configured_collective_runs_across_the_allocation_all_reduce_first(tmp_path, double):
+    nodes = [f"n{i}" for i in range(1, 5)]
+    results = tmp_path / "results"
+    results.mkdir()
+    for n in nodes:
+        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass", gpu_count=8)))
+    refs = merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {base() * 0.5:.2f}, lower = -0.2, '
+                         f'unit = "GB/s" }}\n', "test")
+    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
+                        "nccl_collectives": ["reduce_scatter", "all_gather"]})
+    out = allocation.run_allocation(nodes, settings, refs, "44")
+    assert [f.component.split("@")[0] for f in out.collective] == ["all_reduce", "reduce_scatter", "all_gather"]
+    assert out.collective[0].status is Status.PASS and "reference" in out.collective[0].message
+    # no fabric reference for the others: measured and recorded, said unjudged for that fabric
+    assert all(f.status is Status.PASS and "no reference for fabric t" in f.message for f in out.collective[1:])
+    assert all(f.metrics["busbw_gbps"] > 0 for f in out.collective)
+
+
 def test_without_a_fabric_the_collective_is_measured_but_said_unjudged(tmp_path, double):
     nodes = [f"n{i}" for i in range(1, 5)]
     results = tmp_path / "results"
     results.mkdir()
     for n in nodes:
         (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
-    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "launcher": ENV_LAUNCHER})
+    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "launcher": ENV_LAUNCHER,
+                        "nccl_collectives": ["all_reduce"]})
     out = allocation.run_allocation(nodes, settings, load(), "43")
     (f,) = out.collective
     assert f.status is Status.WARN and f.metrics["busbw_gbps"] > 0  # measured (n3 at 60 % would go unnoticed)

@@ -114,3 +114,102 @@ def test_shuffles_baseline_needs_more_rounds_for_the_same_precision():
 def test_baselines_on_empty_input():
     assert baseline_random_pairs_second_pass([], Fleet(1, 0.0).measure, 320.0, seed=0) == ([], 0)
     assert baseline_shuffles([], Fleet(1, 0.0).measure, 320.0, rounds=3, seed=0) == ([], 0)
+
+
+# ---------------------------------------------------------------- per-node factors (heterogeneous fleets)
+
+def test_defaults_reproduce_the_fleet_without_per_node_factors():
+    # values recorded from the simulator before per-node factors existed (same seed, same calls)
+    fleet = Fleet(64, 0.05, seed=11, group_only_fraction=0.5)
+    assert sorted(fleet.bad) == ["n007", "n028", "n055"] and sorted(fleet.group_only) == ["n007", "n055"]
+    got = fleet.measure([("n007", "n000"), ("n001", "n002"), ("n028", "n003")])
+    assert got == {("n007", "n000"): 411.20879012527104, ("n001", "n002"): 398.35143786344844,
+                   ("n028", "n003"): 239.38643112930436}
+    assert fleet.full_value() == 238.13110163367787
+    assert set(fleet.healthy_factors.values()) == {1.0}
+    assert {fleet.factors[n] for n in fleet.bad} == {0.6}
+    assert {fleet.factors[n] for n in set(fleet.nodes) - fleet.bad} == {1.0}
+    assert fleet.good_spread == 0.0 and fleet.bad_factor_range is None
+
+
+def test_per_node_factors_are_reproducible_per_seed():
+    opts = {"good_spread": 0.05, "bad_factor_range": (0.5, 0.85)}
+    a, b, c = Fleet(256, 0.05, seed=7, **opts), Fleet(256, 0.05, seed=7, **opts), Fleet(256, 0.05, seed=8, **opts)
+    assert a.factors == b.factors and a.healthy_factors == b.healthy_factors and a.bad == b.bad
+    assert a.factors != c.factors
+    pairs = [("n000", "n001"), ("n002", "n003")]
+    assert a.measure(pairs) == b.measure(pairs)
+    # the bad set and the noise do not move when the factors are switched on
+    plain = Fleet(256, 0.05, seed=7)
+    assert plain.bad == a.bad and plain.group_only == a.group_only
+    assert plain._noise.random() == a._noise.random()
+    # the healthy draws do not depend on the bad range, nor the bad draws on the spread
+    assert Fleet(256, 0.05, seed=7, good_spread=0.05).healthy_factors == a.healthy_factors
+    spread_only = Fleet(256, 0.05, seed=7, bad_factor_range=(0.5, 0.85))
+    assert {n: spread_only.factors[n] for n in a.bad} == {n: a.factors[n] for n in a.bad}
+
+
+def test_per_node_factors_stay_in_their_ranges_and_spread_over_them():
+    fleet = Fleet(1024, 0.05, seed=3, good_spread=0.05, bad_factor_range=(0.5, 0.85))
+    good = [fleet.factors[n] for n in fleet.nodes if n not in fleet.bad]
+    bad = [fleet.factors[n] for n in fleet.bad]
+    assert len(good) == 973 and len(bad) == 51
+    assert all(0.95 <= f <= 1.0 for f in good) and all(0.5 <= f <= 0.85 for f in bad)
+    assert min(good) < 0.952 and max(good) > 0.998 and statistics.mean(good) == pytest.approx(0.975, abs=0.003)
+    assert min(bad) < 0.56 and max(bad) > 0.79 and len(set(bad)) == 51
+    assert all(0.95 <= fleet.healthy_factors[n] <= 1.0 for n in fleet.nodes)
+    fixed = Fleet(64, 0.05, seed=3, bad_factor_range=(0.7, 0.7))
+    assert {fixed.factors[n] for n in fixed.bad} == {0.7}
+
+
+def test_group_value_uses_the_slowest_members_own_factor():
+    fleet = Fleet(32, 0.25, noise_sd=0.0, seed=4, good_spread=0.1, bad_factor_range=(0.4, 0.7),
+                  group_only_fraction=0.5)
+    plain = sorted(fleet.bad - fleet.group_only)
+    only = sorted(fleet.group_only)
+    good = sorted(set(fleet.nodes) - fleet.bad)
+    pair, mixed, hidden = (good[0], good[1]), (plain[0], good[2]), (only[0], good[3])
+    got = fleet.measure([pair, mixed, hidden])
+    assert got[pair] == pytest.approx(400 * min(fleet.factors[good[0]], fleet.factors[good[1]]))
+    assert got[mixed] == pytest.approx(400 * fleet.factors[plain[0]])
+    # a group-only fault shows the node's healthy factor in a small group, its bad factor from 8 nodes up
+    assert got[hidden] == pytest.approx(400 * min(fleet.healthy_factors[only[0]], fleet.factors[good[3]]))
+    assert fleet.factor(only[0], 2) == fleet.healthy_factors[only[0]] >= 0.9
+    big = (only[0],) + tuple(good[4:11])
+    assert fleet.measure([big])[big] == pytest.approx(400 * fleet.factors[only[0]])
+    assert 0.4 <= fleet.factor(only[0], 8) <= 0.7
+    assert fleet.full_value() == pytest.approx(400 * min(fleet.factors.values()))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"good_spread": -0.01}, "good_spread"), ({"good_spread": 1.0}, "good_spread"),
+    ({"good_spread": float("nan")}, "good_spread"), ({"good_spread": "0.05"}, "good_spread"),
+    ({"good_spread": True}, "good_spread"),
+    ({"bad_factor_range": (0.9, 0.5)}, "low <= high"), ({"bad_factor_range": (-0.1, 0.5)}, "low <= high"),
+    ({"bad_factor_range": (0.5, 1.2)}, "low <= high"), ({"bad_factor_range": (0.5, float("nan"))}, "low <= high"),
+    ({"bad_factor_range": (0.5,)}, "pair"), ({"bad_factor_range": (0.5, 0.6, 0.7)}, "pair"),
+    ({"bad_factor_range": "ab"}, "pair"), ({"bad_factor_range": (0.5, None)}, "pair"),
+    ({"bad_factor_range": 0.6}, "pair"), ({"bad_factor": float("nan")}, "bad_factor"),
+])
+def test_fleet_refuses_bad_factor_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Fleet(16, 0.1, **kwargs)
+
+
+def test_localise_finds_the_bad_nodes_of_a_small_heterogeneous_fleet():
+    # healthy nodes 0.97-1.0, two bad nodes at 0.6-0.8: the threshold goes in the gap (0.88 x nominal)
+    for seed in range(20):
+        fleet = Fleet(64, 2 / 64, seed=seed, good_spread=0.03, bad_factor_range=(0.6, 0.8))
+        assert len(fleet.bad) == 2
+        result = localise(fleet.nodes, fleet.measure, 0.88 * fleet.nominal, seed=seed,
+                          full_group_value=fleet.full_value())
+        assert set(result.bad) == fleet.bad, seed
+        assert result.suspects == [] and len(result.rounds) <= 4 and len(result.rounds) == fleet.rounds
+
+
+def test_bad_nodes_above_the_threshold_cannot_be_attributed():
+    # a "bad" node at 0.86-0.9 of nominal runs above 0.8 x nominal: no threshold test sees it
+    fleet = Fleet(64, 0.05, seed=1, good_spread=0.03, bad_factor_range=(0.86, 0.9), noise_sd=0.01)
+    result = localise(fleet.nodes, fleet.measure, 0.8 * fleet.nominal, seed=1, full_group_value=fleet.full_value())
+    assert result.bad == [] and result.suspects == [] and len(result.rounds) == 0
+    assert score(result.bad, fleet.bad) == (1.0, 0.0)
