@@ -90,6 +90,7 @@ def test_burnin_names_and_drains_the_slow_node(site, slurm_cluster_factory):
     assert summary["job_id"] == job and summary["nodes"] == list(NODES), log
     assert summary["drain"] == [SLOW], log
     assert summary["localisation"]["bad"] == [SLOW] and summary["localisation"]["suspects"] == [], log
+    assert len(summary["localisation"]["rounds"]) <= 3, summary["localisation"]["rounds"]  # docs/burnin.md
     assert summary["per_node"][SLOW]["status"] == "fail"
     slow_checks = {f["check"] for f in summary["per_node"][SLOW]["findings"] if f["status"] == "fail"}
     assert slow_checks == {"burnin.nccl", "burnin.localise"}, summary["per_node"][SLOW]

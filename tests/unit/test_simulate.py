@@ -140,9 +140,11 @@ def test_per_node_factors_are_reproducible_per_seed():
     pairs = [("n000", "n001"), ("n002", "n003")]
     assert a.measure(pairs) == b.measure(pairs)
     # the bad set and the noise do not move when the factors are switched on
-    plain = Fleet(256, 0.05, seed=7)
-    assert plain.bad == a.bad and plain.group_only == a.group_only
-    assert plain._noise.random() == a._noise.random()
+    plain, fresh = Fleet(256, 0.05, seed=7), Fleet(256, 0.05, seed=7, **opts)
+    assert plain.bad == fresh.bad and plain.group_only == fresh.group_only
+    pair = tuple(sorted(set(fresh.nodes) - fresh.bad)[:2])
+    relative = fresh.measure([pair])[pair] / (400 * min(fresh.factors[n] for n in pair))
+    assert relative == pytest.approx(plain.measure([pair])[pair] / 400, rel=1e-12)  # same noise draw
     # the healthy draws do not depend on the bad range, nor the bad draws on the spread
     assert Fleet(256, 0.05, seed=7, good_spread=0.05).healthy_factors == a.healthy_factors
     spread_only = Fleet(256, 0.05, seed=7, bad_factor_range=(0.5, 0.85))
@@ -211,5 +213,6 @@ def test_bad_nodes_above_the_threshold_cannot_be_attributed():
     # a "bad" node at 0.86-0.9 of nominal runs above 0.8 x nominal: no threshold test sees it
     fleet = Fleet(64, 0.05, seed=1, good_spread=0.03, bad_factor_range=(0.86, 0.9), noise_sd=0.01)
     result = localise(fleet.nodes, fleet.measure, 0.8 * fleet.nominal, seed=1, full_group_value=fleet.full_value())
-    assert result.bad == [] and result.suspects == [] and len(result.rounds) == 0
+    assert len(fleet.bad) == 3 and min(fleet.factors[n] for n in fleet.bad) >= 0.86
+    assert result.bad == [] and result.suspects == [] and result.good == fleet.nodes  # every pair passed
     assert score(result.bad, fleet.bad) == (1.0, 0.0)
