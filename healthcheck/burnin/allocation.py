@@ -136,7 +136,18 @@ def _localise(nodes: list[str], settings: BurninSettings, tasks_per_node: int, t
 
     # bisection for faults that only show in larger groups needs ~log2(N) rounds on top of the pairs
     rounds = 4 + max(2, math.ceil(math.log2(max(2, len(nodes)))))
-    return localise(nodes, measure, threshold, seed=settings.seed, full_group_value=full_value, max_rounds=rounds)
+    return localise(nodes, measure, threshold, seed=settings.seed, full_group_value=full_value, max_rounds=rounds,
+                    known_good=known_good_in(settings.known_good, nodes))
+
+
+def known_good_in(hostlist: str, nodes: list[str]) -> list[str]:
+    """The ``known_good`` nodes that are part of the job (a job step can only run on its own nodes)."""
+    if not hostlist:
+        return []
+    from ClusterShell.NodeSet import NodeSet
+
+    trusted = set(NodeSet(hostlist))
+    return [n for n in nodes if n in trusted]
 
 
 def _attribute(outcome: AllocationOutcome, loc) -> None:

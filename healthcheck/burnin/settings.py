@@ -46,6 +46,7 @@ class BurninSettings:
     localise: bool = True
     seed: int = 1234
     fleet_digests: str = ""   # the fleet's majority GEMM digests (``healthcheck burnin fleet-digests``)
+    known_good: str = ""      # hostlist of nodes trusted as localisation partners (those inside the job)
 
     def phase_on(self, name: str) -> bool:
         return name in self.phases
@@ -113,6 +114,13 @@ def _coerce(key: str, value: Any, default: Any, where: str) -> Any:
         raise SettingsError(f"{where}: {key} must be a string")
     if key in _CHOICES and value not in _CHOICES[key]:
         raise SettingsError(f"{where}: {key} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+    if key == "known_good" and value:
+        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+        try:
+            NodeSet(value)
+        except NodeSetParseError as exc:
+            raise SettingsError(f"{where}: known_good {value!r} is not a Slurm hostlist ({exc})") from None
     return value
 
 

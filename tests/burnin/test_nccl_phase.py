@@ -225,3 +225,31 @@ def test_as_root_a_binary_others_can_replace_is_refused_not_run(tmp_path, double
     run = nccl_run.run_on_node(str(double), "all_reduce", 8, SWEEP, 30, "n1", env={"PATH": "/usr/bin:/bin"})
     assert run.missing and "writable by group or others" in run.error and run.result is None
     assert judge_run(run, None, None, None).status is Status.SKIP
+
+
+def test_known_good_nodes_of_the_job_are_the_localisation_partners(tmp_path, double, monkeypatch):
+    from healthcheck.burnin import localize
+    from healthcheck.burnin.settings import SettingsError
+
+    seen = {}
+    real = localize.localise
+
+    def spy(*args, **kwargs):
+        seen["known_good"] = kwargs.get("known_good")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(localize, "localise", spy)
+    nodes = [f"n{i}" for i in range(1, 9)]
+    results = tmp_path / "results"
+    results.mkdir()
+    for n in nodes:
+        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
+    refs = merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {base():.2f}, lower = -0.2, '
+                         f'unit = "GB/s" }}\n', "test")
+    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
+                        "nccl_collectives": ["all_reduce"], "known_good": "n[1-2],spare[01-02]"})
+    out = allocation.run_allocation(nodes, settings, refs, "45")
+    assert seen["known_good"] == ["n1", "n2"]  # the spares are not in the job: a step cannot use them
+    assert out.localisation["bad"] == ["n3", "n6"]
+    with pytest.raises(SettingsError, match="known_good 'n\\[1-' is not a Slurm hostlist"):
+        resolve({"known_good": "n[1-"})
