@@ -12,10 +12,10 @@ and round. Every node has its own factor, drawn once when the fleet is built:
     larger ones (a fault that only shows at scale).
 
 ``Fleet.factors`` (bad factor for bad nodes, healthy factor for the others) and ``Fleet.healthy_factors``
-(every node) hold the draws. The bad set, the group-only set, the healthy factors, the bad factors and the
-noise each come from their own ``random.Random`` stream seeded from ``seed``, so changing the spread does
-not move the bad nodes or the noise, and the defaults give the same values as a fleet without per-node
-factors. ``Fleet.measure`` is a ``localize.Measure``: it checks that the groups of a round are disjoint and
+(every node) hold the draws. The bad and group-only sets, the healthy factors, the bad factors and the
+noise come from four separate ``random.Random`` streams seeded from ``seed``, so changing the spread or
+the range does not move the bad nodes or the noise, and the defaults give bit-identical values to the
+fleet before per-node factors. ``Fleet.measure`` is a ``localize.Measure``: it checks that the groups of a round are disjoint and
 made of known nodes, and counts rounds. Everything is seeded (``random`` only, no numpy).
 
 Baselines (both return ``(bad nodes sorted, rounds used)``):
