@@ -283,6 +283,8 @@ class CupyBackend(Backend):
     name = "cupy"
 
     def __init__(self) -> None:
+        # as TorchBackend: PCI bus order, the order of NVML's indices (telemetry), unless the user chose
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         try:
             import cupy  # noqa: PLC0415
             import cupyx  # noqa: PLC0415
