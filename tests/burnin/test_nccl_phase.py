@@ -112,15 +112,26 @@ def _node_record(node: str, status: str, gpu_count: int = 1) -> dict:
                          "metrics": {"tflops": 1.0}}]}
 
 
-def test_allocation_localises_the_slow_nodes_and_plans_their_drain(tmp_path, double):
-    nodes = [f"n{i}" for i in range(1, 9)]
+def _results(tmp_path, nodes: list[str], gpu_count: int = 1) -> str:
+    """A results directory holding a passing result of each node, as the per-node runs leave it."""
     results = tmp_path / "results"
     results.mkdir()
     for n in nodes:
-        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
-    refs = merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {base():.2f}, lower = -0.2, '
+        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass", gpu_count=gpu_count)))
+    return str(results)
+
+
+def _fabric(busbw: float):
+    """The built-in references plus a fabric "t" whose all_reduce reference is ``busbw`` GB/s (-20 %)."""
+    return merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {busbw:.2f}, lower = -0.2, '
                          f'unit = "GB/s" }}\n', "test")
-    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "fabric": "t",
+
+
+def test_allocation_localises_the_slow_nodes_and_plans_their_drain(tmp_path, double):
+    nodes = [f"n{i}" for i in range(1, 9)]
+    results = _results(tmp_path, nodes)
+    refs = _fabric(base())
+    settings = resolve({"results_dir": results, "nccl_dir": str(double), "fabric": "t",
                         "launcher": ENV_LAUNCHER, "max_drain_fraction": 0.25})
     out = allocation.run_allocation(nodes, settings, refs, "42")
     assert out.collective[0].status is Status.FAIL
@@ -132,13 +143,9 @@ def test_allocation_localises_the_slow_nodes_and_plans_their_drain(tmp_path, dou
 
 def test_every_configured_collective_runs_across_the_allocation_all_reduce_first(tmp_path, double):
     nodes = [f"n{i}" for i in range(1, 5)]
-    results = tmp_path / "results"
-    results.mkdir()
-    for n in nodes:
-        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass", gpu_count=8)))
-    refs = merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {base() * 0.5:.2f}, lower = -0.2, '
-                         f'unit = "GB/s" }}\n', "test")
-    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
+    results = _results(tmp_path, nodes, gpu_count=8)
+    refs = _fabric(base() * 0.5)
+    settings = resolve({"results_dir": results, "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
                         "nccl_collectives": ["reduce_scatter", "all_gather"]})
     out = allocation.run_allocation(nodes, settings, refs, "44")
     assert [f.component.split("@")[0] for f in out.collective] == ["all_reduce", "reduce_scatter", "all_gather"]
@@ -150,11 +157,8 @@ def test_every_configured_collective_runs_across_the_allocation_all_reduce_first
 
 def test_without_a_fabric_the_collective_is_measured_but_said_unjudged(tmp_path, double):
     nodes = [f"n{i}" for i in range(1, 5)]
-    results = tmp_path / "results"
-    results.mkdir()
-    for n in nodes:
-        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
-    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "launcher": ENV_LAUNCHER,
+    results = _results(tmp_path, nodes)
+    settings = resolve({"results_dir": results, "nccl_dir": str(double), "launcher": ENV_LAUNCHER,
                         "nccl_collectives": ["all_reduce"]})
     out = allocation.run_allocation(nodes, settings, load(), "43")
     (f,) = out.collective
@@ -240,13 +244,9 @@ def test_known_good_nodes_of_the_job_are_the_localisation_partners(tmp_path, dou
 
     monkeypatch.setattr(localize, "localise", spy)
     nodes = [f"n{i}" for i in range(1, 9)]
-    results = tmp_path / "results"
-    results.mkdir()
-    for n in nodes:
-        (results / f"{n}.json").write_text(json.dumps(_node_record(n, "pass")))
-    refs = merge(load(), f'[fabric.t]\nnccl_all_reduce_busbw_gbps = {{ value = {base():.2f}, lower = -0.2, '
-                         f'unit = "GB/s" }}\n', "test")
-    settings = resolve({"results_dir": str(results), "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
+    results = _results(tmp_path, nodes)
+    refs = _fabric(base())
+    settings = resolve({"results_dir": results, "nccl_dir": str(double), "fabric": "t", "launcher": ENV_LAUNCHER,
                         "nccl_collectives": ["all_reduce"], "known_good": "n[1-2],spare[01-02]"})
     out = allocation.run_allocation(nodes, settings, refs, "45")
     assert seen["known_good"] == ["n1", "n2"]  # the spares are not in the job: a step cannot use them
