@@ -283,6 +283,8 @@ def _bounded(ctx: NodeContext, name: str, phase: Callable[[NodeContext], list[Fi
         ctx.extra["hung"] = name
         return [Finding(f"burnin.{name}", Status.FAIL, f"did not finish within {limit:.0f} s: a GPU stopped "
                         "answering (hung kernel or copy); the node needs a GPU reset or a reboot")]
+    if not box:  # the thread died of a BaseException (SystemExit, KeyboardInterrupt) _guarded does not catch
+        return [Finding(f"burnin.{name}", Status.ERROR, "phase ended without a result")]
     return box[0]
 
 
