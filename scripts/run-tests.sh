@@ -11,9 +11,10 @@ apt_install postgresql || echo "warning: could not install postgresql" >&2
 # The burn-in's torch backend, run on the CPU (tests/burnin/test_torch_cpu.py). Opt-in: from PyPI a
 # plain torch is a CUDA build of several GB; CI's package index serves the 2.13.0 CPU build.
 if [ "${HEALTHCHECK_TEST_TORCH:-0}" = 1 ]; then
-    "$VENV/bin/python" -c "import torch" 2>/dev/null \
-        || "$VENV/bin/python" -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' >&2 \
-        || echo "warning: could not install torch" >&2
+    if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+        out=$("$VENV/bin/python" -m pip install -q "torch==2.13.0" 2>&1) \
+            || echo "warning: could not install torch: ${out: -600}" >&2
+    fi
 fi
 cd "$ROOT"
 exec "$VENV/bin/python" -m pytest "$@"
