@@ -181,18 +181,15 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         fabric = refs.fabrics.get(settings.fabric) if settings.fabric else None
         line = fabric.get("line_rate_gbps") if fabric else None
         sweep = Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters)
+        unjudged = None if fabric else (f"not judged and no slow node searched: set [burnin] fabric to one of "
+                                        f"{', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")
         # all_reduce always, first: the fabric reference and the localisation are built on it
         for collective in ["all_reduce"] + [c for c in settings.nccl_collectives if c != "all_reduce"]:
             ref = fabric.get(f"nccl_{collective}_busbw_gbps") if fabric else None
             log(f"{collective} across {len(nodes)} nodes")
             run = run_across(list(settings.launcher), settings.nccl_dir, collective, nodes, tasks, sweep,
                              settings.nccl_timeout_s)
-            finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None)
-            if fabric is None and finding.status is Status.PASS:  # measured but judged by nothing: say so
-                finding = Finding(finding.check, Status.WARN, (
-                    f"{finding.message.split(';')[0]}; not judged and no slow node searched: set [burnin] fabric "
-                    f"to one of {', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")[:300],
-                    finding.component, finding.metrics)
+            finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None, unjudged)
             outcome.collective.append(finding)
             if collective == "all_reduce" and finding.status is Status.FAIL and ref is not None \
                     and ref.low_bound and settings.localise and not run.missing:

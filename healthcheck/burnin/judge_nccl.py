@@ -52,7 +52,10 @@ def large_busbw(run: NcclRun) -> float | None:
 _SUMMARY = re.compile(r"^#\s*Out of bounds values\s*:", re.IGNORECASE)
 
 
-def judge_run(run: NcclRun, ref: Reference | None, line_rate: Reference | None, sku_name: str | None) -> Finding:
+def judge_run(run: NcclRun, ref: Reference | None, line_rate: Reference | None, sku_name: str | None,
+              unjudged: str | None = None) -> Finding:
+    """``unjudged``: without a reference, a WARN saying this (why nothing judged the figure) instead of
+    the PASS "no reference for SKU"."""
     comp = component(run)
     if run.missing:
         return Finding(CHECK, Status.SKIP, f"{run.collective}: {run.error}", comp)
@@ -90,6 +93,8 @@ def judge_run(run: NcclRun, ref: Reference | None, line_rate: Reference | None, 
     # the α-β fit and the efficiency travel as metrics; the message stays short (it may become a drain reason)
     figure = f"busbw {busbw:.1f} GB/s" if busbw is not None else "no busbw"
     if ref is None:
+        if unjudged:
+            return Finding(CHECK, Status.WARN, f"{run.collective} {where}: {figure}; {unjudged}"[:300], comp, metrics)
         return Finding(CHECK, Status.PASS, f"{run.collective} {where}: {figure}; no reference for "
                        f"{sku_name or 'this GPU'}", comp, metrics)
     verdict = ref.judge(busbw)

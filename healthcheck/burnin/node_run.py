@@ -110,10 +110,7 @@ def _phase_gemm(ctx: NodeContext) -> list[Finding]:
     from .judge_compute import fleet_key, judge_gemm, judge_telemetry
     from .telemetry import Sampler
 
-    try:
-        backend, devices, sku = _backend(ctx)
-    except NoGpuBackend as exc:
-        return [Finding("burnin.gemm", Status.FAIL, str(exc))]
+    backend, devices, sku = _backend(ctx)
     s = ctx.settings
     indices = [d.index for d in devices]
     nvml = _nvml(indices) if backend.name != "numpy" else None
@@ -159,10 +156,7 @@ def _phase_bandwidth(ctx: NodeContext) -> list[Finding]:
     from .bandwidth import run_hbm_copy, run_pcie
     from .judge_compute import judge_bandwidth
 
-    try:
-        backend, devices, sku = _backend(ctx)
-    except NoGpuBackend as exc:
-        return [Finding("burnin.bandwidth", Status.FAIL, str(exc))]
+    backend, devices, sku = _backend(ctx)
     s = ctx.settings
     indices = [d.index for d in devices]
     size = s.bandwidth_bytes if backend.name != "numpy" else min(s.bandwidth_bytes, 64 << 20)
@@ -264,6 +258,8 @@ def deadline(name: str, s: BurninSettings) -> float | None:
 def _guarded(ctx: NodeContext, name: str, phase: Callable[[NodeContext], list[Finding]]) -> list[Finding]:
     try:
         return phase(ctx)
+    except NoGpuBackend as exc:  # a finding about the node, not a crash of the phase
+        return [Finding(f"burnin.{name}", Status.FAIL, str(exc))]
     except Exception as exc:  # noqa: BLE001 - one broken phase must not lose the others
         return [Finding(f"burnin.{name}", Status.ERROR, f"phase crashed: {type(exc).__name__}: {exc}"[:300])]
 

@@ -43,7 +43,8 @@ def test_auto_says_why_it_fell_back(no_gpu_backend):
 
 @pytest.mark.parametrize("phase, check", [("gemm", "burnin.gemm"), ("bandwidth", "burnin.bandwidth")])
 def test_auto_on_a_gpu_node_without_a_gpu_backend_fails(tmp_path, no_gpu_backend, phase, check):
-    (finding,) = PHASES[phase](ctx_for(tmp_path, gpus=8))
+    ctx = ctx_for(tmp_path, gpus=8, phases=[phase])
+    (finding,) = node_run.run_node(ctx, "2026-12-02T00:00:00+00:00").findings
     assert (finding.check, finding.status) == (check, Status.FAIL)
     assert finding.message.startswith("8 NVIDIA GPU(s) here but no GPU compute backend (torch: not importable")
     assert "cupy: not importable" in finding.message and "the GPUs were not stressed" in finding.message
@@ -51,7 +52,7 @@ def test_auto_on_a_gpu_node_without_a_gpu_backend_fails(tmp_path, no_gpu_backend
 
 def test_a_gpu_on_the_bus_counts_even_when_the_checks_did_not_run(tmp_path, no_gpu_backend, monkeypatch):
     monkeypatch.setattr("healthcheck.probes.nvml.nvidia_gpu_present", lambda *a: BUS[:2])
-    (finding,) = PHASES["gemm"](ctx_for(tmp_path))
+    (finding,) = node_run.run_node(ctx_for(tmp_path, phases=["gemm"]), "2026-12-02T00:00:00+00:00").findings
     assert finding.status is Status.FAIL and finding.message.startswith("2 NVIDIA GPU(s) here")
 
 

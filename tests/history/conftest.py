@@ -185,3 +185,15 @@ def engine(store):
     migrations.upgrade(eng)
     yield eng
     eng.dispose()
+
+
+def migrate_to(engine, revision: str) -> None:
+    """The schema of an older release: Alembic up to ``revision`` only (no rollup rebuild)."""
+    from alembic import command
+
+    from healthcheck.history import migrations
+
+    cfg = migrations._config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)

@@ -13,6 +13,7 @@ from healthcheck.history import migrations, rollups
 from healthcheck.history.ingest import ingest
 from healthcheck.history.rollups import Rollup, fingerprint, is_counter
 from healthcheck.history.schema import rollup_pending, rollup_state, runs
+from tests.history.conftest import migrate_to
 from tests.history.recs import T0, action_record, run_record, write_spool
 from tests.history.rollupcheck import expected, stored
 
@@ -105,13 +106,8 @@ def test_a_changed_definition_is_not_usable_until_rebuilt(engine, tmp_path):
 
 
 def test_upgrade_from_0002_builds_the_rollups_of_the_stored_rows(store, tmp_path):
-    from alembic import command
-
     eng = store.engine()
-    cfg = migrations._config()
-    with eng.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
+    migrate_to(eng, "0002")
     with eng.begin() as conn:
         conn.execute(text("INSERT INTO runs (run_id, record_id, node, context, started_at, status, ingested_at) VALUES "
                           "('r1', 'r1', 'gpu01', 'prolog', '2026-05-01 12:00:00', 'fail', '2026-05-01 12:00:01')"))

@@ -13,6 +13,7 @@ from healthcheck.history.db import HistoryError, SchemaTooNew, SchemaTooOld
 from healthcheck.history.ingest import ingest
 from healthcheck.history.queries import load_frames, show, export, parse_since
 from healthcheck.history.schema import actions, metrics, results, runs
+from tests.history.conftest import migrate_to
 from tests.history.recs import T0, action_record, run_record, write_spool
 
 
@@ -276,13 +277,8 @@ def test_sqlite_time_text_is_what_the_column_type_binds():
 def test_upgrade_from_0001_keeps_rows_and_adds_job_nodes(store, tmp_path):
     """A database created by the first release (0001) is 'behind', refused until upgraded; the upgrade
     keeps every stored run and the new column then carries a burn-in job's node list."""
-    from alembic import command
-
     eng = store.engine()
-    cfg = migrations._config()
-    with eng.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
+    migrate_to(eng, "0001")
     with eng.begin() as conn:
         conn.execute(text("INSERT INTO runs (run_id, record_id, node, context, started_at, status, ingested_at) "
                           "VALUES ('r-old', 'rec-old', 'gpu01', 'prolog', '2026-05-01 12:00:00', 'pass', "
