@@ -1,7 +1,22 @@
-"""The processes a Slurm job left behind: those whose environment still carries its SLURM_JOB_ID.
+"""The processes a Slurm job left behind, found by the epilog and killed at its choice.
 
-Reading /proc/PID/environ needs root (the epilog runs as root). Slurm's own daemons and the calling
-process tree are never reported or killed.
+A process is the job's only when all of these hold:
+
+- it carries the job: ``SLURM_JOB_ID=<id>`` in its environment, or a ``job_<id>`` component in its
+  cgroup path (Slurm's proctrack/task cgroup plugins: ``.../job_<id>/step_<n>/...``);
+- it belongs to the job: its real uid is the job's uid, or it sits in the job's cgroup. A process of
+  another user that merely inherited the job's environment (root running a site epilog chain that calls
+  our hook, ``timeout``, a shell wrapper) is not the job's; with the job's uid unknown, only the cgroup
+  counts;
+- it is not this process nor one of its ancestors (the watchdog's child, the hook, the wrapper that
+  called it, slurmd): killing our caller would end the site's epilog with 137 and Slurm would drain
+  the node "Epilog error";
+- it is not a Slurm or munge daemon.
+
+It reads ``/proc`` directly (every probe takes its root, so tests point it at a fixture tree).
+Reading other users' ``/proc/PID/environ`` needs root, as the epilog runs. ``kill_all`` signals
+through a pidfd after checking that the pid still names the process that was found (same start time),
+so a pid reused in between is never killed.
 """
 from __future__ import annotations
 
@@ -10,72 +25,157 @@ import signal
 import time
 
 MAX_ENVIRON_BYTES = 256 * 1024
-NEVER = frozenset({"slurmstepd", "slurmd", "slurmctld", "munged"})
+MAX_CGROUP_BYTES = 16 * 1024
+NEVER = frozenset({"slurmstepd", "slurmd", "slurmctld", "slurmdbd", "munged"})
+
+
+def _read(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
+    try:
+        with open(os.path.join(proc_root, pid, name), "rb") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None  # gone, a kernel thread, or not ours to read
 
 
 def _comm(proc_root: str, pid: str) -> str | None:
-    try:
-        with open(os.path.join(proc_root, pid, "comm"), "rb") as fh:
-            return fh.read(64).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
+    raw = _read(proc_root, pid, "comm", 64)
+    return None if raw is None else raw.decode("utf-8", "replace").strip()
 
 
-def _uid(proc_root: str, pid: str) -> int | None:
-    try:
-        return os.stat(os.path.join(proc_root, pid)).st_uid
-    except OSError:
-        return None
+def _status_fields(proc_root: str, pid: str) -> dict[str, str]:
+    raw = _read(proc_root, pid, "status", 8192)
+    fields = {}
+    for line in (raw or b"").decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key in ("Uid", "PPid"):
+            fields[key] = value.strip()
+    return fields
+
+
+def _real_uid(status: dict[str, str]) -> int | None:
+    first = status.get("Uid", "").split()[:1]
+    return int(first[0]) if first and first[0].isdigit() else None
+
+
+def _ppid(proc_root: str, pid: str) -> int | None:
+    """Parent pid from /proc/PID/stat (field 4; the comm before it may hold spaces and parentheses)."""
+    raw = _read(proc_root, pid, "stat", 1024)
+    if raw is not None:
+        rest = raw.rsplit(b")", 1)[-1].split()
+        if len(rest) > 1 and rest[1].isdigit():
+            return int(rest[1])
+    ppid = _status_fields(proc_root, pid).get("PPid", "")
+    return int(ppid) if ppid.isdigit() else None
+
+
+def _start_time(proc_root: str, pid: str) -> int | None:
+    """Start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, names one process."""
+    raw = _read(proc_root, pid, "stat", 1024)
+    rest = (raw or b"").rsplit(b")", 1)[-1].split()
+    return int(rest[19]) if len(rest) > 19 and rest[19].isdigit() else None
+
+
+def ancestors(proc_root: str = "/proc", pid: int | None = None, limit: int = 4096) -> set[int]:
+    """``pid`` (default: this process) and every process above it up to init (pid 1 included)."""
+    current = os.getpid() if pid is None else pid
+    seen: set[int] = set()
+    while current and current not in seen and len(seen) < limit:
+        seen.add(current)
+        parent = _ppid(proc_root, str(current))
+        if parent is None:
+            break
+        current = parent
+    return seen
+
+
+def in_job_cgroup(cgroup_text: str, job_id: str) -> bool:
+    """True when a line of /proc/PID/cgroup has ``job_<job_id>`` as a path component."""
+    component = f"job_{job_id}"
+    for line in cgroup_text.splitlines():
+        path = line.split(":", 2)[-1]
+        if component in path.split("/"):
+            return True
+    return False
 
 
 def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] | None = None,
-                       max_processes: int = 100_000) -> list[dict]:
-    """[{"pid", "comm", "uid"}] of processes with SLURM_JOB_ID=<job_id> in their environment."""
+                       max_processes: int = 100_000, job_uid: int | None = None) -> list[dict]:
+    """[{"pid", "comm", "uid", "start"}] of the job's processes (see the module docstring for the rule).
+
+    ``job_uid``: the job's uid (SLURM_JOB_UID); None = unknown, only processes in the job's cgroup
+    count. ``exclude``: more pids never reported (this process and its ancestors always are).
+    """
+    job_id = str(job_id)
+    if not job_id or not job_id.replace("_", "").isalnum():
+        raise ValueError(f"not a Slurm job id: {job_id!r}")
     needle = f"SLURM_JOB_ID={job_id}".encode()
-    exclude = set(exclude or ()) | {os.getpid(), os.getppid()}
+    never = set(exclude or ()) | ancestors(proc_root) | {os.getpid()}
     found = []
     try:
         entries = [e for e in os.listdir(proc_root) if e.isdigit()][:max_processes]
     except OSError:
         return found
     for pid in entries:
-        if int(pid) in exclude:
+        if int(pid) in never:
             continue
-        try:
-            with open(os.path.join(proc_root, pid, "environ"), "rb") as fh:
-                environ = fh.read(MAX_ENVIRON_BYTES)
-        except OSError:
-            continue  # gone, or a kernel thread
-        if needle not in environ.split(b"\0"):
-            continue
+        cgroup = (_read(proc_root, pid, "cgroup", MAX_CGROUP_BYTES) or b"").decode("utf-8", "replace")
+        in_cgroup = in_job_cgroup(cgroup, job_id)
+        if not in_cgroup:
+            environ = _read(proc_root, pid, "environ", MAX_ENVIRON_BYTES)
+            if environ is None or needle not in environ.split(b"\0"):
+                continue
+        uid = _real_uid(_status_fields(proc_root, pid))
+        if not in_cgroup and (job_uid is None or uid != job_uid):
+            continue  # carries the job's environment, but is not the job's (root's wrapper, another user)
         comm = _comm(proc_root, pid)
         if comm in NEVER:
             continue
-        found.append({"pid": int(pid), "comm": comm, "uid": _uid(proc_root, pid)})
+        found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_time(proc_root, pid)})
     return found
 
 
-def kill_all(processes: list[dict], settle_s: float = 0.5) -> list[dict]:
-    """SIGKILL each process; return those that were signalled. Waits up to ``settle_s`` for them to go."""
+def kill_all(processes: list[dict], settle_s: float = 0.5, proc_root: str = "/proc") -> list[dict]:
+    """SIGKILL each process that is still the one found; return those signalled. Waits up to
+    ``settle_s`` for them to go."""
     killed = []
     for proc in processes:
-        try:
-            os.kill(proc["pid"], signal.SIGKILL)
+        if _signal_same(proc, proc_root):
             killed.append(proc)
-        except (ProcessLookupError, PermissionError):
-            continue
     deadline = time.monotonic() + settle_s
     while killed and time.monotonic() < deadline:
-        if not any(_alive(p["pid"]) for p in killed):
+        if not any(_alive(p["pid"], proc_root) for p in killed):
             break
         time.sleep(0.02)
     return killed
 
 
-def _alive(pid: int) -> bool:
+def _signal_same(proc: dict, proc_root: str) -> bool:
+    pid = proc["pid"]
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read(512).rsplit(b")", 1)[-1].split()[0]
-        return state not in (b"Z", b"X")
-    except (OSError, IndexError):
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, PermissionError):
         return False
+    except (AttributeError, OSError):  # no pidfd (old kernel): plain kill after the same check
+        fd = None
+    try:
+        if proc.get("start") is not None and _start_time(proc_root, str(pid)) != proc["start"]:
+            return False  # the pid now names another process
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _alive(pid: int, proc_root: str = "/proc") -> bool:
+    raw = _read(proc_root, str(pid), "stat", 512)
+    try:
+        state = (raw or b"").rsplit(b")", 1)[-1].split()[0]
+    except IndexError:
+        return False
+    return state not in (b"Z", b"X")

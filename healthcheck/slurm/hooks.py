@@ -166,10 +166,10 @@ def _job_facts(job_id, settings, state_dir, snap):
     uid = os.environ.get("SLURM_JOB_UID")
     job = JobInfo(job_id=job_id, user=os.environ.get("SLURM_JOB_USER"),
                   uid=int(uid) if uid and uid.isdigit() else None, stray_action=settings.epilog_stray_processes)
-    strays = find_job_processes(job_id)
+    strays = find_job_processes(job_id, job_uid=job.uid)
     if strays and settings.epilog_stray_processes == "kill":
         job.killed = kill_all(strays)
-        strays = find_job_processes(job_id)
+        strays = find_job_processes(job_id, job_uid=job.uid)
     job.stray_processes = strays
     try:
         before = load(state_dir, job_id)

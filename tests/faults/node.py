@@ -123,7 +123,7 @@ def epilog(root: Path, before: Snapshot, after: FixtureNode, *, stray_action: st
     counters). The hook's kill step is not run here (fixture pids are not real processes): ``killed``
     and ``stray_processes`` describe what was left after it."""
     snap = after.snapshot()
-    strays = find_job_processes(JOB_ID, str(after.proc_root), exclude=set())
+    strays = find_job_processes(JOB_ID, str(after.proc_root), exclude=set(), job_uid=51234)
     snap.job = JobInfo(job_id=JOB_ID, user="alice", uid=51234, stray_processes=strays,
                        killed=list(killed or []), stray_action=stray_action,
                        counter_growth=growth(counters_of(before), counters_of(snap)))
