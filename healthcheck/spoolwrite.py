@@ -1,13 +1,20 @@
 """The spool's write side, lean enough for the prolog's fast path (os, fcntl, errno and time only: no
 json, pathlib or dataclasses): the lock, rotation, and one durable append of an already encoded line.
 :mod:`healthcheck.spool` builds records on it and reads them back; the layout and the failure model
-are described there."""
+are described there.
+
+Planted links: the record file and the lock are opened ``O_NOFOLLOW`` (a symlink or hard link put there
+is refused, never written through), and as root the spool directory must be root's alone (not a
+symlink, owned by root, not writable by group or others, nor any directory above it): otherwise
+SpoolError names the directory and the fix, and the caller goes on without the record."""
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
 import time
+
+from .atomicio import check_private_dir, make_dirs, open_append
 
 CURRENT = "records.jsonl"
 LOCK = ".lock"
@@ -42,6 +49,7 @@ def append_line(spool_dir: str, line: bytes, max_bytes: int = DEFAULT_MAX_BYTES,
     directory = os.fspath(spool_dir)
     try:
         _ensure_dir(directory)
+        check_private_dir(directory, "spool directory")
         with _locked(directory, fcntl.LOCK_EX):
             path = os.path.join(directory, CURRENT)
             try:
@@ -69,7 +77,7 @@ def _ensure_dir(directory: str) -> None:
     if os.path.isdir(directory):
         return
     parent = os.path.dirname(os.path.abspath(directory))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    make_dirs(parent, 0o700)
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
@@ -80,11 +88,8 @@ def _ensure_dir(directory: str) -> None:
 
 def _append_line(path: str, line: bytes) -> None:
     """One write under the lock; a failure part-way truncates back to the previous size."""
-    created = not os.path.exists(path)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd, created = open_append(path, 0o600)
     try:
-        if created:
-            os.fchmod(fd, 0o600)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line  # end a partial line left by a crash: it is reported, ours is whole
@@ -148,7 +153,7 @@ class _locked:
     def __enter__(self) -> "_locked":
         path = os.path.join(self.directory, LOCK)
         try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError:
             if self.optional:
                 return self

@@ -66,16 +66,11 @@ def put(path: str, data: dict[str, Any]) -> None:
         text = json.dumps({"key": key, "data": data})
     except (TypeError, ValueError):
         return
-    tmp = f"{cache_file}.{os.getpid()}.tmp"
     try:
+        from .atomicio import atomic_write
         from .safety import make_private
 
         make_private(os.path.dirname(cache_file))
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, cache_file)
+        atomic_write(cache_file, text, 0o600, private_dir=True)  # unique O_EXCL|O_NOFOLLOW temporary
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass

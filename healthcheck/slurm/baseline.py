@@ -21,8 +21,9 @@ so the epilog can report "counter reset during the job" instead of silently losi
 reset the epilog value is a lower bound of what grew during the job.
 
 Storage: ``<state_dir>/baselines/<job_id>.json`` (directory 0700, file 0600, written atomically: temp
-file + fsync + rename + fsync of the directory). ``save`` also prunes: files older than
-``MAX_AGE_S`` (jobs whose epilog never ran) and the oldest beyond ``MAX_FILES``.
+file + fsync + rename + fsync of the directory, never through a planted link; as root only in a state
+directory of root's alone). ``save`` also prunes: files older than ``MAX_AGE_S`` (jobs whose epilog
+never ran) and the oldest beyond ``MAX_FILES``.
 """
 from __future__ import annotations
 
@@ -154,23 +155,14 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
     now = time.time() if now is None else now
     directory = path.parent
     if not directory.is_dir():
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        os.chmod(directory, 0o700)
+        from ..safety import make_private
+
+        make_private(str(directory))
     data = json.dumps({"version": FORMAT_VERSION, "job_id": job_id, "saved_at": now,
                        "counters": clean}, sort_keys=True).encode()
-    import tempfile
+    from ..atomicio import atomic_write
 
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job_id}.", suffix=".tmp")  # 0600
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
+    atomic_write(path, data, 0o600, private_dir=True)  # as root: refused unless the state dir is root's alone
     prune(state_dir, now=now, keep=path)
     return path
 
@@ -237,11 +229,3 @@ def prune(state_dir: str | os.PathLike[str], now: float | None = None, max_age_s
         except OSError:
             pass
     return removed
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

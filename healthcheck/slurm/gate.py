@@ -158,7 +158,9 @@ def _iso(epoch: float) -> str:
 def _save_baseline(state: str, job_id: str, counters: str, now: float, run: str, written: float) -> None:
     folder = os.path.join(state, "baselines")
     if not os.path.isdir(folder):
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        from ..safety import make_private
+
+        make_private(folder)
     run = run if set(run) <= _SAFE else ""
     text = (f'{{"version": 1, "job_id": "{job_id}", "saved_at": {now:.3f}, "source": "health check {run[:12]} '
             f'at {_iso(written)}", "counters": {counters}}}')
@@ -166,17 +168,10 @@ def _save_baseline(state: str, job_id: str, counters: str, now: float, run: str,
 
 
 def _write_private(path: str, data: bytes) -> None:
-    """Atomically (temporary file in the same folder, fsync, rename), mode 0600."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    """Atomically, mode 0600, never through a planted link; as root only in a folder of root's alone."""
+    from ..atomicio import atomic_write
+
+    atomic_write(path, data, 0o600, private_dir=True)
 
 
 def _record(spool: str, node: str, job_id: str | None, gate: dict, now: float, written: float, t0: float,
