@@ -12,8 +12,10 @@ File: ``<state_dir>/pending-actions.jsonl``, one JSON object per line, mode 0600
   and delete are taken too.
 - :func:`requeue` puts back what still failed, without overriding a newer action queued meanwhile.
 
-Corrupt lines are skipped with a logged warning. The only exception callers see is :class:`PendingError`
-(the state directory cannot be created or written), which names the path.
+Corrupt lines, and (:func:`take_valid`) items the hook must not apply, are set aside in
+``pending-actions.jsonl.rejected`` (appended, 0600, at most :data:`MAX_REJECTED` bytes kept) with a
+logged warning: never applied, never silently lost. The only exception callers see is
+:class:`PendingError` (the state directory cannot be created or written), which names the path.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ log = LazyLog(__name__)
 FILENAME = "pending-actions.jsonl"
 LOCKNAME = "pending-actions.lock"
 TAKING = "pending-actions.taking-"
+REJECTED = FILENAME + ".rejected"
+MAX_REJECTED = 1024 * 1024
 MAX_ACTIONS = 1000
 MAX_LINE = 8192
 ACTIONS = ("drain", "resume")
@@ -99,7 +103,7 @@ def _ensure_dir(state_dir: str | os.PathLike) -> Path:
 def _locked(d: Path) -> Iterator[None]:
     path = d / LOCKNAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise PendingError(path, exc.strerror or str(exc)) from exc
     try:
@@ -118,7 +122,7 @@ def _locked(d: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _read(path: Path) -> list[PendingAction]:
+def _read(path: Path, rejected: list[tuple[str, str]] | None = None) -> list[PendingAction]:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines()
@@ -134,6 +138,8 @@ def _read(path: Path) -> list[PendingAction]:
         act = _from_json(line)
         if act is None:
             log.warning("pending actions: skipping corrupt line %d of %s: %.80r", n, path, line)
+            if rejected is not None:
+                rejected.append((line[:MAX_LINE], "corrupt line"))
             continue
         out.append(act)
     return out
@@ -145,25 +151,12 @@ def _write(d: Path, actions: list[PendingAction]) -> None:
         log.warning("pending actions: %d queued, dropping the %d oldest", len(actions),
                     len(actions) - MAX_ACTIONS)
         actions = actions[-MAX_ACTIONS:]
-    tmp = d / f".{FILENAME}.{os.getpid()}.{os.urandom(4).hex()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for a in actions:
-                fh.write(json.dumps(asdict(a), sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    from ..atomicio import atomic_write
+
+    text = "".join(json.dumps(asdict(a), sort_keys=True) + "\n" for a in actions)
+    try:  # never through a planted link; as root only in a state directory of root's alone
+        atomic_write(path, text, 0o600, private_dir=True)
     except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
         raise PendingError(path, exc.strerror or str(exc)) from exc
 
 
@@ -195,8 +188,58 @@ def requeue(state_dir: str | os.PathLike, actions: list[PendingAction]) -> None:
         _write(d, _merge(_read(d / FILENAME), list(actions), newer_wins=False))
 
 
+def _set_aside(d: Path, rejected: list[tuple[str, str]]) -> None:
+    """Append rejected lines to the .rejected file (kept for an admin; bounded)."""
+    if not rejected:
+        return
+    path = d / REJECTED
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.warning("pending actions: cannot keep %d rejected items in %s: %s", len(rejected), path, exc)
+        return
+    try:
+        if os.fstat(fd).st_size > MAX_REJECTED:
+            log.warning("pending actions: %s over %d bytes; %d rejected items not kept", path, MAX_REJECTED,
+                        len(rejected))
+            return
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        os.write(fd, "".join(json.dumps({"rejected_at": stamp, "why": why, "line": line}) + "\n"
+                             for line, why in rejected).encode("utf-8", "replace"))
+    except OSError as exc:
+        log.warning("pending actions: cannot keep rejected items in %s: %s", path, exc)
+    finally:
+        os.close(fd)
+
+
+def take_valid(state_dir: str | os.PathLike, node: str | None, warn) -> list[PendingAction]:
+    """:func:`take_all`, then each item validated: a plain node name (this ``node`` when given), a
+    drain reason of ours. Invalid items are set aside (``.rejected``) and ``warn``-ed, never applied."""
+    from .backend import check_node_name
+    from .reasons import is_ours
+
+    taken = take_all(state_dir)
+    good, bad = [], []
+    for act in taken:
+        try:
+            check_node_name(act.node)
+            if node is not None and act.node != node:
+                raise ValueError(f"queued for {act.node!r}, not this node ({node})")
+            if act.action == "drain" and not is_ours(act.reason):
+                raise ValueError(f"drain reason {act.reason!r} is not ours")
+        except ValueError as exc:
+            bad.append((json.dumps(asdict(act), sort_keys=True), str(exc)))
+            warn(f"queued {act.action} set aside in {REJECTED}: {exc}")
+            continue
+        good.append(act)
+    if bad:
+        _set_aside(Path(state_dir), bad)
+    return good
+
+
 def take_all(state_dir: str | os.PathLike) -> list[PendingAction]:
-    """Read and remove every pending action, oldest first. A missing state dir means nothing pending."""
+    """Read and remove every pending action, oldest first. A missing state dir means nothing pending.
+    Corrupt lines are set aside in the .rejected file."""
     d = Path(state_dir)
     if not d.is_dir() or not ((d / FILENAME).exists() or any(d.glob(TAKING + "*"))):
         return []
@@ -211,10 +254,12 @@ def take_all(state_dir: str | os.PathLike) -> list[PendingAction]:
         except OSError as exc:
             raise PendingError(d / FILENAME, exc.strerror or str(exc)) from exc
         # files left by a taker that died are older than ours: read them first, ours last (newer wins)
+        rejected: list[tuple[str, str]] = []
         for path in sorted(d.glob(TAKING + "*"), key=lambda p: (p == mine, p.name)):
-            taken = _merge(taken, _read(path), newer_wins=True)
+            taken = _merge(taken, _read(path, rejected), newer_wins=True)
             try:
                 path.unlink()
             except OSError as exc:
                 raise PendingError(path, exc.strerror or str(exc)) from exc
+        _set_aside(d, rejected)
     return taken
