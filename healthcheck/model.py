@@ -133,6 +133,10 @@ class GpuInfo:
     temp_tlimit_margin_c: float | None = None
     performance_state: str | None = None  # "P0" (max performance) .. "P12"/"P15" (min); None unknown
     utilization_gpu_pct: float | None = None  # % of the last sample period a kernel was running
+    # Fields the tool answered with an error instead of a value: field name -> the tool's words
+    # ({"ecc_mode_current": "Unknown Error"}); the field itself stays None. Unlike None alone ("not
+    # reported / not supported"), a field here is judged: see GPU_FAULT_ERRORS and docs/gpu-errors.md.
+    field_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def component(self) -> str:
@@ -145,6 +149,17 @@ THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "
                     "display_clocks_setting")
 
 FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+
+# Tool errors (nvidia-smi's words, NVML's nvmlErrorString) that are a fault of the GPU itself, not of
+# the reading: a field answered with one of these makes its check FAIL; any other error (Unknown
+# Error, Insufficient Permissions, Timeout, ...) makes it ERROR (the checker could not judge).
+GPU_FAULT_ERRORS = ("gpu is lost", "gpu requires reset", "corrupted inforom")
+
+
+def is_gpu_fault_error(text: str | None) -> bool:
+    """True when a tool's error text names a GPU fault (lost, needs reset, corrupted InfoROM)."""
+    low = (text or "").lower()
+    return any(word in low for word in GPU_FAULT_ERRORS)
 
 
 # -------------------------------------------------------------------------------------- Kernel log
@@ -320,6 +335,10 @@ class Snapshot:
     host: HostInfo | None = None
     versions: dict[str, str] | None = None
     job: JobInfo | None = None
+    # The boot the kernel events belong to (/proc/sys/kernel/random/boot_id) and the keys of events the
+    # node's hooks already acted on (a drain that has ended since): gpu.xid passes over those.
+    boot_id: str | None = None
+    acknowledged_events: list[str] | None = None
     probe_errors: dict[str, ProbeError] = field(default_factory=dict)
     probe_durations_s: dict[str, float] = field(default_factory=dict)
 

@@ -82,7 +82,7 @@ def ecc_mode(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            g.component, ecc_enabled=1)
         return finding(name, Status.PASS, "ECC enabled", g.component, ecc_enabled=1)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("ecc_mode_current", "ecc_mode_pending"))
 
 
 # ------------------------------------------------------------------------ gpu.ecc.uncorrected
@@ -118,7 +118,7 @@ def ecc_uncorrected(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
                            g.component, **metrics)
         return finding(name, Status.PASS, text, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"))
 
 
 def _n(value: int | None) -> str:
@@ -161,7 +161,7 @@ def ecc_corrected(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             return finding(name, Status.WARN, f"{text} ({', '.join(over)})", g.component, **metrics)
         return finding(name, Status.PASS, text, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("ecc_corrected_volatile", "ecc_corrected_aggregate"))
 
 
 # -------------------------------------------------------------------------- gpu.retired_pages
@@ -198,7 +198,7 @@ def retired_pages(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            **metrics)
         return finding(name, Status.PASS, text, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"))
 
 
 # ------------------------------------------------------------------------------ gpu.row_remap
@@ -241,4 +241,4 @@ def row_remap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            **metrics)
         return finding(name, Status.PASS, counts, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..expectations import Expectations
-from ..model import Finding, GpuInfo, Snapshot, Status, normalize_pci_bus_id
+from ..model import Finding, GpuInfo, Snapshot, Status, is_gpu_fault_error, normalize_pci_bus_id
 from . import registry
 from .registry import check, finding, present_gpus, skip
 
@@ -19,15 +19,43 @@ from .registry import check, finding, present_gpus, skip
 ALL_CONTEXTS = registry.FAST_CONTEXTS | {"epilog"}
 
 
-def each_gpu(name: str, snap: Snapshot, judge: Callable[[GpuInfo], Finding]) -> list[Finding]:
+def each_gpu(name: str, snap: Snapshot, judge: Callable[[GpuInfo], Finding],
+             fields: tuple[str, ...] = ()) -> list[Finding]:
     """One finding per responsive GPU; a single SKIP when there is none to judge.
 
+    ``fields``: the GpuInfo fields the judge reads; one the tool answered with an error
+    (``GpuInfo.field_errors``) makes the finding ERROR or FAIL (:func:`with_tool_errors`).
     Lost GPUs are left to gpu.lost (see :func:`registry.present_gpus`)."""
     gpus = present_gpus(snap)
     if not gpus:
         why = "no responsive NVIDIA GPU (all lost)" if snap.gpus else "no NVIDIA GPU"
         return skip(name, why)
-    return [judge(g) for g in gpus]
+    return [with_tool_errors(name, g, judge(g), fields) for g in gpus]
+
+
+READ_ERROR_ADVICE = ("the driver could not read it: rerun the check; if it persists, collect a bundle "
+                     "(healthcheck collect), reset the GPU or reboot")
+FAULT_ADVICE = "the GPU needs a reset (nvidia-smi -r) or a reboot; RMA if it recurs"
+
+
+def with_tool_errors(name: str, g: GpuInfo, judged: Finding, fields: tuple[str, ...]) -> Finding:
+    """``judged``, made ERROR or FAIL when a field in ``fields`` was answered with a tool error.
+
+    FAIL when the error names a GPU fault (``GPU is lost``, ``GPU requires reset``, ``Corrupted
+    infoROM``: :func:`healthcheck.model.is_gpu_fault_error`), else ERROR (``Unknown Error`` and every
+    other NVML error: the checker could not judge). Never SKIP or PASS; a judged FAIL stays FAIL."""
+    errors = [(f, g.field_errors[f]) for f in fields if f in (g.field_errors or {})]
+    if not errors:
+        return judged
+    fault = any(is_gpu_fault_error(text) for _, text in errors)
+    status = Status.FAIL if fault else Status.ERROR
+    told = "; ".join(f"{field_name} answered {text!r}" for field_name, text in errors)
+    if judged.status is Status.FAIL or (judged.status is status and status is Status.ERROR):
+        return Finding(name, judged.status, f"{judged.message}; also {told}", judged.component,
+                       judged.metrics)
+    read = "" if judged.status is Status.SKIP else f" (the rest: {judged.message})"
+    advice = FAULT_ADVICE if fault else READ_ERROR_ADVICE
+    return Finding(name, status, f"{told}: {advice}{read}", g.component, judged.metrics)
 
 
 def not_reported(name: str, gpu: GpuInfo, what: str) -> Finding:
@@ -165,7 +193,7 @@ def gpu_reset_required(snap: Snapshot, exp: Expectations, t: dict) -> list[Findi
             return finding(name, Status.FAIL, f"GPU needs reset{action}", g.component, reset_required=1)
         return finding(name, Status.PASS, "no reset required", g.component, reset_required=0)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("reset_required", "recovery_action"))
 
 
 _RESET_ONLY = ("none", "gpu_reset")
@@ -203,7 +231,7 @@ def gpu_fabric(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            g.component, fabric_completed=1)
         return finding(name, Status.WARN, f"unknown fabric state {g.fabric_state!r}", g.component)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("fabric_state", "fabric_status"))
 
 
 # ----------------------------------------------------------------------------- gpu.persistence
@@ -226,4 +254,4 @@ def gpu_persistence(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
             return finding(name, Status.PASS, "persistence mode on", g.component, persistence_mode=1)
         return finding(name, bad, "persistence mode off", g.component, persistence_mode=0)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("persistence_mode",))

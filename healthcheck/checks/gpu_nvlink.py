@@ -56,7 +56,7 @@ def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         return finding(name, Status.PASS, f"{len(active)} of {len(links)} NVLinks active{note}",
                        g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("nvlinks",))
 
 
 def _nvlink_source_error(name: str, snap: Snapshot) -> Finding:
@@ -114,7 +114,7 @@ def nvlink_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            **metrics)
         return finding(name, Status.PASS, message, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("nvlinks", "nvlink_counters"))
 
 
 def _sum(values: list[int | None]) -> int | None:

@@ -112,7 +112,7 @@ def pcie_link(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            **metrics)
         return finding(name, Status.PASS, f"PCIe {link}{gen_note}", g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"))
 
 
 @check("gpu.pcie.replays", needs=("gpus",), contexts=ALL_CONTEXTS,
@@ -139,7 +139,7 @@ def pcie_replays(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            pcie_replay_count=count)
         return finding(name, Status.PASS, text, g.component, pcie_replay_count=count)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("pcie_replay_count",))
 
 
 def _n(value: int | None) -> str:

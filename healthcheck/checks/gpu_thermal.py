@@ -96,7 +96,8 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
             parts.append(f"memory {mem:g} C" + (f" (max {mem_max:g} C)" if mem_max is not None else ""))
         return finding(name, Status.PASS, ", ".join(parts), g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("temperature_c", "mem_temperature_c", "temp_tlimit_margin_c", "temp_slowdown_c",
+                                    "temp_shutdown_c", "temp_max_operating_c", "mem_temp_max_c"))
 
 
 @check("gpu.throttle", needs=("gpus",), contexts=ALL_CONTEXTS,
@@ -136,7 +137,7 @@ def gpu_throttle(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         active = ", ".join(reasons) if reasons else "none"
         return finding(name, Status.PASS, f"clock event reasons: {active}", g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("throttle_reasons",))
 
 
 @check("gpu.power", needs=("gpus",), contexts=ALL_CONTEXTS,
@@ -172,7 +173,7 @@ def gpu_power(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            g.component, **metrics)
         return finding(name, Status.PASS, text, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("power_draw_w", "power_limit_w"))
 
 
 def _w(value: float | None) -> str:

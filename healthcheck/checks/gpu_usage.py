@@ -52,7 +52,7 @@ def gpu_processes(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         return finding(name, bad, f"{len(procs)} compute {noun} on GPU: {listed}{more}", g.component,
                        processes=len(procs))
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("processes",))
 
 
 @check("gpu.memory_used", needs=("gpus",), contexts=USAGE_CONTEXTS,
@@ -80,4 +80,4 @@ def gpu_memory_used(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
             return finding(name, bad, f"{text} (limit {limit:g} MiB)", g.component, **metrics)
         return finding(name, Status.PASS, text, g.component, **metrics)
 
-    return each_gpu(name, snap, judge)
+    return each_gpu(name, snap, judge, ("memory_used_mib",))

@@ -88,11 +88,18 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 # ------------------------------------------------------------------------------- value converters
 
 # Values nvidia-smi prints for "no value": N/A, [N/A], Not Supported, [Unknown Error], deprecated, ...
+# The error words among them (_TOOL_ERRORS) are also recorded in GpuInfo.field_errors: a field the
+# tool could not read is judged (ERROR or FAIL), a field it does not support is not.
 _MISSING = {
     "", "n/a", "na", "not supported", "notsupported", "unknown error", "unknown", "not found",
     "not available", "err!", "insufficient permissions", "gpu is lost", "not applicable",
     "requested functionality has been deprecated",
 }
+_TOOL_ERRORS = {
+    "unknown error", "err!", "insufficient permissions", "gpu is lost", "gpu requires reset",
+    "corrupted inforom", "timeout", "driver/library version mismatch",
+}
+_MISSING |= _TOOL_ERRORS
 # Hand-written annotations in pasted outputs ("Pending : Yes   <==="): cut from the arrow on (callers
 # strip the spaces before it; a leading \s* here would rescan every run of spaces: quadratic).
 _ANNOTATION = re.compile(r"(?:<=+|<-+|←).*", re.DOTALL)
@@ -106,6 +113,15 @@ def clean(raw: str | None) -> str | None:
         return None
     value = _ANNOTATION.sub("", raw).strip()
     return None if value.strip("[]").strip().lower() in _MISSING else value
+
+
+def tool_error(raw: str | None) -> str | None:
+    """The tool's error words when ``raw`` is an error answer ("[Unknown Error]" -> "Unknown Error"),
+    else None (a value, or N/A / Not Supported: not an error)."""
+    if raw is None:
+        return None
+    value = _ANNOTATION.sub("", raw).strip().strip("[]").strip()
+    return value if value.lower() in _TOOL_ERRORS else None
 
 
 def to_int(raw: str | None) -> int | None:
@@ -229,6 +245,27 @@ def _first(tree: Node, convert: Callable[[str | None], object], paths: str) -> o
     return None
 
 
+def _path_error(tree: Node, path: str) -> str | None:
+    """The tool error at ``path`` or at a section above it ("ECC Mode : Unknown Error")."""
+    keys = path.split("/")
+    for depth in range(len(keys), 0, -1):
+        error = tool_error(tree.get(*keys[:depth]))
+        if error:
+            return error
+    return None
+
+
+def _block_error(node: Node | None) -> str | None:
+    """The first tool error in a section or anywhere below it."""
+    if node is None:
+        return None
+    for item in [node] + node.walk():
+        error = tool_error(item.value)
+        if error:
+            return error
+    return None
+
+
 def _sum(node: Node, keys: tuple[str, ...]) -> int | None:
     values = [v for v in (to_int(node.get(k)) for k in keys) if v is not None]
     return sum(values) if values else None
@@ -319,25 +356,54 @@ def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> 
         gpu.lost, gpu.error = True, raw.error
     if tree is None:
         return gpu
+    errors: dict[str, str] = {}
     for name, convert, paths in _SCALARS:
-        setattr(gpu, name, _first(tree, convert, paths))
-    gpu.ecc_corrected_volatile, gpu.ecc_uncorrected_volatile = ecc_counts(
-        tree.child("eccerrors", "volatile"))
-    gpu.ecc_corrected_aggregate, gpu.ecc_uncorrected_aggregate = ecc_counts(
-        tree.child("eccerrors", "aggregate"))
-    pending = [to_bool(tree.get("retiredpages", k)) for k in
-               ("pendingblacklist", "pendingretirement", "pendingpageblacklist",
-                "pendingpageretirement")]
+        value = _first(tree, convert, paths)
+        setattr(gpu, name, value)
+        if value is None:
+            _note(errors, name, *(_path_error(tree, p) for p in paths.split()))
+    for scope in ("volatile", "aggregate"):
+        block = tree.child("eccerrors", scope)
+        counts = ecc_counts(block)
+        for kind, value in zip(("corrected", "uncorrected"), counts):
+            setattr(gpu, f"ecc_{kind}_{scope}", value)
+            if value is None:
+                _note(errors, f"ecc_{kind}_{scope}", tool_error(tree.get("eccerrors")), _block_error(block))
+    pending_keys = ("pendingblacklist", "pendingretirement", "pendingpageblacklist", "pendingpageretirement")
+    pending = [to_bool(tree.get("retiredpages", k)) for k in pending_keys]
     gpu.retired_pages_pending = True if True in pending else (False if False in pending else None)
+    if gpu.retired_pages_pending is None:
+        _note(errors, "retired_pages_pending", *(_path_error(tree, f"retiredpages/{k}") for k in pending_keys))
     gpu.throttle_reasons = throttle_reasons(tree)
+    if gpu.throttle_reasons is None:
+        _note(errors, "throttle_reasons", _block_error(tree.child("clockseventreasons")),
+              _block_error(tree.child("clocksthrottlereasons")))
     gpu.processes = processes(tree)
+    if gpu.processes is None:
+        _note(errors, "processes", tool_error(tree.get("processes")))
     state = tree.get("fabric", "state")
     if state is not None:
         gpu.fabric_state = _FABRIC.get(norm_key(_ANNOTATION.sub("", state)))
+    if gpu.fabric_state is None:
+        _note(errors, "fabric_state", _path_error(tree, "fabric/state"))
     gpu.recovery_action, gpu.reset_required = _recovery(tree)
+    if gpu.recovery_action is None:
+        _note(errors, "recovery_action", tool_error(tree.get("gpurecoveryaction")))
+    if gpu.reset_required is None:
+        _note(errors, "reset_required", _block_error(tree.child("gpuresetstatus")))
+    gpu.field_errors = errors
+    if any("requires reset" in e.lower() for e in errors.values()):
+        gpu.reset_required = True  # as the NVML probe does for NVML_ERROR_RESET_REQUIRED
     if gpu.remap_pending:  # a pending row remap takes effect only at the next GPU reset (as NVML probe)
         gpu.reset_required = True
     return gpu
+
+
+def _note(errors: dict[str, str], name: str, *found: str | None) -> None:
+    """Record the first tool error found for field ``name``."""
+    error = next((e for e in found if e), None)
+    if error:
+        errors[name] = error
 
 
 # --------------------------------------------------------------------------------------- dispatch

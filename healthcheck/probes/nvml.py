@@ -8,10 +8,12 @@ Two entry points:
   :class:`~healthcheck.model.GpuInfo` per device.
 
 Conventions (see ``healthcheck.model``): a field the GPU or the installed ``pynvml`` does not offer stays
-``None`` (NotSupported, FunctionNotFound, NoPermission, a function or constant absent from an older pynvml).
+``None`` (NotSupported, FunctionNotFound, a function or constant absent from an older pynvml).
 A device whose handle cannot be obtained, or that reports ``GPU is lost`` on any call, becomes
-``GpuInfo(index, lost=True, error=...)``. Any other NVML error on one field leaves that field ``None`` and is
-noted in ``GpuInfo.error`` (``lost`` stays False) so that nothing is silently swallowed.
+``GpuInfo(index, lost=True, error=...)``. Any other NVML error on one field (Unknown, ResetRequired,
+NoPermission, Timeout, CorruptedInforom, ...) leaves that field ``None``, records nvidia-smi's words for
+it in ``GpuInfo.field_errors`` (so the checks judge it: ERROR or FAIL, never "not reported") and is
+noted in ``GpuInfo.error`` (``lost`` stays False): nothing is silently swallowed.
 ``pynvml`` is imported lazily: the prolog path pays for it only where an NVIDIA device exists.
 """
 from __future__ import annotations
@@ -153,7 +155,15 @@ _RECOVERY_ACTIONS = ("NONE", "GPU_RESET", "NODE_REBOOT", "DRAIN_P2P", "DRAIN_AND
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 # Errors meaning "this GPU / driver / pynvml does not offer that": the field stays None, nothing noted.
-_QUIET_ERRORS = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NO_PERMISSION")
+_QUIET_ERRORS = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND")
+# nvidia-smi's words for NVML's errors (nvmlErrorString), so GpuInfo.field_errors reads the same from
+# either source (and without the library: pynvml's str() of an error needs libnvidia-ml).
+_ERROR_WORDS = {
+    "NVML_ERROR_UNKNOWN": "Unknown Error", "NVML_ERROR_RESET_REQUIRED": "GPU requires reset",
+    "NVML_ERROR_GPU_IS_LOST": "GPU is lost", "NVML_ERROR_CORRUPTED_INFOROM": "Corrupted infoROM",
+    "NVML_ERROR_NO_PERMISSION": "Insufficient Permissions", "NVML_ERROR_TIMEOUT": "Timeout",
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "Driver/library version mismatch",
+}
 
 
 class _Reader:
@@ -164,6 +174,8 @@ class _Reader:
         self.notes: list[str] = []
         self.reset_required_error = False
         self._quiet = {getattr(nvml, n) for n in _QUIET_ERRORS if hasattr(nvml, n)}
+        self._words = {getattr(nvml, n): w for n, w in _ERROR_WORDS.items() if hasattr(nvml, n)}
+        self.field_errors: dict[str, str] = {}
         self._lost = getattr(nvml, "NVML_ERROR_GPU_IS_LOST", 15)
         self._reset = getattr(nvml, "NVML_ERROR_RESET_REQUIRED", 16)
         self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())  # () when pynvml predates it
@@ -178,17 +190,18 @@ class _Reader:
     def code(self, exc: BaseException) -> int | None:
         return getattr(exc, "value", None) if isinstance(exc, self.nvml.NVMLError) else None
 
-    def get(self, name: str, *args: Any) -> Any:
-        """``_get``: the value, or None when the call is not supported / fails (failure noted)."""
+    def get(self, name: str, *args: Any, fields: tuple[str, ...] = ()) -> Any:
+        """``_get``: the value, or None when the call is not supported / fails (failure noted, and
+        recorded as the error of each GpuInfo field in ``fields``)."""
         try:
             return self.call(name, *args)
         except (AttributeError, self._mismatch):
             return None  # older pynvml without the function, or unversioned call vs older driver
         except self.nvml.NVMLError as exc:
-            self.failed(name, exc)
+            self.failed(name, exc, fields)
             return None
 
-    def failed(self, name: str, exc: BaseException) -> None:
+    def failed(self, name: str, exc: BaseException, fields: tuple[str, ...] = ()) -> None:
         code = self.code(exc)
         if code == self._lost:
             raise _GpuLost(f"{name}: {exc}") from exc
@@ -196,7 +209,10 @@ class _Reader:
             return
         if code == self._reset:
             self.reset_required_error = True
-        self.notes.append(f"{name}: {exc}")
+        words = self._words.get(code) or f"NVML error {code}"
+        for field_name in fields:
+            self.field_errors.setdefault(field_name, f"{words} ({name})")
+        self.notes.append(f"{name}: {words if code in self._words else exc}")
 
     def fields(self, handle: Any, field_ids: list[Any]) -> list[Any]:
         """Field values API: one value (or None) per requested id / (id, scope) tuple."""
@@ -261,6 +277,7 @@ def _probe_device(nvml: Any, index: int, driver: str | None, cuda: str | None) -
     info.driver_version, info.cuda_driver_version = driver, cuda
     if reader.reset_required_error:
         info.reset_required = True
+    info.field_errors = dict(reader.field_errors)
     if reader.notes:
         info.error = "; ".join(reader.notes)
     return info
@@ -271,19 +288,20 @@ def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
         args = [reader.const(c) for c in const_names]
         if any(a is None for a in args):
             continue
-        value = reader.get(fn, handle, *args)
+        value = reader.get(fn, handle, *args, fields=(field_name,))
         if value is not None:
             setattr(info, field_name, convert(value))
-    ecc = reader.get("nvmlDeviceGetEccMode", handle)
+    ecc = reader.get("nvmlDeviceGetEccMode", handle, fields=("ecc_mode_current", "ecc_mode_pending"))
     if ecc is not None:
         info.ecc_mode_current, info.ecc_mode_pending = bool(ecc[0]), bool(ecc[1])
-    rows = reader.get("nvmlDeviceGetRemappedRows", handle)
+    rows = reader.get("nvmlDeviceGetRemappedRows", handle, fields=(
+        "remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure"))
     if rows is not None:
         corr, unc, pending, failure = rows
         info.remap_correctable, info.remap_uncorrectable = int(corr), int(unc)
         info.remap_pending, info.remap_failure = bool(pending), bool(failure)
     info.throttle_reasons = _throttle(reader, handle)
-    mem = reader.get("nvmlDeviceGetMemoryInfo", handle)
+    mem = reader.get("nvmlDeviceGetMemoryInfo", handle, fields=("memory_used_mib", "memory_total_mib"))
     if mem is not None:
         info.memory_used_mib, info.memory_total_mib = mem.used / MIB, mem.total / MIB
     info.processes = _processes(reader, handle)
@@ -298,7 +316,7 @@ def _throttle(reader: _Reader, handle: Any) -> list[str] | None:
                        ("nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlClocksThrottleReason")):
         if not hasattr(reader.nvml, fn):
             continue
-        mask = reader.get(fn, handle)
+        mask = reader.get(fn, handle, fields=("throttle_reasons",))
         return None if mask is None else clock_event_reasons(reader.nvml, int(mask), prefix)
     return None
 
@@ -320,8 +338,9 @@ def _processes(reader: _Reader, handle: Any) -> list[GpuProcess] | None:
     """Compute processes; the unversioned call raises NVMLLibraryMismatchError on older drivers -> _v2."""
     procs = None
     for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"):
-        procs = reader.get(fn, handle)
+        procs = reader.get(fn, handle, fields=("processes",))
         if procs is not None:
+            reader.field_errors.pop("processes", None)  # the unversioned call failed, _v2 answered
             break
     if procs is None:
         return None
@@ -344,13 +363,14 @@ def _nvlinks(reader: _Reader, handle: Any) -> list[NvLink] | None:
             break
         except reader.nvml.NVMLError as exc:
             if reader.code(exc) not in stop:
-                reader.failed("nvmlDeviceGetNvLinkState", exc)
+                reader.failed("nvmlDeviceGetNvLinkState", exc, ("nvlinks",))
             break
         item = NvLink(link=link, active=bool(state))
         for attr, const_name in _NVLINK_COUNTERS:
             counter = reader.const(const_name)
             if counter is not None:
-                value = reader.get("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                value = reader.get("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter,
+                                   fields=("nvlink_counters",))
                 setattr(item, attr, None if value is None else int(value))
         links.append(item)
     speed_field = reader.const("NVML_FI_DEV_NVLINK_GET_SPEED")
@@ -371,7 +391,7 @@ def _fabric(reader: _Reader, handle: Any) -> tuple[str | None, str | None]:
         if struct_cls is None or not hasattr(reader.nvml, fn):
             continue
         struct = struct_cls()
-        if reader.get(fn, handle, ctypes.byref(struct)) is None:
+        if reader.get(fn, handle, ctypes.byref(struct), fields=("fabric_state",)) is None:
             return None, None
         state = int(struct.state)
         state_name = FABRIC_STATES[state] if 0 <= state < len(FABRIC_STATES) else f"unknown({state})"
