@@ -20,8 +20,10 @@ Checks (one finding per device, or per device and direction; component "gpu3" / 
   ``d2h_gbps`` (best of the repeats judged); FAIL on corrupted data or a failed copy; SKIP with the
   reason for skipped results (the NumPy backend: "no device: host memory only").
   Metrics: ``<kind>_gbps``, ``<kind>_median_gbps``.
-- ``burnin.telemetry``: FAIL when a thermal or power-brake reason was active under load, WARN for
-  ``hw_slowdown``, ERROR when nothing could be read; metrics ``temp_max_c``, ``power_mean_w``,
+- ``burnin.telemetry``: the ``load`` column of the one throttle table (:mod:`healthcheck.throttle`):
+  FAIL when a hardware brake (HW slowdown, HW thermal, HW power brake) or SW thermal slowdown was
+  active under load, never milder than ``gpu.throttle`` at idle; ERROR when nothing could be read;
+  metrics ``temp_max_c``, ``power_mean_w``,
   ``power_max_w``, ``sm_clock_min_mhz``, ``sm_clock_median_mhz``, ``<reason>_pct``.
 
 Metrics are always finite floats (a NaN or inf measurement is reported in the message, not stored).
@@ -33,6 +35,7 @@ import statistics
 from collections import Counter
 from typing import Any, Iterable
 
+from healthcheck import throttle
 from healthcheck.model import Finding, Status, worst
 
 from .bandwidth import BandwidthResult
@@ -45,7 +48,9 @@ TFLOPS = "burnin.gemm.tflops"
 HBM = "burnin.bandwidth.hbm"
 PCIE = "burnin.bandwidth.pcie"
 TELEMETRY = "burnin.telemetry"
-THERMAL_FAIL = ("hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
+# Under load (the throttle table's "load" column): the reasons that FAIL, and those that WARN.
+THERMAL_FAIL = tuple(throttle.reasons_at("load", throttle.FAIL))
+LOAD_WARN = tuple(throttle.reasons_at("load", throttle.WARN))
 BANDWIDTH_KEYS = {"hbm_copy": "hbm_copy_gbps", "h2d": "h2d_gbps", "d2h": "d2h_gbps"}
 
 
@@ -242,7 +247,7 @@ def _pct(fraction: float) -> str:
 
 
 def judge_telemetry(summary: dict[int, TelemetrySummary], *, thermal_fail: tuple[str, ...] = THERMAL_FAIL,
-                    min_fraction: float = 0.0, warn: tuple[str, ...] = ("hw_slowdown",)) -> list[Finding]:
+                    min_fraction: float = 0.0, warn: tuple[str, ...] = LOAD_WARN) -> list[Finding]:
     findings = []
     for index in sorted(summary):
         s = summary[index]

@@ -10,17 +10,19 @@ not reported rather than compared with an absolute temperature. Those drivers re
 instead ("GPU T.Limit Temp", NVML nvmlDeviceGetMarginTemperature: degrees below the nearest slowdown
 threshold), which is judged when no absolute slowdown limit is known.
 
-Throttle reasons are NVML's clock event reasons (nvmlClocksEventReason*): HW slowdown (with its
-thermal and power-brake sub-reasons) means the board protects itself (overheating, failing power
-supply or cooling: FAIL); SW thermal slowdown means the driver keeps the GPU under its max operating
-temperature (WARN); SW power cap is normal under load (PASS unless configured); idle, application
-clock settings and sync boost are normal.
+Throttle reasons are NVML's clock event reasons (nvmlClocksEventReason*), judged by the one table
+of :mod:`healthcheck.throttle` (its ``idle`` column here; the burn-in's ``burnin.telemetry`` uses its
+``load`` column): HW slowdown (with its thermal and power-brake sub-reasons) means the board protects
+itself (overheating, failing power supply or cooling: FAIL); SW thermal slowdown means the driver
+keeps the GPU under its max operating temperature (WARN at idle); SW power cap is normal under load
+(PASS unless configured); idle, application clock settings and sync boost are normal.
 
 All read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
 from ..expectations import Expectations
+from .. import throttle
 from ..model import Finding, GpuInfo, Snapshot, Status
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding
@@ -101,16 +103,18 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
 
 
 @check("gpu.throttle", needs=("gpus",), contexts=ALL_CONTEXTS,
-       thresholds={"fail_reasons": ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"],
-                   "warn_reasons": ["sw_thermal_slowdown"],
-                   "sw_power_cap": "pass"})
+       thresholds={"fail_reasons": throttle.reasons_at("idle", throttle.FAIL),
+                   "warn_reasons": throttle.reasons_at("idle", throttle.WARN),
+                   "sw_power_cap": throttle.status("sw_power_cap", "idle")})
 def gpu_throttle(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """No clock slowdown that signals a cooling or power problem is active.
+    """No clock slowdown that signals a cooling or power problem is active (the idle column of the
+    one throttle table, docs/gpu-errors.md; the burn-in judges the same reasons under load).
 
     A reason in ``fail_reasons`` (HW slowdown, HW thermal slowdown, HW power brake) -> FAIL; in
     ``warn_reasons`` (SW thermal slowdown) -> WARN; ``sw_power_cap`` -> PASS unless threshold
     ``sw_power_cap`` is "warn" or "fail" (capping at the power limit under load is normal); idle,
-    application clocks, sync boost and display clocks -> PASS. SKIP when reasons are not reported.
+    application clocks, sync boost and display clocks -> PASS. SKIP when reasons are not reported;
+    ERROR when the driver answered with an error.
     """
     name = "gpu.throttle"
     fail_set = set(t.get("fail_reasons") or ())

@@ -265,6 +265,6 @@ def test_under_load_fixture_decodes_and_judges():
     assert [(f.component, f.status) for f in findings] == [("gpu0", Status.PASS), ("gpu1", Status.PASS),
                                                            ("gpu2", Status.FAIL), ("gpu3", Status.FAIL)]
     assert findings[0].message == "gpu0: max 71 C, mean 695 W, SM clock >= 1755 MHz, reasons: sw_power_cap 100%"
-    assert findings[2].message == "gpu2: hw_thermal_slowdown 100% of samples under load (max 88 C)"
+    assert findings[2].message == "gpu2: hw_slowdown 100%, hw_thermal_slowdown 100% of samples under load (max 88 C)"
     assert findings[3].message == "gpu3: sw_thermal_slowdown 100% of samples under load (max 84 C)"
     assert findings[2].metrics["hw_slowdown_pct"] == 100.0 and findings[2].metrics["sm_clock_min_mhz"] == 1095.0
