@@ -303,41 +303,74 @@ def _versions(root: Path, sys_root: Path, proc_root: Path, snap: Snapshot):
 def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
                  sysfs_root: str = "/sys", proc_root: str = "/proc", statvfs=os.statvfs,
                  meta_extra: dict | None = None) -> Path:
-    """Write a bundle from a live snapshot plus the raw tool outputs ``raw`` (file name -> text)."""
-    out = Path(output)
+    """Write a bundle from a live snapshot plus the raw tool outputs ``raw`` (file name -> text).
+
+    Built in a private (0700) folder, then published whole: a tarball through
+    :class:`healthcheck.atomicio.atomic_file` (a link planted at the output or at any temporary name is
+    replaced or never opened, not written through), a folder by renaming the private one into place.
+    Files are 0644 and folders 0755 whatever the umask; missing parent folders are created 0755."""
+    out = Path(os.path.abspath(os.fspath(output)))
     tarball = out.name.endswith((".tar.gz", ".tgz"))
+    import shutil
     import tarfile
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="healthcheck-collect-") as tmp:
-        folder = Path(tmp) / (out.name.split(".")[0] if tarball else out.name)
-        if not tarball:
-            if out.exists() and (not out.is_dir() or any(out.iterdir())):
-                raise BundleError(f"{out}: exists and is not empty; choose a new path")
-            folder = out
-        folder.mkdir(parents=True, exist_ok=True)
-        from .bundle_files import copy_proc, copy_sys
+    from .atomicio import atomic_file, make_dirs
 
-        copy_sys(Path(sysfs_root), folder / "sys")
-        copy_proc(Path(proc_root), folder / "proc")
-        for name, text in raw.items():
-            (folder / name).write_text(text)
-        if snap.gpus is not None and snap.gpu_source == "nvml":
-            (folder / "nvml.json").write_text(json.dumps([asdict(g) for g in snap.gpus], indent=1))
-        if snap.versions is not None:
-            (folder / "versions.json").write_text(json.dumps(snap.versions, indent=1, sort_keys=True))
-        (folder / "statvfs.json").write_text(json.dumps(_statvfs_figures(snap, statvfs), indent=1))
-        meta = {"hostname": snap.node, "time": snap.taken_at, "files": sorted(raw),
-                "probe_errors": {k: asdict(v) for k, v in snap.probe_errors.items()}}
-        meta.update(meta_extra or {})
-        (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-        if tarball:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            partial = out.with_name(out.name + ".partial")
-            with tarfile.open(partial, "w:gz") as tar:
-                tar.add(folder, arcname=folder.name)
-            os.replace(partial, out)
+    if not tarball and (out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir())))):
+        raise BundleError(f"{out}: exists and is not an empty folder; choose a new path")
+    try:
+        make_dirs(out.parent, 0o755)
+        work = tempfile.mkdtemp(prefix=".healthcheck-collect-", dir=None if tarball else str(out.parent))
+    except OSError as exc:
+        raise BundleError(f"{out}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        folder = Path(work) / (out.name.split(".")[0] if tarball else "bundle")
+        _fill_bundle(folder, snap, raw, sysfs_root, proc_root, statvfs, meta_extra)
+        _publish_modes(folder)
+        try:
+            if tarball:
+                with atomic_file(out, 0o644) as fh:
+                    with tarfile.open(name=out.name, mode="w:gz", fileobj=fh) as tar:
+                        tar.add(folder, arcname=folder.name)
+            else:
+                os.rename(folder, out)  # onto a missing name or an empty folder, never through a link
+        except OSError as exc:
+            raise BundleError(f"{out}: cannot write the bundle: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def _fill_bundle(folder: Path, snap: Snapshot, raw: dict[str, str], sysfs_root: str, proc_root: str,
+                 statvfs, meta_extra: dict | None) -> None:
+    folder.mkdir()
+    from .bundle_files import copy_proc, copy_sys
+
+    copy_sys(Path(sysfs_root), folder / "sys")
+    copy_proc(Path(proc_root), folder / "proc")
+    for name, text in raw.items():
+        (folder / name).write_text(text)
+    if snap.gpus is not None and snap.gpu_source == "nvml":
+        (folder / "nvml.json").write_text(json.dumps([asdict(g) for g in snap.gpus], indent=1))
+    if snap.versions is not None:
+        (folder / "versions.json").write_text(json.dumps(snap.versions, indent=1, sort_keys=True))
+    (folder / "statvfs.json").write_text(json.dumps(_statvfs_figures(snap, statvfs), indent=1))
+    meta = {"hostname": snap.node, "time": snap.taken_at, "files": sorted(raw),
+            "probe_errors": {k: asdict(v) for k, v in snap.probe_errors.items()}}
+    meta.update(meta_extra or {})
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+
+def _publish_modes(folder: Path) -> None:
+    """Folders 0755 and files 0644 in the private build folder (written under any umask), so that the
+    bundle and the tarball's members are readable, never writable, by others."""
+    for parent, dirs, files in os.walk(folder):
+        os.chmod(parent, 0o755)
+        for name in files:
+            path = os.path.join(parent, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.chmod(path, 0o644)
 
 
 def _statvfs_figures(snap: Snapshot, statvfs) -> dict[str, list[int]]:
