@@ -5,10 +5,14 @@ sends its JSON-serialised result back through a pipe and leaves with ``os._exit`
 the caller's stack, never runs atexit handlers, never flushes the parent's inherited stdio buffers).
 The parent waits with ``select()`` until the deadline. When the deadline passes it SIGKILLs the whole
 process group (the child and anything it spawned: ``nvidia-smi``, a ``sleep``, a forked helper) and
-reaps the child *without blocking*: a child stuck in uninterruptible sleep (D state, a wedged GPU
-driver) cannot be reaped at once, so it is abandoned and reaped later by the next call (or by init
-when this process exits). The parent therefore returns within ``budget_s + 0.1`` seconds whatever the
-child does: ignore SIGTERM, block in a syscall, fork grandchildren, or write gigabytes.
+reaps the child, waiting for its exit (through a pidfd, woken the moment it dies) for at most what is
+left of ``budget_s + REAP_SLACK_S``. A killed child normally dies in microseconds, but on a loaded
+machine it may wait tens of milliseconds for a CPU to run its exit; one stuck in uninterruptible sleep
+(D state, a wedged GPU driver) cannot be reaped until the kernel lets go. Such a child is abandoned:
+reaped by the next call, by ``reap_abandoned()``, or, at the latest, as this process exits (an atexit
+handler, registered only once something was abandoned, waits up to ``EXIT_REAP_S`` for them). The
+parent therefore returns within about ``budget_s + 0.1`` seconds whatever the child does: ignore
+SIGTERM, block in a syscall, fork grandchildren, or write gigabytes.
 
 Wire format (child -> parent): an 8-byte big-endian length, then that many bytes of UTF-8 JSON,
 ``{"ok": true, "value": ...}`` or ``{"ok": false, "error": "..."}``. The length prefix means the
@@ -34,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # a larger result is refused ("crashed")
-REAP_GRACE_S = 0.02  # after SIGKILL: how long to poll waitpid(WNOHANG) before abandoning the child
+REAP_GRACE_S = 0.02  # after SIGKILL: the least time given to the child to die before abandoning it
+REAP_SLACK_S = 0.09  # ... and the most: until budget + this (the contract is budget + 0.1 s)
+EXIT_REAP_S = 0.25  # at interpreter exit: the most time spent reaping abandoned children
 _HEADER = 8
 _TRACEBACK_LIMIT = 4000  # characters of traceback sent back with an exception
 
@@ -98,9 +104,10 @@ def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
         os.close(read_fd)
         if not reaped:  # timeout, error or KeyboardInterrupt in the parent: never leave it running
             _kill_group(pid)
-            reaped = _reap(pid, REAP_GRACE_S) is not None
+            grace = max(REAP_GRACE_S, deadline + REAP_SLACK_S - time.monotonic())
+            reaped = _reap(pid, grace) is not None
             if not reaped:
-                _abandoned.add(pid)
+                _abandon(pid)
     outcome.duration_s = time.monotonic() - start
     return outcome
 
@@ -161,8 +168,20 @@ def _kill_group(pgid: int) -> None:
 
 
 def _reap(pid: int, wait_s: float) -> int | None:
-    """waitpid(WNOHANG) polled for at most ``wait_s``; the wait status, or None if not reaped."""
+    """Wait at most ``wait_s`` for ``pid`` to exit and reap it; the wait status, or None if not reaped.
+    Sleeps on a pidfd (readable once the process has exited) where the kernel has them, else polls."""
     end = time.monotonic() + wait_s
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        try:
+            select.select([pidfd], [], [], max(wait_s, 0))
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(pidfd)
     delay = 0.0005
     while True:
         try:
@@ -177,6 +196,15 @@ def _reap(pid: int, wait_s: float) -> int | None:
         delay = min(delay * 2, 0.005)
 
 
+def _abandon(pid: int) -> None:
+    if not _abandoned:
+        import atexit  # only once a child was abandoned: the hooks' fast path pays nothing
+
+        atexit.unregister(_reap_at_exit)
+        atexit.register(_reap_at_exit)
+    _abandoned.add(pid)
+
+
 def _reap_abandoned() -> None:
     for pid in list(_abandoned):
         try:
@@ -185,6 +213,19 @@ def _reap_abandoned() -> None:
             done = pid
         if done:
             _abandoned.discard(pid)
+
+
+def reap_abandoned(wait_s: float = 0.0) -> set[int]:
+    """Reap the children abandoned at a deadline, waiting up to ``wait_s`` in all; the pids still left."""
+    end = time.monotonic() + wait_s
+    for pid in list(_abandoned):
+        if _reap(pid, max(end - time.monotonic(), 0)) is not None:
+            _abandoned.discard(pid)
+    return set(_abandoned)
+
+
+def _reap_at_exit() -> None:
+    reap_abandoned(EXIT_REAP_S)
 
 
 def _describe_status(status: int) -> str:
