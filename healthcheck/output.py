@@ -8,11 +8,14 @@ from collections import OrderedDict
 from .model import Status, Verdict, worst
 
 STATUS_CODE = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
+# The JSON contract's version (``--format json``): bumped when a key is removed or changes meaning;
+# added keys do not bump it. 1: node, status, context, started_at, duration_s, results[].
+SCHEMA_VERSION = 1
 
 
 def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = False) -> str:
     if fmt == "json":
-        return json.dumps(verdict.to_dict(), indent=2) + "\n"
+        return json.dumps({"schema_version": SCHEMA_VERSION, **verdict.to_dict()}, indent=2) + "\n"
     if fmt == "prometheus":
         return prometheus(verdict)
     return text(verdict, color, verbose)
@@ -26,6 +29,22 @@ def clean(value: object) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def error_advice(check: str, message: str) -> str:
+    """What to do next about an ERROR result (the checker could not judge; it never drains)."""
+    text = message.lower()
+    if text.startswith("check crashed"):
+        return "a bug in the check: report it with a bundle of the node (healthcheck collect)"
+    if "did not answer" in text:
+        return "the driver did not answer: gpu.responsive judges the node; reboot if it persists"
+    if text.startswith("cannot judge:"):
+        return ("the probe failed: rerun `healthcheck check -v`; if it keeps failing, fix the tool or "
+                "driver it reads and collect a bundle (healthcheck collect)")
+    if " answered " in text:
+        return ("the driver answered a field with an error: rerun; if it persists, collect a bundle "
+                "(healthcheck collect), then reset the GPU or reboot")
+    return f"rerun `healthcheck check --only {check} -v`; collect a bundle (healthcheck collect) if it persists"
 
 
 def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
@@ -65,6 +84,17 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
     for reason, checks in skipped.items():
         names = checks[0] if len(checks) == 1 else f"{len(checks)} checks ({', '.join(checks)})"
         lines.append(f"  {paint(Status.SKIP)} {names}: {reason}")
+    advice: OrderedDict[str, list[str]] = OrderedDict()  # what to do -> checks that ERRORed
+    for f in verdict.findings:
+        if f.status is Status.ERROR:
+            names = advice.setdefault(error_advice(f.check, f.message), [])
+            if clean(f.check) not in names:
+                names.append(clean(f.check))
+    if advice:
+        count = sum(f.status is Status.ERROR for f in verdict.findings)
+        lines.append(f"  next: {count} ERROR result{'s' if count != 1 else ''} (the checker could not judge; "
+                     "not a verdict on the node; does not drain by default):")
+        lines += [f"    {', '.join(checks)}: {what}" for what, checks in advice.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,7 @@
 build the verdict. Pure apart from the monotonic clock used for the duration."""
 from __future__ import annotations
 
+import fnmatch
 import time
 from datetime import datetime, timezone
 
@@ -20,6 +21,52 @@ _ABSENT = {
     "versions": "no version data",
     "job": "no job (runs in the epilog of a Slurm job)",
 }
+
+
+class SelectionError(ValueError):
+    """``--only`` / ``--skip`` patterns that select nothing (a usage error: exit 2)."""
+
+
+def closest_names(pattern: str, names: list[str], n: int = 5) -> list[str]:
+    """The check names nearest to ``pattern`` (a glob or a misspelt name), best first."""
+    import difflib  # noqa: PLC0415 - only on the error path
+
+    stem = pattern.strip("*?[]! ").rstrip(".")
+    by_prefix = [name for name in names if stem and name.startswith(stem.split(".")[0] + ".")]
+    near = difflib.get_close_matches(stem, names, n=n, cutoff=0.5) or \
+        difflib.get_close_matches(stem, names, n=3, cutoff=0.0)
+    return list(dict.fromkeys(near + by_prefix))[:n]
+
+
+def check_patterns(names: list[str], only: list[str] | None = None, skip: list[str] | None = None) -> None:
+    """Raise :class:`SelectionError` naming each ``--only``/``--skip`` glob that matches no check of
+    ``names``, with the closest names."""
+    problems = []
+    for option, patterns in (("--only", only), ("--skip", skip)):
+        for pattern in patterns or ():
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                near = closest_names(pattern, names)
+                hint = f"closest: {', '.join(near)}; all: `healthcheck checks`" if near \
+                    else "see `healthcheck checks`"
+                problems.append(f"{option} {pattern!r} matches no check ({hint})")
+    if problems:
+        raise SelectionError("; ".join(problems))
+
+
+def choose(specs: dict[str, CheckSpec], context: str, enabled: list[str] | None,
+           only: list[str] | None = None, skip: list[str] | None = None) -> list[CheckSpec]:
+    """The checks to run: :func:`select`, less those matching a ``skip`` glob. Raises
+    :class:`SelectionError` when a pattern matches no check, or when ``only``/``skip`` leave
+    nothing to run in ``context`` (never a PASS of zero checks)."""
+    check_patterns(list(specs), only, skip)
+    chosen = select(specs, context, enabled, only)
+    if skip:
+        chosen = [s for s in chosen if not any(fnmatch.fnmatchcase(s.name, g) for g in skip)]
+    if not chosen and (only or skip):
+        asked = " ".join([f"--only {g!r}" for g in only or ()] + [f"--skip {g!r}" for g in skip or ()])
+        raise SelectionError(f"{asked} leaves no check to run in context {context!r} "
+                             f"(see `healthcheck checks --context {context}`)")
+    return chosen
 
 
 def utc_now_iso() -> str:
@@ -50,9 +97,13 @@ def run_check(spec: CheckSpec, snap: Snapshot, exp: Expectations) -> list[Findin
 
 
 def judge(snap: Snapshot, exp: Expectations, context: str = "check", only: list[str] | None = None,
-          started_at: str | None = None, started_monotonic: float | None = None) -> Verdict:
+          started_at: str | None = None, started_monotonic: float | None = None,
+          skip: list[str] | None = None) -> Verdict:
+    """Run the checks of ``context`` (narrowed by ``only``/``skip`` globs: :func:`choose`, which
+    raises :class:`SelectionError` when they select nothing) on ``snap``."""
     started_monotonic = time.monotonic() if started_monotonic is None else started_monotonic
-    specs = select(load_all(), context, list(exp.checks[context]) if context in exp.checks else None, only)
+    specs = choose(load_all(), context, list(exp.checks[context]) if context in exp.checks else None,
+                   only, skip)
     findings: list[Finding] = []
     for spec in specs:
         findings.extend(run_check(spec, snap, exp))

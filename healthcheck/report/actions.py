@@ -93,6 +93,13 @@ def recommend(check: str, message: str | None = None) -> str:
     return DEFAULT_ACTION
 
 
+def recommend_error(check: str, message: str | None = None) -> str:
+    """The action for an ERROR result of ``check``: the checker could not judge (not a node fault)."""
+    from ..output import error_advice  # noqa: PLC0415 - one rule for the CLI's text and the report
+
+    return "could not judge: " + error_advice(check, message or "")
+
+
 def _first(table: tuple[tuple[str, str], ...], metric: str, default: str) -> str:
     return next((action for pattern, action in table if re.search(pattern, metric, re.I)), default)
 

@@ -129,11 +129,13 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     fleet = _fleet(latest, acts, slurm_states)
     state_of = {n: s for s, ns in fleet.nodes.items() for n in ns}
     latest_results = sm.latest_results
-    now_bad = latest_results[latest_results["status"].isin(["fail", "warn"])]
+    # ERROR (the checker could not judge) is a finding too, with what to do next: never hidden
+    now_bad = latest_results[latest_results["status"].isin(["fail", "warn", "error"])]
     step("failing checks")
     checks = _checks(sm.flagged_results, now_bad)
     findings = [Finding("check", str(r.node), str(r.check), _comp(r.component), str(r.status), _short(r.message),
-                        r.started_at, act.recommend(str(r.check), str(r.message)))
+                        r.started_at, act.recommend_error(str(r.check), str(r.message)) if r.status == "error"
+                        else act.recommend(str(r.check), str(r.message)))
                 for r in now_bad.itertuples(index=False)]
     step("counter growth")
     growth_df = inputs.growth(sm.counter_samples)

@@ -70,7 +70,7 @@ class Finding:
     node: str
     subject: str  # the check, or the metric name
     component: str
-    status: str  # fail | warn
+    status: str  # fail | warn | error (the checker could not judge: what to do next in ``action``)
     detail: str
     seen: datetime | None
     action: str

@@ -131,3 +131,61 @@ def test_check_records_the_run_in_a_spool(tmp_path):
     run = records[0]
     assert run["kind"] == "run" and run["node"] == "b" and run["context"] == "check"
     assert len(run["run_id"]) == 32 and run["results"]
+
+
+# ------------------------------------------------------------------ honest CLI (issue 14, item 10)
+
+
+def _bundle(tmp_path):
+    from tests.conftest import FIXTURES
+
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "nvidia-smi-q-x.xml").write_text(
+        (FIXTURES / "nvidia-smi" / "q-x-h100-sxm-8gpu-565.57.01-healthy.xml").read_text())
+    return bundle
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--only", "nosuch.*"], ["--only 'nosuch.*' matches no check", "closest:"]),
+    (["--only", "gpu.ecc.mod"], ["--only 'gpu.ecc.mod'", "gpu.ecc.mode"]),
+    (["--skip", "hst.load"], ["--skip 'hst.load'", "host.load"]),
+    (["--only", "gpu.*", "--skip", "gpu.*"], ["leaves no check to run"]),
+])
+def test_check_patterns_that_select_nothing_exit_2_with_closest_names(tmp_path, args, named):
+    result = CliRunner().invoke(cli, ["check", "--bundle", str(_bundle(tmp_path)), "--format", "json", *args])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and '"status"' not in result.output  # no PASS of 0 checks
+    for words in named:
+        assert words in result.output
+
+
+def test_check_skip_removes_the_checks_it_names(tmp_path):
+    result = CliRunner().invoke(cli, ["check", "--bundle", str(_bundle(tmp_path)), "--format", "json",
+                                      "--only", "gpu.*", "--skip", "gpu.ecc.*"])
+    assert result.exit_code == 0, result.output
+    checks = {r["check"] for r in json.loads(result.output)["results"]}
+    assert "gpu.count" in checks and not {c for c in checks if c.startswith("gpu.ecc.")}
+
+
+def test_json_output_carries_schema_version(tmp_path):
+    from healthcheck.output import SCHEMA_VERSION
+
+    result = CliRunner().invoke(cli, ["check", "--bundle", str(_bundle(tmp_path)), "--format", "json"])
+    data = json.loads(result.output)
+    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert list(data)[0] == "schema_version" and data["results"]
+
+
+def test_error_results_show_in_text_with_what_to_do_next(tmp_path):
+    bundle = _bundle(tmp_path)
+    xml = bundle / "nvidia-smi-q-x.xml"
+    text = xml.read_text()
+    assert "<current_ecc>Enabled</current_ecc>" in text
+    xml.write_text(text.replace("<current_ecc>Enabled</current_ecc>", "<current_ecc>Unknown Error</current_ecc>", 1))
+    result = CliRunner().invoke(cli, ["check", "--bundle", str(bundle), "--only", "gpu.ecc.mode"])
+    assert result.exit_code == 0, result.output  # ERROR: could not judge, exit 0 (only FAIL exits 1)
+    lines = result.output.splitlines()
+    assert any(line.strip().startswith("ERROR gpu.ecc.mode") and "Unknown Error" in line for line in lines)
+    assert "next: 1 ERROR result" in result.output
+    assert "collect a bundle" in result.output
