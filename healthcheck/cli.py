@@ -59,6 +59,8 @@ def cli():
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text",
               show_default=True)
 @click.option("--only", multiple=True, metavar="GLOB", help="Run only checks matching GLOB (repeatable).")
+@click.option("--skip", multiple=True, metavar="GLOB",
+              help="Do not run checks matching GLOB (repeatable). A GLOB that matches no check exits 2.")
 @click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]),
               default="check", show_default=True, help="Which context's check list to run.")
 @click.option("--node", help="Node name for class matching (default: this host / the bundle's host).")
@@ -67,7 +69,7 @@ def cli():
 @click.option("-v", "--verbose", is_flag=True, help="Show every component, passes included.")
 @click.option("--spool", "spool_dir", type=click.Path(file_okay=False),
               help="Also record the run in this spool directory (for `healthcheck history ingest`).")
-def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, verbose, spool_dir):
+def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_root, verbose, spool_dir):
     """Probe this node (or read a bundle) and judge it.
 
     Exit status: 0 healthy, 1 a check failed, 2 usage or config error, 3 internal error.
@@ -75,12 +77,18 @@ def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, 
     \b
     Example:
       healthcheck check --only 'gpu.*' --format json
+      healthcheck check --skip 'host.load' --skip 'gpu.persistence'
       healthcheck check --bundle /tmp/gpu017.tar.gz --config /etc/healthcheck/healthcheck.toml
     """
+    from .checks.registry import load_all
     from .output import exit_code, render
-    from .runner import judge, utc_now_iso
+    from .runner import SelectionError, check_patterns, judge, utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
+    try:  # before any probing: a pattern that matches nothing is a usage error, not a PASS of 0 checks
+        check_patterns(list(load_all()), list(only), list(skip))
+    except SelectionError as exc:
+        raise UsageFailure(str(exc)) from exc
     config = _load_config(config_path)
     if bundle:
         from .bundle import BundleError, snapshot_from_bundle
@@ -104,7 +112,11 @@ def check(config_path, bundle, fmt, only, context, node, sysfs_root, proc_root, 
             snap = snapshot_for(node, exp, started, sysfs_root, proc_root)
         except BundleError as exc:
             raise UsageFailure(f"bundle of {node} (from the config): {exc}") from exc
-    verdict = judge(snap, exp, context, list(only) or None, started_at=started, started_monotonic=t0)
+    try:
+        verdict = judge(snap, exp, context, list(only) or None, started_at=started, started_monotonic=t0,
+                        skip=list(skip) or None)
+    except SelectionError as exc:
+        raise UsageFailure(str(exc)) from exc
     if spool_dir:
         _spool_run(spool_dir, verdict, config_path)
     click.echo(render(verdict, fmt, color=fmt == "text" and sys.stdout.isatty(), verbose=verbose), nl=False)
