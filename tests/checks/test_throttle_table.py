@@ -57,3 +57,15 @@ def test_hardware_brake_never_milder_under_load(reason):
 def test_no_reason_milder_under_load_in_the_table(reason):
     idle, load, _ = throttle.TABLE[reason]
     assert throttle.SEVERITY[load] >= throttle.SEVERITY[idle]
+
+
+def test_docs_table_matches_the_code():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gpu-errors.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].strip("`") in throttle.TABLE:
+            rows[cells[0].strip("`")] = (cells[1], cells[2], cells[3].replace("`", ""))
+    assert rows == {r: (i, lo, why.replace("`", "")) for r, (i, lo, why) in throttle.TABLE.items()}
