@@ -1,6 +1,6 @@
 #!/bin/sh
-# healthcheck slurm-check hook for slurm.conf. Template: `healthcheck slurm install-hooks` writes the
-# installed copy with absolute paths (@PYTHON@, @CONFIG@, @ENV@ replaced); slurmd runs that copy as root.
-@ENV@
+# healthcheck slurm-check hook for slurm.conf; slurmd runs it as root. Written by `healthcheck slurm install-hooks`
+# from the template shipped in the package (healthcheck/slurm/templates/healthcheck.sh): do not edit, re-install.
+
 # -c rather than -m: runpy alone costs ~5 ms, paid before every job
-exec @PYTHON@ -I -c 'import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())' slurm-check --config @CONFIG@
+exec /opt/healthcheck/.venv/bin/python -I -c 'import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())' slurm-check --config /etc/healthcheck/healthcheck.toml

@@ -1,4 +1,10 @@
-"""`healthcheck slurm install-hooks`: render the wrappers in prolog_epilog/ with absolute paths."""
+"""`healthcheck slurm install-hooks`: write the Slurm hooks from the one set of templates.
+
+The templates live in the package (``healthcheck/slurm/templates/*.sh``, package data), so an
+installed wheel can write the hooks. ``prolog_epilog/*.sh`` in the source tree are not templates: they
+are the hooks rendered for the default layout (``DEFAULT_PYTHON``, ``DEFAULT_CONFIG``), committed
+executable, and a test checks they equal ``render(name)``; ``write_shipped`` regenerates them.
+"""
 from __future__ import annotations
 
 import os
@@ -7,37 +13,71 @@ from pathlib import Path
 
 HOOKS = {"prolog.sh": "Prolog", "epilog.sh": "Epilog", "healthcheck.sh": "HealthCheckProgram"}
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+DEFAULT_PYTHON = "/opt/healthcheck/.venv/bin/python"
+DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
+_UNSAFE = " \t\n'\"\\$`;&|<>"
 
 
 def template_text(name: str) -> str:
-    """The wrapper template (shipped inside the package; prolog_epilog/ in the source tree holds the same)."""
+    """The wrapper template ``name`` (one of HOOKS), as shipped inside the package."""
+    if name not in HOOKS:
+        raise ValueError(f"no hook template {name!r} (known: {', '.join(HOOKS)})")
     return (TEMPLATES / name).read_text()
+
+
+def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG,
+           slurm_conf: str | None = None) -> str:
+    """The hook ``name`` with absolute paths filled in. Raises ValueError for a path a shell line would
+    misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
+    for value, what in ((python, "python"), (config, "config"), (slurm_conf, "slurm.conf")):
+        if value is None:
+            continue
+        if not os.path.isabs(value):
+            raise ValueError(f"{what} path {value!r} is not absolute")
+        if any(c in value for c in _UNSAFE):
+            raise ValueError(f"{what} path {value!r} contains characters a hook must not carry")
+    env = f"export SLURM_CONF={slurm_conf}" if slurm_conf else ""
+    return template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
+
+
+def _write(prefix: str | Path, texts: dict[str, str]) -> list[Path]:
+    out = Path(prefix)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in texts.items():
+        target = out / name
+        partial = out / f".{name}.{os.getpid()}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fchmod(fh.fileno(), 0o755)  # whatever the umask
+                os.fsync(fh.fileno())
+            os.replace(partial, target)
+        except BaseException:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+            raise
+        written.append(target)
+    return written
 
 
 def install_hooks(prefix: str, config: str, python: str | None = None,
                   slurm_conf: str | None = None) -> list[Path]:
-    """Write the three hooks into ``prefix``. ``slurm_conf``: a slurm.conf outside the default place
-    (exported as SLURM_CONF for the scontrol calls the hooks make)."""
+    """Write the three hooks into ``prefix``, executable. ``slurm_conf``: a slurm.conf outside the default
+    place (exported as SLURM_CONF for the scontrol calls the hooks make)."""
     python = os.path.abspath(python or sys.executable)
     config = os.path.abspath(config)
     slurm_conf = os.path.abspath(slurm_conf) if slurm_conf else None
-    for value, what in ((python, "python"), (config, "config"), (slurm_conf or "", "slurm.conf")):
-        if any(c in value for c in " \t\n'\"\\$`;&|<>"):
-            raise ValueError(f"{what} path {value!r} contains characters a hook must not carry")
-    out = Path(prefix)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in HOOKS:
-        env = f"export SLURM_CONF={slurm_conf}" if slurm_conf else ""
-        text = (template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config)
-                .replace("@ENV@", env))
-        target = out / name
-        partial = target.with_name(name + ".partial")
-        partial.write_text(text)
-        os.chmod(partial, 0o755)
-        os.replace(partial, target)
-        written.append(target)
-    return written
+    return _write(prefix, {name: render(name, python, config, slurm_conf) for name in HOOKS})
+
+
+def write_shipped(directory: str | Path) -> list[Path]:
+    """(Re)write the default-layout hooks committed in ``prolog_epilog/``."""
+    return _write(directory, {name: render(name) for name in HOOKS})
 
 
 def slurm_conf_lines(prefix: str) -> str:
@@ -51,3 +91,10 @@ def slurm_conf_lines(prefix: str) -> str:
         "PrologEpilogTimeout=60",
         "PrologFlags=Alloc",  # the prolog runs at allocation on every node of the job, not at its first step
     ]) + "\n"
+
+
+if __name__ == "__main__":  # python -m healthcheck.slurm.install DIR: regenerate prolog_epilog/
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m healthcheck.slurm.install DIRECTORY  (writes the default-layout hooks)")
+    for path in write_shipped(sys.argv[1]):
+        print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,98 @@
+"""The Slurm hooks have one source (the package's templates); what is installed and what is committed in
+prolog_epilog/ are generated from it, executable."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from healthcheck.cli import cli
+from healthcheck.slurm import install
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "prolog_epilog"
+CONTEXTS = {"prolog.sh": "prolog", "epilog.sh": "epilog", "healthcheck.sh": "slurm-check"}
+
+
+def test_each_hook_has_one_template_in_the_package_and_none_elsewhere():
+    assert sorted(p.name for p in install.TEMPLATES.glob("*.sh")) == sorted(install.HOOKS)
+    other = [p for p in ROOT.rglob("*.sh") if "@PYTHON@" in p.read_text(errors="replace")
+             and p.parent != install.TEMPLATES and ".venv" not in p.parts]
+    assert other == [], "a second copy of a hook template"
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["healthcheck"]
+    for name in install.HOOKS:  # shipped in the wheel, so install-hooks works from an installed package
+        assert any(fnmatch.fnmatch(f"slurm/templates/{name}", g) for g in globs), name
+
+
+@pytest.mark.parametrize("name", sorted(install.HOOKS))
+def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name):
+    committed = (SHIPPED / name).read_text()
+    assert committed == install.render(name), (
+        f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
+        "python -m healthcheck.slurm.install prolog_epilog")
+    assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
+    assert f"guarded_main())' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG}" in committed
+    assert os.access(SHIPPED / name, os.X_OK)
+
+
+def test_committed_hooks_are_executable_in_git():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "-s", "--", "prolog_epilog/*.sh"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    modes = {line.split("\t")[1]: line.split()[0] for line in out.splitlines()}
+    assert modes == {f"prolog_epilog/{n}": "100755" for n in install.HOOKS}
+
+
+def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(tmp_path):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    slurm_conf = tmp_path / "slurm.conf"
+    slurm_conf.write_text("")
+    prefix = tmp_path / "hooks"
+    old = os.umask(0o077)
+    try:
+        result = CliRunner().invoke(cli, ["slurm", "install-hooks", "--prefix", str(prefix), "--config",
+                                          str(config), "--python", sys.executable, "--slurm-conf", str(slurm_conf)])
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in prefix.iterdir()) == sorted(install.HOOKS)  # no partial file left
+    for name in install.HOOKS:
+        text = (prefix / name).read_text()
+        assert text == install.render(name, sys.executable, str(config), str(slurm_conf))
+        assert install.template_text(name).replace("@ENV@", f"export SLURM_CONF={slurm_conf}") \
+            .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) == text
+        assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
+
+
+def test_an_installed_hook_runs(tmp_path):
+    """The rendered line is valid shell and starts the hook (a missing config: logged, exit 0)."""
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    install.install_hooks(str(tmp_path / "hooks"), str(config), sys.executable)
+    config.unlink()
+    proc = subprocess.run([str(tmp_path / "hooks" / "healthcheck.sh")], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0
+    assert str(config) in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["/opt/hc venv/bin/python", "/x;rm -rf /", "relative/python", "/a$(id)"])
+def test_a_path_a_shell_line_would_misread_is_refused(bad):
+    with pytest.raises(ValueError, match="python path"):
+        install.render("prolog.sh", python=bad)
+
+
+def test_unknown_template_is_refused():
+    with pytest.raises(ValueError, match="no hook template"):
+        install.template_text("../../etc/passwd")
