@@ -4,9 +4,15 @@ What counts as a node problem is policy, kept as data: :class:`~healthcheck.expe
 (per Xid: action fail/warn/ignore, time window, minimum count), loaded from the packaged
 ``healthcheck/data/xid_policy.toml`` (classified after NVIDIA's Xid catalog, sources per entry) with the
 site config's ``[xid]`` overrides; an Xid it does not list gets the policy's ``unknown_action``.
+
+Events are acted on once: each has a key (:func:`event_key`: boot id, kernel time stamp, PCI address,
+kind, Xid); the hooks record the keys behind a drain and, once that drain has ended (the node was
+resumed), hand them back as ``Snapshot.acknowledged_events`` (``slurm/ledger.py``), and this check passes
+over them. New events, or the same Xid at another time stamp or in another boot, count as usual.
 """
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from datetime import datetime, timezone
 
@@ -37,6 +43,12 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """
     name = "gpu.xid"
     events = snap.kernel_events or []
+    acked = set(snap.acknowledged_events or ())
+    if acked:
+        fresh = [ev for ev in events if event_key(ev, snap.boot_id) not in acked]
+        n_acked, events = len(events) - len(fresh), fresh
+    else:
+        n_acked = 0
     policy = exp.xid_policy
     now = _parse_time(snap.taken_at)
     by_pci = _gpu_components(snap)
@@ -73,6 +85,10 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             (Status.FAIL, f"{_OTHER_KINDS[kind]}{where} x{count}", kind, count))
 
     if not groups:
+        if n_acked:
+            return [finding(name, Status.PASS, f"no new NVIDIA Xid events in the kernel log ({n_acked} "
+                            "already acted on: the node was drained for them and resumed since)", None,
+                            xid_events=0, xid_acknowledged=n_acked)]
         return [finding(name, Status.PASS, "no NVIDIA Xid events in the kernel log", None,
                         xid_events=0)]
     findings = []
@@ -86,6 +102,19 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             metrics[key] = metrics.get(key, 0) + c
         findings.append(finding(name, status, "; ".join(shown), component, **metrics))
     return findings
+
+
+def event_key(ev: KernelEvent, boot_id: str | None) -> str:
+    """The identity of one kernel-log event: ``boot|time stamp|PCI address|kind|Xid``. The time stamp is
+    the kernel's (seconds since boot), else the wall clock time, else a checksum of the line."""
+    if ev.uptime_s is not None:
+        stamp = f"{ev.uptime_s:.6f}"
+    elif ev.time:
+        stamp = ev.time
+    else:
+        stamp = f"crc{zlib.crc32(ev.line.encode('utf-8', 'replace')):08x}"
+    xid = "-" if ev.xid is None else str(ev.xid)
+    return f"{boot_id or '-'}|{stamp}|{normalize_pci_bus_id(ev.pci_bus_id) or '-'}|{ev.kind}|{xid}"
 
 
 def _xid_name(rule: XidRule) -> str:

@@ -7,8 +7,9 @@ import os
 from typing import Callable
 
 from ..model import Verdict
+from .ledger import end_ledger, read_acks, read_ledger, reconcile, remember_drain, slurm_mark_of_ours
 from .policy import Decision, decide, failures, short_run
-from .reasons import make_reason_multi
+from .reasons import make_reason_multi, reason_check
 from .settings import SlurmSettings
 from ..records import SCHEMA_VERSION
 from ..safety import make_private  # noqa: F401 - used here and re-exported
@@ -25,27 +26,46 @@ def backend_for(settings: SlurmSettings):
 
 
 class LazyBackend:
-    """The configured backend, built (and its modules imported) on first use."""
+    """The configured backend, built (and its modules imported) on first use. ``deadline`` (a
+    ``time.monotonic()`` value) bounds every call it makes: the hooks set the end of their budget."""
 
-    def __init__(self, settings: SlurmSettings):
-        self._settings, self._backend = settings, None
+    def __init__(self, settings: SlurmSettings, deadline: float | None = None):
+        self._settings, self._backend, self._deadline = settings, None, deadline
+
+    @property
+    def deadline(self) -> float | None:
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline = value
+        if self._backend is not None:
+            self._backend.deadline = value
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
         if self._backend is None:
             self._backend = backend_for(self._settings)
+            self._backend.deadline = self._deadline
         return getattr(self._backend, name)
 
 
-def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) -> None:
+def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, node: str | None = None) -> None:
     """Apply drains/resumes queued by earlier runs, re-checking ownership against the node's state now;
-    each one applied is recorded in the spool as an action of the run that queued it."""
+    each one applied is recorded in the spool as an action of the run that queued it.
+
+    Every queued item is validated first (``pending.take_valid``): one for another node, with a node
+    name that is not one plain name, or a drain whose reason is not ours is set aside in
+    ``pending-actions.jsonl.rejected`` and logged, never applied; the others are applied or re-queued.
+    Nothing here raises: the checks always run after it."""
     if not os.path.exists(os.path.join(state_dir, "pending-actions.jsonl")):
         return
     from .backend import SlurmError, SlurmUnreachable
-    from .pending import PendingError, queue, take_all
+    from .pending import PendingError, queue, take_valid
     from .reasons import is_ours
     try:
-        pending = take_all(state_dir)
+        pending = take_valid(state_dir, node, log)
     except PendingError as exc:
         log(f"pending actions unreadable: {exc}")
         return
@@ -55,11 +75,16 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) ->
             if state.reason and not is_ours(state.reason):
                 log(f"queued {item.action} of {item.node} dropped: reason now {state.reason!r} (not ours)")
             elif item.action == "drain" and not (state.drained and state.reason == item.reason):
+                held = _capped(item.node, [reason_check(item.reason) or ""], backend, settings, log)
+                if held:
+                    log(f"queued drain of {item.node} held back by the drain cap: {held}")
+                    continue
                 backend.drain(item.node, item.reason)
-                _remember_drain(state_dir, item.reason, "queued", log)
+                remember_drain(state_dir, item.reason, "queued", None, log)
                 _record_applied(settings.spool_dir, item, log)
             elif item.action == "resume" and (state.drained or state.down) and is_ours(state.reason):
                 backend.resume(item.node)
+                end_ledger(state_dir, read_ledger(state_dir, log), "resumed from the queue", log)
                 _record_applied(settings.spool_dir, item, log)
         except SlurmUnreachable:
             for rest in pending[i:]:
@@ -68,53 +93,8 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log) ->
                 except PendingError as exc:
                     log(f"cannot re-queue {rest.action} of {rest.node}: {exc}")
             return
-        except SlurmError as exc:
+        except (SlurmError, ValueError) as exc:
             log(f"queued {item.action} of {item.node} failed: {exc}")
-
-
-# Reasons slurmctld itself sets when a hook exits non-zero; after our prolog drained the node and
-# exited 1 (to requeue the job), Slurm replaces our reason with this one.
-SLURM_HOOK_REASONS = ("Prolog error", "Epilog error")
-
-
-def _ledger(state_dir: str) -> str:
-    return os.path.join(state_dir, "drained-by-us.json")
-
-
-def _remember_drain(state_dir: str, reason: str, context: str, log: Log) -> None:
-    import json
-
-    from ..runner import utc_now_iso
-
-    try:
-        make_private(state_dir)
-        tmp = _ledger(state_dir) + ".tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-            json.dump({"reason": reason, "context": context, "time": utc_now_iso()}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, _ledger(state_dir))
-    except OSError as exc:
-        log(f"drain not remembered locally ({exc}): a 'Prolog error' reason will not be recognised as ours")
-
-
-def _claimed(state, state_dir: str):
-    """The node's state with Slurm's "Prolog error" replaced by the reason we drained it with, when
-    this node's ledger says our prolog/epilog drained it (Slurm overwrote our reason after we exited 1)."""
-    import dataclasses
-    import json
-
-    if state is None or state.reason not in SLURM_HOOK_REASONS:
-        return state, False
-    try:
-        with open(_ledger(state_dir)) as fh:
-            ledger = json.load(fh)
-    except (OSError, ValueError):
-        return state, False
-    if not isinstance(ledger, dict) or ledger.get("context") not in ("prolog", "epilog") \
-            or not isinstance(ledger.get("reason"), str):
-        return state, False
-    return dataclasses.replace(state, reason=ledger["reason"]), True
 
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
@@ -131,27 +111,94 @@ def _record_applied(spool_dir: str, item, log: Log) -> None:
         log(f"spool not written ({exc})")
 
 
+def reconcile_before_checks(backend, node: str, state_dir: str, log: Log) -> list[str]:
+    """Before the checks: when the ledger says we drained this node, ask slurmctld whether that drain
+    still stands (one call, inside the budget); a drain that has ended has its kernel events
+    acknowledged. Returns the acknowledged event keys for gpu.xid (read without any Slurm call)."""
+    ledger = read_ledger(state_dir, log)
+    if ledger is not None:
+        from .backend import SlurmError, SlurmUnreachable
+
+        try:
+            reconcile(backend.node(node), state_dir, ledger, log)
+        except (SlurmUnreachable, SlurmError, ValueError) as exc:
+            log(f"our earlier drain not re-checked ({exc})")
+    return read_acks(state_dir, log)
+
+
+def _capped(node: str, checks: list[str], backend, settings: SlurmSettings, log: Log) -> dict:
+    """The failing checks the drain cap holds back on this node (one ``nodes()`` call); {} when the cap is
+    off, or when slurmctld cannot be asked (the drain is then queued anyway and re-judged when applied)."""
+    if not settings.drain_cap:
+        return {}
+    import time
+
+    from .backend import SlurmError, SlurmUnreachable
+    from .draincap import held_back
+
+    try:
+        nodes = backend.nodes()
+    except (SlurmUnreachable, SlurmError) as exc:
+        log(f"drain cap not evaluated ({exc})")
+        return {}
+    return held_back(node, [c for c in checks if c], nodes, settings, time.time())
+
+
+def _cap_finding(held: dict, decided: str):
+    from ..model import Finding, Status
+
+    parts = [f"{check} (already drained by us on {h['drained']} of {h['nodes']} nodes, cap {h['cap']}: "
+             f"{', '.join(h['examples'])})" for check, h in sorted(held.items())]
+    return Finding("slurm.drain_cap", Status.WARN,
+                   f"held back by the drain cap, {decided}: " + "; ".join(parts)
+                   + " - a check failing on this many nodes is more likely a wrong expectation than "
+                     "faulty nodes; fix it, or raise [slurm] drain_cap_nodes/drain_cap_fraction",
+                   None, {"held_back": float(len(held)),
+                          "drained_same_check": float(max(h["drained"] for h in held.values())),
+                          "cap": float(min(h["cap"] for h in held.values()))})
+
+
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
-                   state_dir: str, run_id: str, log: Log) -> Decision:
+                   state_dir: str, run_id: str, log: Log, events: list[str] | None = None) -> Decision:
+    """Decide and act on ``verdict``. ``events``: keys of the kernel events the run saw (recorded with a
+    drain, acknowledged when that drain ends). A check held back by the drain cap adds a
+    ``slurm.drain_cap`` finding to ``verdict``."""
     needs_state = bool(verdict.failing) or context == "slurm-check"
     if not needs_state:  # healthy prolog/epilog: nothing to ask slurmctld, nothing to import
         return Decision("none", None, "healthy")
     from .backend import SlurmError, SlurmUnreachable
 
     state = None
-    if needs_state:
-        try:
-            state = backend.node(node)
-        except SlurmUnreachable as exc:
-            log(f"slurmctld unreachable ({exc}); deciding without the node's state")
-        except SlurmError as exc:
-            log(f"cannot read node {node}: {exc}")
-            return Decision("none", None, f"node state unreadable: {exc}")
-    state, claimed = _claimed(state, state_dir)
-    decision = decide(context, verdict, state, settings, run_id)
+    try:
+        state = backend.node(node)
+    except SlurmUnreachable as exc:
+        log(f"slurmctld unreachable ({exc}); deciding without the node's state")
+    except SlurmError as exc:
+        log(f"cannot read node {node}: {exc}")
+        return Decision("none", None, f"node state unreadable: {exc}")
+    ledger = reconcile(state, state_dir, read_ledger(state_dir, log), log)
+    claimed = slurm_mark_of_ours(state, ledger)
+    if claimed:
+        import dataclasses
+
+        state = dataclasses.replace(state, reason=ledger["reason"])
+    failed = failures(verdict)
+    held = {}
+    if failed and settings.on_fail(context) == "drain":
+        held = _capped(node, sorted({check for check, _, _ in failed}), backend, settings, log)
+    if held:
+        kept = [f for f in failed if f[0] not in held]
+        verdict.findings.append(_cap_finding(held, "not drained for these" if kept else "not drained"))
+        log(f"{context} on {node}: held back by the drain cap: {', '.join(sorted(held))}")
+        if not kept:
+            return Decision("none", None, f"held back by the drain cap ({', '.join(sorted(held))})",
+                            tuple(sorted(held)))
+    decision = decide(context, _only(verdict, held), state, settings, run_id)
+    if held:
+        decision = Decision(decision.action, decision.reason, decision.why, tuple(sorted(held)))
     if claimed and decision.action == "none" and decision.reason and verdict.failing:
-        decision = Decision("drain", make_reason_multi(failures(verdict), short_run(run_id)),
-                            "drained by our prolog; our reason restored over Slurm's")
+        decision = Decision("drain", make_reason_multi([f for f in failed if f[0] not in held], short_run(run_id)),
+                            "drained by our prolog; our reason restored over Slurm's", decision.held)
     if decision.action == "none":
         return decision
     try:
@@ -162,18 +209,27 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
     except SlurmUnreachable as exc:
         _queue(state_dir, node, decision, run_id, log)
         decision = Decision(decision.action, decision.reason,
-                            f"{decision.why}; queued: slurmctld unreachable ({exc})")
+                            f"{decision.why}; queued: slurmctld unreachable ({exc})", decision.held)
     except SlurmError as exc:
         log(f"{decision.action} of {node} refused by Slurm: {exc}")
-        return Decision("none", decision.reason, f"{decision.action} refused: {exc}")
+        return Decision("none", decision.reason, f"{decision.action} refused: {exc}", decision.held)
     if decision.action == "drain":
-        _remember_drain(state_dir, decision.reason, context, log)
+        remember_drain(state_dir, decision.reason, context, list(events or []), log)
     else:
-        try:
-            os.unlink(_ledger(state_dir))
-        except OSError:
-            pass
+        end_ledger(state_dir, read_ledger(state_dir, log), "resumed by us", log)
     return decision
+
+
+def _only(verdict: Verdict, held: dict) -> Verdict:
+    """``verdict`` without the FAILs of the checks the drain cap holds back (for the policy)."""
+    if not held:
+        return verdict
+    import dataclasses
+
+    from ..model import Status
+
+    return dataclasses.replace(verdict, findings=[f for f in verdict.findings
+                                                  if not (f.status is Status.FAIL and f.check in held)])
 
 
 def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log) -> None:

@@ -4,7 +4,10 @@ Every call is an argv list (no shell) run through :mod:`healthcheck.subproc` wit
 ``scontrol`` is resolved once to an absolute path from the fixed safe PATH. Transient failures (the
 controller did not answer, socket timeouts, our own deadline) are retried ``retries`` times with a short
 backoff and then raise :class:`SlurmUnreachable`; any other non-zero exit raises :class:`SlurmError`
-carrying scontrol's message. Worst case per call: ``(retries + 1) * timeout_s + sum(backoff)``.
+carrying scontrol's message. Worst case per call: ``(retries + 1) * timeout_s + sum(backoff)``, and never
+past ``deadline`` when one is set (a ``time.monotonic()`` value: the hooks set the end of their budget, so
+a hung slurmctld costs the hook its budget, never more; past it a call raises :class:`SlurmUnreachable`
+at once and the hook queues the action).
 
 Commands (exact argv; tests pin them):
 
@@ -48,6 +51,7 @@ TRANSIENT_PATTERNS = (
     "resource temporarily unavailable",
 )
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MIN_CALL_S = 0.05  # below this much time left before the deadline, a call is not started
 
 
 class SlurmUnreachable(RuntimeError):
@@ -56,6 +60,17 @@ class SlurmUnreachable(RuntimeError):
 
 class SlurmError(RuntimeError):
     """slurmctld answered with an error (unknown node, permission denied, ...), or scontrol is missing."""
+
+
+def time_left(deadline: float | None, default: float) -> float:
+    """The time one call may take: ``default``, cut to what is left before ``deadline`` (monotonic).
+    Raises SlurmUnreachable when too little is left to start a call."""
+    if deadline is None:
+        return default
+    left = deadline - time.monotonic()
+    if left < MIN_CALL_S:
+        raise SlurmUnreachable("no time left in the hook's budget for a Slurm call")
+    return min(default, left)
 
 
 @runtime_checkable
@@ -95,7 +110,8 @@ class ScontrolBackend:
 
     def __init__(self, scontrol: str = "scontrol", timeout_s: float = 5.0, retries: int = 2,
                  run: Callable[..., subproc.Result] = subproc.run, backoff_s: float = 0.2,
-                 sleep: Callable[[float], None] = time.sleep, env: dict[str, str] | None = None):
+                 sleep: Callable[[float], None] = time.sleep, env: dict[str, str] | None = None,
+                 deadline: float | None = None):
         # Resolved once; when it is not found the name is kept and the first call reports SlurmError.
         self.scontrol = subproc.which(scontrol) or scontrol
         self.timeout_s = float(timeout_s)
@@ -104,22 +120,33 @@ class ScontrolBackend:
         self._run = run
         self._sleep = sleep
         self._env = env if env is not None else child_env()
+        self.deadline = deadline  # time.monotonic() past which no call runs (the hook's budget)
 
     # -- the one place that runs scontrol ---------------------------------------------------------
     def _call(self, args: list[str]) -> str:
         argv = [self.scontrol, *args]
-        last = ""
+        last, tries = "", 0
         for attempt in range(self.retries + 1):
             if attempt:
-                self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+                pause = self.backoff_s * (2 ** (attempt - 1))
+                if self.deadline is not None and time.monotonic() + pause + MIN_CALL_S > self.deadline:
+                    break  # no time for another try inside the budget
+                self._sleep(pause)
             try:
-                res = self._run(argv, timeout=self.timeout_s, env=self._env)
+                timeout = time_left(self.deadline, self.timeout_s)
+            except SlurmUnreachable:
+                if not last:
+                    raise
+                break
+            tries += 1
+            try:
+                res = self._run(argv, timeout=timeout, env=self._env)
             except subproc.ToolNotFound as exc:
                 raise SlurmError(f"scontrol not found: {exc}") from exc
             except OSError as exc:
                 raise SlurmError(f"cannot run {argv[0]}: {exc}") from exc
             if res.timed_out:
-                last = f"scontrol did not finish within {self.timeout_s:g}s"
+                last = f"scontrol did not finish within {timeout:g}s"
                 continue
             if res.returncode == 0:
                 return res.stdout
@@ -128,7 +155,7 @@ class ScontrolBackend:
                 last = message
                 continue
             raise SlurmError(f"{' '.join(args[:3])}: {message}")
-        raise SlurmUnreachable(f"slurmctld unreachable after {self.retries + 1} attempts: {last}")
+        raise SlurmUnreachable(f"slurmctld unreachable after {tries} attempt{'s' if tries != 1 else ''}: {last}")
 
     # -- SlurmBackend -------------------------------------------------------------------------------
     def node(self, name: str) -> NodeState:

@@ -47,6 +47,13 @@ def _args(argv: list[str]) -> tuple[str, str | None]:
     return argv[0], config
 
 
+# Shares of the hook's budget (slurm.conf's view: the hook must end within it, whatever slurmctld does).
+PRE_SHARE = 0.2  # queued actions and the re-check of our last drain, before the checks
+# kept for the Slurm calls after the checks (state, drain cap, drain/resume): min(max(15 %, 0.5 s), 3 s)
+POST_SHARE, POST_MIN_S, POST_MAX_S = 0.15, 0.5, 3.0
+END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
+
+
 def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
@@ -65,38 +72,71 @@ def main(argv: list[str] | None = None) -> int:
     from ..records import new_run_id
 
     run_id = new_run_id()
-    try:
-        config, exp = _load(config_path, node)
+    try:  # inside the default budget: a FIFO or a huge file at the config path cannot hold the hook
+        config, exp = _load_within(config_path, node, _default_settings().budget(context))
     except Exception as exc:  # a config that cannot be read never drains a node
         log(f"{context} on {node}: config not used, nothing judged: {exc}")
         return 0
     settings = config.slurm if config else _default_settings()
     state_dir = os.path.join(settings.state_dir, node)
+    budget = settings.budget(context)
+    end = t0 + budget
+    post = min(max(POST_SHARE * budget, POST_MIN_S), POST_MAX_S, budget / 3)
     from . import actions
 
-    backend = actions.LazyBackend(settings)  # built on first use: a healthy prolog never needs it
-    actions.apply_pending(backend, state_dir, settings, log)
+    # built on first use (a healthy prolog never needs it); every call bounded by the phase's deadline
+    backend = actions.LazyBackend(settings, deadline=t0 + PRE_SHARE * budget)
+    acknowledged: list[str] = []
+    try:
+        actions.apply_pending(backend, state_dir, settings, log, node)
+        acknowledged = actions.reconcile_before_checks(backend, node, state_dir, log)
+    except Exception as exc:  # noqa: BLE001 - the checks always run
+        log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
-    budget = settings.budget(context)
     from .watchdog import run_in_child
 
-    outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, budget),
-                           budget)
-    findings, counters, facts = _findings_of(outcome, budget, context)
+    child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
+    outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
+                                         acknowledged),
+                           child_budget)
+    findings, counters, facts, events = _findings_of(outcome, budget, context)
     from ..model import Verdict
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
     if context == "prolog" and job_id and counters is not None:
         actions.save_baseline(state_dir, job_id, counters, log)
-    decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log)
+    backend.deadline = end - END_MARGIN_S
+    decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events)
+    verdict.duration_s = time.monotonic() - t0
     actions.record(settings.spool_dir, verdict, decision, run_id, job_id, config_path, log)
     _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id)
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
             + (f" ({decision.reason})" if decision.reason else ""))
-    if context == "prolog" and verdict.failing and settings.on_fail("prolog") == "drain":
+    drained_for = [f for f in verdict.failing if f.check not in decision.held]
+    if context == "prolog" and drained_for and settings.on_fail("prolog") == "drain":
         return 1  # Slurm requeues the job (see prolog_epilog/README.md for what each version does)
     return 0
+
+
+def _load_within(path: str, node: str, limit_s: float):
+    """Load the config under a SIGALRM timer of ``limit_s``: past it, TimeoutError (the hook then
+    judges nothing and exits 0, as for any config it cannot use)."""
+    import signal
+
+    def expired(_signum, _frame):
+        raise TimeoutError(f"{path}: not loaded within {limit_s:g} s (a FIFO, a device or a huge file?)")
+
+    try:
+        previous = signal.signal(signal.SIGALRM, expired)
+    except ValueError:  # not the main thread (tests calling main() from a thread): no timer
+        return _load(path, node)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        return _load(path, node)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id) -> None:
@@ -134,7 +174,7 @@ def _load(path: str, node: str):
     return config, config.expectations_for(node)
 
 
-def _work(context, node, exp, settings, job_id, state_dir, started, budget):
+def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):
     """In the child: probe, add the job's facts, judge. Returns plain data for the parent."""
     from ..runner import judge
     from ..acquire import snapshot_for
@@ -145,6 +185,13 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget):
     snap = snapshot_for(node, exp, started, deadlines_s=deadlines)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
+    events = []
+    if snap.kernel_events:
+        from ..checks.gpu_xid import event_key
+
+        snap.boot_id = snap.boot_id or _boot_id()
+        snap.acknowledged_events = list(acknowledged)
+        events = [event_key(ev, snap.boot_id) for ev in snap.kernel_events]
     verdict = judge(snap, exp, context)
     counters = facts = None
     if context == "prolog" and job_id:
@@ -155,7 +202,16 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget):
         from .gatefacts import gate_facts
 
         facts = gate_facts(snap, exp)
-    return {"findings": [f.to_dict() for f in verdict.findings], "counters": counters, "facts": facts}
+    return {"findings": [f.to_dict() for f in verdict.findings], "counters": counters, "facts": facts,
+            "events": events}
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read(64).strip() or None
+    except (OSError, ValueError):
+        return None
 
 
 def _job_facts(job_id, settings, state_dir, snap):
@@ -191,13 +247,13 @@ def _findings_of(outcome, budget: float, context: str):
     if outcome.status == "ok" and isinstance(outcome.value, dict):
         findings = [Finding(f["check"], Status(f["status"]), f["message"], f.get("component"),
                             dict(f.get("metrics") or {})) for f in outcome.value["findings"]]
-        return findings, outcome.value.get("counters"), outcome.value.get("facts")
+        return findings, outcome.value.get("counters"), outcome.value.get("facts"), outcome.value.get("events")
     if outcome.status == "timeout":
         return [Finding("node.responsive", Status.FAIL,
                         f"{context} checks did not finish within their {budget:g} s budget "
-                        "(a probe is hung: driver or filesystem wedged)")], None, None
+                        "(a probe is hung: driver or filesystem wedged)")], None, None, None
     return [Finding("node.responsive", Status.ERROR,
-                    f"{context} checker crashed: {outcome.error or 'no result'}")], None, None
+                    f"{context} checker crashed: {outcome.error or 'no result'}")], None, None, None
 
 
 def guarded_main(argv: list[str] | None = None) -> int:

@@ -67,22 +67,35 @@ class PendingAction:
 
 
 def _from_json(line: str) -> PendingAction | None:
+    return _parse(line)[0]
+
+
+def _parse(line: str) -> tuple[PendingAction | None, str]:
+    """One queued line -> (action, "") or (None, why it is refused). Refused: not JSON of the right
+    shape, a node that is not one plain node name, a drain whose reason is not ours."""
     if len(line) > MAX_LINE:
-        return None
+        return None, f"line over {MAX_LINE} characters"
     try:
         obj = json.loads(line)
     except ValueError:
-        return None
+        return None, "corrupt line"
     if not isinstance(obj, dict):
-        return None
+        return None, "corrupt line"
     node, action, reason = obj.get("node"), obj.get("action"), obj.get("reason")
     created, run_id = obj.get("created_at"), obj.get("run_id")
     if not (isinstance(node, str) and node and action in ACTIONS and isinstance(created, str)
             and (reason is None or isinstance(reason, str)) and (run_id is None or isinstance(run_id, str))):
-        return None
-    if action == "drain" and not reason:
-        return None
-    return PendingAction(node, action, reason, created, run_id)
+        return None, "corrupt line"
+    from .backend import check_node_name
+    from .reasons import is_ours
+
+    try:
+        check_node_name(node)
+    except ValueError as exc:
+        return None, str(exc)
+    if action == "drain" and not is_ours(reason):
+        return None, f"drain reason {reason!r} is not ours"
+    return PendingAction(node, action, reason, created, run_id), ""
 
 
 def _ensure_dir(state_dir: str | os.PathLike) -> Path:
@@ -135,11 +148,11 @@ def _read(path: Path, rejected: list[tuple[str, str]] | None = None) -> list[Pen
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        act = _from_json(line)
+        act, why = _parse(line)
         if act is None:
-            log.warning("pending actions: skipping corrupt line %d of %s: %.80r", n, path, line)
+            log.warning("pending actions: set aside line %d of %s (%s): %.80r", n, path, why, line)
             if rejected is not None:
-                rejected.append((line[:MAX_LINE], "corrupt line"))
+                rejected.append((line[:MAX_LINE], why))
             continue
         out.append(act)
     return out
@@ -213,23 +226,19 @@ def _set_aside(d: Path, rejected: list[tuple[str, str]]) -> None:
 
 
 def take_valid(state_dir: str | os.PathLike, node: str | None, warn) -> list[PendingAction]:
-    """:func:`take_all`, then each item validated: a plain node name (this ``node`` when given), a
-    drain reason of ours. Invalid items are set aside (``.rejected``) and ``warn``-ed, never applied."""
-    from .backend import check_node_name
-    from .reasons import is_ours
-
-    taken = take_all(state_dir)
+    """:func:`take_all` for the hook of ``node``: lines that are corrupt, name no plain node, or drain
+    with a reason not ours are set aside as they are read (so none can replace a good item); then an
+    item for another node is set aside too. Each set-aside item is ``warn``-ed and kept in ``.rejected``,
+    never applied."""
+    taken, rejected = _take(state_dir)
+    for line, why in rejected:
+        warn(f"queued action set aside in {REJECTED} ({why}): {line[:120]!r}")
     good, bad = [], []
     for act in taken:
-        try:
-            check_node_name(act.node)
-            if node is not None and act.node != node:
-                raise ValueError(f"queued for {act.node!r}, not this node ({node})")
-            if act.action == "drain" and not is_ours(act.reason):
-                raise ValueError(f"drain reason {act.reason!r} is not ours")
-        except ValueError as exc:
-            bad.append((json.dumps(asdict(act), sort_keys=True), str(exc)))
-            warn(f"queued {act.action} set aside in {REJECTED}: {exc}")
+        if node is not None and act.node != node:
+            why = f"queued for {act.node!r}, not this node ({node})"
+            bad.append((json.dumps(asdict(act), sort_keys=True), why))
+            warn(f"queued {act.action} set aside in {REJECTED}: {why}")
             continue
         good.append(act)
     if bad:
@@ -239,10 +248,14 @@ def take_valid(state_dir: str | os.PathLike, node: str | None, warn) -> list[Pen
 
 def take_all(state_dir: str | os.PathLike) -> list[PendingAction]:
     """Read and remove every pending action, oldest first. A missing state dir means nothing pending.
-    Corrupt lines are set aside in the .rejected file."""
+    Refused lines are set aside in the .rejected file."""
+    return _take(state_dir)[0]
+
+
+def _take(state_dir: str | os.PathLike) -> tuple[list[PendingAction], list[tuple[str, str]]]:
     d = Path(state_dir)
     if not d.is_dir() or not ((d / FILENAME).exists() or any(d.glob(TAKING + "*"))):
-        return []
+        return [], []
     d = _ensure_dir(d)
     taken: list[PendingAction] = []
     with _locked(d):
@@ -262,4 +275,4 @@ def take_all(state_dir: str | os.PathLike) -> list[PendingAction]:
             except OSError as exc:
                 raise PendingError(path, exc.strerror or str(exc)) from exc
         _set_aside(d, rejected)
-    return taken
+    return taken, rejected

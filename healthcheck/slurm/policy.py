@@ -25,6 +25,7 @@ class Decision:
     action: str  # "drain" | "resume" | "none"
     reason: str | None  # the reason to set (drain) or the one we clear (resume)
     why: str  # one line for logs and the action record
+    held: tuple[str, ...] = ()  # failing checks the drain cap held back (not drained for)
 
 
 def short_run(run_id: str | None) -> str | None:

@@ -21,7 +21,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import Any, Callable
 
-from .backend import SlurmError, SlurmUnreachable, check_node_name, is_transient
+from .backend import SlurmError, SlurmUnreachable, check_node_name, is_transient, time_left
 from .nodestate import NodeState, parse_state, without_stale_reason
 from .reasons import sanitise
 from ..parsers import ParseError
@@ -81,15 +81,46 @@ class PyslurmBackend:
         self.retries = max(0, int(retries))
         self.backoff_s = backoff_s
         self._sleep = sleep
+        self.deadline: float | None = None  # time.monotonic() past which no RPC is waited for
+        self.timeout_s = 5.0  # one RPC, when a deadline is set
+
+    def _bounded(self, fn: Callable[[], Any]) -> Any:
+        """Run one RPC; with a deadline, in a daemon thread that is abandoned (not waited for) when the
+        controller does not answer in time: an RPC in C cannot be interrupted, but the hook can return
+        (the thread dies with the process)."""
+        if self.deadline is None:
+            return fn()
+        import threading
+
+        timeout = time_left(self.deadline, self.timeout_s)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name="pyslurm-rpc", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            raise SlurmUnreachable(f"slurmctld did not answer within {timeout:g}s (pyslurm)")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
         rpc_error = getattr(self.pyslurm, "RPCError", RuntimeError)
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+                pause = self.backoff_s * (2 ** (attempt - 1))
+                if self.deadline is not None and time.monotonic() + pause > self.deadline:
+                    break  # no time for another try inside the budget
+                self._sleep(pause)
             try:
-                return fn()
+                return self._bounded(fn)
             except rpc_error as exc:
                 errno = getattr(exc, "errno", None)
                 message = str(exc) or f"Slurm error {errno}"

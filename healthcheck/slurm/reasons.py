@@ -117,3 +117,12 @@ def without_run(reason: str | None) -> str | None:
     if reason is None:
         return None
     return _RUN_TAG.sub("", reason)
+
+
+def reason_check(reason: str | None) -> str | None:
+    """The check a reason of ours names first (``healthcheck: gpu.xid gpu3: ...`` -> ``gpu.xid``);
+    None for a reason that is not ours or names none."""
+    if not is_ours(reason):
+        return None
+    head = reason[len(REASON_PREFIX):].strip().split(":", 1)[0].split(" ", 1)[0]
+    return head or None

@@ -32,6 +32,13 @@ class SlurmSettings:
     # few live facts (GPUs on the bus, IB ports active, mounts); anything unproven falls back to "full".
     prolog_mode: str = "full"
     prolog_gate_max_age_s: float = 660.0  # HealthCheckInterval=300 twice, plus a minute
+    # The drain cap (every hook): a node is not drained for a check once `drain_cap_nodes` nodes, or
+    # `drain_cap_fraction` of the nodes sharing a partition with it if that is more, are already drained
+    # by us for that same check within `drain_cap_window_s`; it is recorded as held back instead.
+    drain_cap: bool = True
+    drain_cap_nodes: int = 2
+    drain_cap_fraction: float = 0.1
+    drain_cap_window_s: float = 86400.0
 
     def budget(self, context: str) -> float:
         return {"prolog": self.prolog_budget_s, "epilog": self.epilog_budget_s}.get(
@@ -41,6 +48,9 @@ class SlurmSettings:
         return {"prolog": self.prolog_on_fail, "epilog": self.epilog_on_fail}.get(
             context, self.slurm_check_on_fail)
 
+
+# Numbers that are not budgets in seconds (those are in (0, 3600]).
+_RANGES = {"drain_cap_nodes": (0, 100000), "drain_cap_fraction": (0.0, 1.0), "drain_cap_window_s": (60.0, 31 * 86400.0)}
 
 _CHOICES = {"prolog_mode": PROLOG_MODES, "backend": BACKENDS, "prolog_on_fail": PROLOG_ON_FAIL, "epilog_on_fail": PROLOG_ON_FAIL,
             "slurm_check_on_fail": PROLOG_ON_FAIL, "epilog_stray_processes": STRAY_ACTIONS}
@@ -59,6 +69,13 @@ def validate(table: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | N
         if isinstance(default, bool):
             if not isinstance(value, bool):
                 return {}, (key, f"{key} must be true or false")
+        elif key in _RANGES:
+            low, high = _RANGES[key]
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value \
+                    or not low <= value <= high or (isinstance(default, int) and not isinstance(value, int)):
+                kind = "an integer" if isinstance(default, int) else "a number"
+                return {}, (key, f"{key} must be {kind} in [{low:g}, {high:g}], got {value!r}")
+            value = type(default)(value)
         elif isinstance(default, float):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 3600:
                 return {}, (key, f"{key} must be a number of seconds in (0, 3600], got {value!r}")

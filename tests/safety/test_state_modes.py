@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from healthcheck.slurm import actions
+from healthcheck.slurm import ledger
 from tests.safety._hookrun import hook, write_config
 
 
@@ -34,7 +34,7 @@ def test_hooks_create_only_0700_dirs_and_0600_files(tmp_path, node_bundles):
         assert "Traceback" not in proc.stderr, proc.stderr
     old = os.umask(0)
     try:  # the ledger is written after a drain slurmctld accepted: write it the way the hook does
-        actions._remember_drain(str(state / "node1"), "healthcheck: test", "prolog", lambda m: None)
+        ledger.remember_drain(str(state / "node1"), "healthcheck: test", "prolog", [], lambda m: None)
     finally:
         os.umask(old)
     found = modes(state, spool, cache)

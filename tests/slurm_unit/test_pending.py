@@ -67,7 +67,10 @@ def test_corrupt_lines_are_skipped_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="healthcheck.slurm.pending"):
         taken = take_all(tmp_path)
     assert [a.node for a in taken] == ["gpu01", "gpu04"]
-    assert sum("corrupt line" in r.message for r in caplog.records) == 6
+    assert sum("set aside" in r.message for r in caplog.records) == 6
+    kept = [json.loads(line) for line in (tmp_path / pending.REJECTED).read_text().splitlines()]
+    assert len(kept) == 6 and sum(k["why"] == "corrupt line" for k in kept) == 5  # kept for an admin
+    assert "not ours" in kept[2]["why"]
 
 
 def test_bounded(tmp_path, monkeypatch, caplog):
