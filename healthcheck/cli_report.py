@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from datetime import datetime, timezone
 
 import click
@@ -93,20 +92,10 @@ def _slurm_states():
 
 
 def _write(path: str, text: str) -> None:
-    """Atomically: a temporary file in the same directory, then rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Atomically, mode 0644 (a unique O_EXCL|O_NOFOLLOW temporary beside it, then renamed)."""
+    from .atomicio import atomic_write
+
+    atomic_write(path, text, 0o644)
 
 
 class _Progress:

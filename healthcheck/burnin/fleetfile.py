@@ -28,17 +28,12 @@ def write(path: str, keys: Mapping[str, Mapping[str, Any]], generated_at: str, s
     """Write the decided keys atomically (readable by the jobs: digests are not secret); their count."""
     decided = {k: dict(v) for k, v in sorted(keys.items()) if v.get("digest")}
     doc = {"schema": SCHEMA, "generated_at": generated_at, "since": since, "digests": decided}
-    tmp = f"{path}.tmp.{os.getpid()}"
+    from ..atomicio import atomic_write
+
     try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", 0o644)
     except OSError as exc:
         raise FleetFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return len(decided)
 
 

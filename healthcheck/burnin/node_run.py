@@ -320,11 +320,8 @@ def write_result(results_dir: str, node: str, record: dict[str, Any]) -> str:
     from ..safety import make_private
 
     make_private(results_dir)
+    from ..atomicio import atomic_write
+
     path = os.path.join(results_dir, f"{node}.json")
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-        json.dump(record, fh, allow_nan=False, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(record, allow_nan=False, default=str), 0o600)
     return path

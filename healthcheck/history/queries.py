@@ -7,6 +7,7 @@ Time filters take ``since`` as an aware datetime; ``parse_since`` turns "7d", "1
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterator
 
@@ -110,31 +111,41 @@ def export(engine, fmt: str, output: str | os.PathLike[str], table: str = "resul
         raise HistoryError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     if table not in EXPORT_TABLES:
         raise HistoryError(f"unknown table {table!r}: use one of {', '.join(EXPORT_TABLES)}")
+    from ..atomicio import atomic_file
+
     out = os.fspath(output)
-    tmp = f"{out}.tmp-{os.getpid()}"
     writer = {"csv": _write_csv, "json": _write_json, "parquet": _write_parquet}[fmt]
-    try:
-        count = writer(_stream(engine, table, node, since), tmp, table)
-        os.replace(tmp, out)
-        return count
+    try:  # a unique O_EXCL|O_NOFOLLOW temporary beside it, mode 0644 whatever the umask, then renamed
+        with atomic_file(out, 0o644) as fh:
+            return writer(_stream(engine, table, node, since), fh, table)
     except SQLAlchemyError as exc:
         raise HistoryError(describe_error(exc, engine.url)) from None
     except OSError as exc:
         raise HistoryError(f"{out}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def _write_csv(chunks, path: str, _table: str) -> int:
+@contextmanager
+def _text(binary, newline: str | None = None):
+    """A UTF-8 text view of the open binary file ``binary``, flushed and detached (not closed) at the end."""
+    import io
+
+    fh = io.TextIOWrapper(binary, encoding="utf-8", newline=newline)
+    try:
+        yield fh
+    finally:
+        fh.flush()
+        fh.detach()
+
+
+def _write_csv(chunks, binary, _table: str) -> int:
     import csv
 
     count = 0
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with _text(binary, newline="") as fh:
         out = csv.writer(fh)
         header = False
         for cols, rows in chunks:
@@ -150,11 +161,11 @@ def _write_csv(chunks, path: str, _table: str) -> int:
     return count
 
 
-def _write_json(chunks, path: str, _table: str) -> int:
+def _write_json(chunks, binary, _table: str) -> int:
     import json
 
     count = 0
-    with open(path, "w", encoding="utf-8") as fh:
+    with _text(binary) as fh:
         fh.write("[")
         for cols, rows in chunks:
             for row in rows:
@@ -179,7 +190,7 @@ def _arrow_schema(table_name: str):
     return pa.schema(fields)
 
 
-def _write_parquet(chunks, path: str, table_name: str) -> int:
+def _write_parquet(chunks, binary, table_name: str) -> int:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -187,7 +198,7 @@ def _write_parquet(chunks, path: str, table_name: str) -> int:
         raise HistoryError("parquet export needs pyarrow (pip install pyarrow)") from None
     schema = _arrow_schema(table_name)
     count = 0
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(binary, schema) as writer:
         for cols, rows in chunks:
             columns = list(zip(*rows))
             arrays = [pa.array(list(columns[i]), type=schema.field(c).type) for i, c in enumerate(cols)]

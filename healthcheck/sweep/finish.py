@@ -69,8 +69,7 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
         return None
     rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift)
     path = os.path.join(results_dir, "report.html")
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(render_html(rep, plots=True))
-    os.replace(tmp, path)
+    from ..atomicio import atomic_write
+
+    atomic_write(path, render_html(rep, plots=True), 0o644)
     return path

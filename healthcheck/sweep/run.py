@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .. import subproc
+from ..atomicio import make_dirs
 from ..model import Finding, Status
 from ..slurm.reasons import is_ours
 from . import state as st
@@ -135,7 +136,7 @@ class Sweeper:
                 return out
             sweep_id = now.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(2).hex()
             results_dir = os.path.join(self.settings.results_root, sweep_id)
-            os.makedirs(results_dir, mode=0o755, exist_ok=True)
+            make_dirs(results_dir, 0o755)  # and its parents, whatever the umask
             state = st.SweepState(sweep_id, now.isoformat(timespec="seconds"), results_dir,
                                   nodes=[{"node": c.node, "ours": c.ours, "reason": c.reason} for c in plan.test])
             st.save(self.state_dir, state)
@@ -351,7 +352,6 @@ class Sweeper:
 
 
 def _write_json(path: str, data: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, default=str)
-    os.replace(tmp, path)
+    from ..atomicio import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=1, default=str), 0o644)

@@ -50,7 +50,7 @@ class Lock:
 
     def __enter__(self) -> "Lock":
         make_private(self.state_dir)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -85,12 +85,9 @@ def load(state_dir: str) -> SweepState | None:
 def save(state_dir: str, state: SweepState) -> None:
     make_private(state_dir)
     path = os.path.join(state_dir, STATE_FILE)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-        json.dump(state.to_dict(), fh, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    from ..atomicio import atomic_write
+
+    atomic_write(path, json.dumps(state.to_dict(), indent=1), 0o600, private_dir=True)
 
 
 def clear(state_dir: str) -> None:
