@@ -1,11 +1,15 @@
 """docs/checks.md, generated from the registry so the documentation cannot drift from the code.
 
-Regenerate with ``healthcheck checks --format markdown > docs/checks.md`` (a test compares them)."""
+Regenerate with ``healthcheck checks --format markdown > docs/checks.md`` (a test compares them).
+
+Also the answer to "can this check fail, and on what": a check declares it in its decorator
+(``fails_by_default``, ``fails_on``); for the modules that do not declare it yet, :data:`FAIL_MODES`
+holds it here (the decorator wins when both do). A test requires an answer for every check."""
 from __future__ import annotations
 
 import inspect
 
-from .checks.registry import CONTEXTS, load_all
+from .checks.registry import CONTEXTS, CheckSpec, load_all
 
 HEADER = """# Check catalog
 
@@ -16,22 +20,95 @@ checker could not judge; never drains), **skip** (absent or not applicable). Thr
 per node class in the expectations file (`[class.NAME.thresholds."CHECK"]`, see expectations.md).
 """
 
+FAIL_HEADER = """## Can it fail, and on what
+
+**fails by default** = the check can FAIL (and so drain) with no expectations file and its default
+thresholds, for the fault named. **informational until configured** = with the defaults it never
+FAILs (it PASSes, WARNs or SKIPs); the setting named makes it fail. `healthcheck config generate`
+writes the expectations that make most of them real: the facts of a known-good node (CPU, memory,
+services, versions, every HCA port, swap, persistence, power limit). The counter thresholds it cannot
+write: they are a site's policy, not a fact of one node.
+"""
+
+# (fails by default, on what / what makes it fail) for checks whose decorators do not say it.
+FAIL_MODES: dict[str, tuple[bool, str]] = {
+    "gpu.count": (True, "the PCI bus shows NVIDIA GPUs the driver does not report (fallen off the bus, "
+                        "not initialised); with gpu_count / gpu_model: another number of GPUs or the wrong model"),
+    "gpu.lost": (True, "a GPU the driver lists does not answer queries"),
+    "gpu.reset_required": (True, "the driver asks for a GPU reset"),
+    "gpu.fabric": (True, "NVSwitch fabric registration failed or did not finish (Hopper and newer SXM)"),
+    "gpu.persistence": (False, "threshold require = true (`config generate` sets it when the recorded node "
+                               "had persistence mode on): FAIL when it is off; by default it only WARNs"),
+    "gpu.nvlink.state": (True, "an NVLink reported inactive; with nvlinks_per_gpu: another number of "
+                               "active links"),
+    "gpu.nvlink.errors": (False, "crc_fail, replay_fail or recovery_fail: FAIL at or above it; by default "
+                                 "NVLink error counts only WARN"),
+    "gpu.pcie.link": (True, "PCIe width below the GPU's maximum (or generation, under load); with pcie: "
+                            "below the expected width or generation"),
+    "gpu.pcie.replays": (False, "threshold fail: FAIL at or above it; by default replays only WARN"),
+    "gpu.temperature": (True, "temperature within fail_margin_c of the GPU's slowdown limit"),
+    "gpu.throttle": (True, "a hardware clock slowdown active (HW slowdown, HW thermal, HW power brake)"),
+    "gpu.power": (False, "expected_limit_w with low_limit_action = \"fail\" (`config generate` writes both "
+                         "on a single-model node): FAIL for a lowered power limit; by default it only WARNs"),
+    "gpu.processes": (False, "threshold fail_if_any = true: FAIL for leftover GPU processes; by default WARN"),
+    "gpu.memory_used": (False, "threshold fail = true: FAIL for GPU memory left in use; by default WARN"),
+    "gpu.ecc.mode": (True, "ECC disabled on a datacenter GPU (datacenter_models)"),
+    "gpu.ecc.uncorrected": (True, "volatile uncorrected ECC errors above max_volatile (0)"),
+    "gpu.ecc.corrected": (False, "threshold fail_volatile: FAIL at or above it; by default corrected "
+                                 "errors only WARN"),
+    "gpu.retired_pages": (True, "page retirement pending, or fail_total (60) retired pages"),
+    "gpu.row_remap": (True, "a row-remap failure, a pending remap, or max_uncorrectable (512) "
+                            "uncorrectable remaps"),
+    "gpu.xid": (True, "an Xid the policy marks fail, a GPU fallen off the bus, an RmInitAdapter failure"),
+    "gpu.responsive": (True, "the GPU probe did not return within its deadline (driver wedged)"),
+    "job.stray_processes": (True, "processes of the finished job left on the node (epilog; [slurm] "
+                                  "epilog_stray_processes = \"warn\" makes it a WARN)"),
+    "job.counter_growth": (True, "uncorrected ECC, retired DBE pages or uncorrectable remaps that grew "
+                                 "during the job (fail_counters)"),
+}
+
+
+def fail_mode(spec: CheckSpec) -> tuple[bool, str]:
+    """(can it FAIL by default, on what fault / what setting makes it fail)."""
+    if spec.fails_by_default is not None:
+        return spec.fails_by_default, spec.fails_on
+    if spec.name in FAIL_MODES:
+        return FAIL_MODES[spec.name]
+    raise KeyError(f"check {spec.name} does not say whether it can fail by default: give its decorator "
+                   "fails_by_default= and fails_on=")
+
+
+def fail_label(spec: CheckSpec) -> str:
+    return "fails by default" if fail_mode(spec)[0] else "informational until configured"
+
 
 def markdown() -> str:
     specs = load_all()
-    lines = [HEADER, "| check | needs | " + " | ".join(CONTEXTS) + " |",
-             "|---|---|" + "---|" * len(CONTEXTS)]
+    lines = [HEADER, "| check | needs | fails by default | " + " | ".join(CONTEXTS) + " |",
+             "|---|---|---|" + "---|" * len(CONTEXTS)]
     for spec in specs.values():
         marks = " | ".join("✓" if c in spec.contexts else "" for c in CONTEXTS)
-        lines.append(f"| [`{spec.name}`](#{_anchor(spec.name)}) | {', '.join(spec.needs)} | {marks} |")
+        can = "yes" if fail_mode(spec)[0] else "no: informational until configured"
+        lines.append(f"| [`{spec.name}`](#{_anchor(spec.name)}) | {', '.join(spec.needs)} | {can} | {marks} |")
+    lines += ["", FAIL_HEADER, "| check | fails by default | on what (by default) / what makes it fail |",
+              "|---|---|---|"]
     for spec in specs.values():
-        lines += ["", f"## {spec.name}", "", inspect.getdoc(spec.func) or "(undocumented)", ""]
+        can, on_what = fail_mode(spec)
+        lines.append(f"| `{spec.name}` | {'yes' if can else 'no'} | {_cell(on_what)} |")
+    for spec in specs.values():
+        can, on_what = fail_mode(spec)
+        lines += ["", f"## {spec.name}", "", inspect.getdoc(spec.func) or "(undocumented)", "",
+                  f"**{'Fails by default' if can else 'Informational until configured'}**: {on_what}.", ""]
         if spec.thresholds:
             lines += ["| threshold | default |", "|---|---|"]
             lines += [f"| `{k}` | `{v!r}` |" for k, v in spec.thresholds.items()]
         else:
             lines.append("No thresholds.")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def _anchor(name: str) -> str:

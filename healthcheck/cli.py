@@ -257,13 +257,20 @@ _KNOWN_SERVICES = ("slurmd", "munged", "nvidia-persistenced", "nv-fabricmanager"
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
               help="markdown: the full catalog as in docs/checks.md.")
 def checks_cmd(context, fmt):
-    """List the checks: name, contexts, default thresholds and what each judges.
+    """List the checks: name, whether it can fail by default, contexts, default thresholds, what
+    each judges and what makes it fail.
+
+    \b
+    FAILS BY DEFAULT: "yes" = it can FAIL (and drain) with no expectations file; "informational
+    until configured" = it never FAILs until the setting under "fails on" is made (most are written
+    by `healthcheck config generate`).
 
     \b
     Example:
       healthcheck checks --context prolog
       healthcheck checks --format markdown > docs/checks.md
     """
+    from .catalog_doc import fail_mode
     from .checks.registry import load_all
 
     if fmt == "markdown":
@@ -272,12 +279,16 @@ def checks_cmd(context, fmt):
         click.echo(markdown(), nl=False)
         return
 
-    for spec in load_all().values():
-        if context and context not in spec.contexts:
-            continue
-        thresholds = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
-        click.echo(f"{spec.name}  [{', '.join(sorted(spec.contexts))}]")
+    specs = [s for s in load_all().values() if not context or context in s.contexts]
+    width = max([len(s.name) for s in specs] + [5])
+    click.echo(f"{'CHECK':<{width}}  {'FAILS BY DEFAULT':<30}  CONTEXTS")
+    for spec in specs:
+        can, on_what = fail_mode(spec)
+        label = "yes" if can else "informational until configured"
+        click.echo(f"{spec.name:<{width}}  {label:<30}  {', '.join(sorted(spec.contexts))}")
         click.echo(f"    {spec.description}")
+        click.echo(f"    {'fails on' if can else 'fails only with'}: {on_what}")
+        thresholds = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
         if thresholds:
             click.echo(f"    thresholds: {thresholds}")
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expectations import Expectations, PcieExpect
+from .expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
 from .slurm.settings import SlurmSettings
 
 class ConfigError(ValueError):
@@ -87,6 +87,7 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         node_class=name,
         gpu_count=s.get("gpu_count"),
         gpu_model=s.get("gpu_model"),
+        gpu_models=gpu_model_expectations(s.get("gpu_models")),
         nvlinks_per_gpu=s.get("nvlinks_per_gpu"),
         pcie_by_kind=by_kind,
         pcie_by_address=by_addr,
@@ -95,6 +96,7 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         ib_link_layer=ib.get("link_layer"),
         ib_devices=tuple(ib["devices"]) if "devices" in ib else None,
         hca_firmware=ib.get("firmware"),
+        ib_per_port=ib_port_expectations(ib.get("per_port")),
         versions={k: str(v) for k, v in s.get("versions", {}).items()},
         services=tuple(s.get("services", ())),
         mounts=tuple(s.get("mounts", ())),

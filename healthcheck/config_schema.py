@@ -25,9 +25,11 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "sysfs_root": (str, "where the host's /sys is mounted (containers: e.g. /host/sys)"),
     "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
 }
-_TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks")
+_TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models")
 _CPU_KEYS = ("sockets", "cores", "threads")
-_IB_KEYS = ("ports", "rate_gbps", "link_layer", "devices", "firmware")
+_IB_KEYS = ("ports", "rate_gbps", "link_layer", "devices", "firmware", "per_port")
+_IB_PORT_KEYS = ("ca_type", "firmware", "rate_gbps", "link_layer", "active")
+_GPU_MODEL_KEYS = ("count", "nvlinks")
 _PCIE_KEYS = ("gen", "width")
 _VERSION_KEYS = ("driver", "cuda", "nccl", "ofed", "rdma_core", "kernel", "vbios", "hca_firmware", "mlx5_core")
 _XID_KEYS = ("action", "window_s", "min_count", "name")
@@ -211,7 +213,52 @@ class Validator:
             raise self.error("devices must be a list of device names like \"mlx5_0\"", table, "devices")
         if "firmware" in value and not isinstance(value["firmware"], str):
             raise self.error("firmware must be a string", table, "firmware")
-        return dict(value)
+        out = dict(value)
+        if "per_port" in value:
+            out["per_port"] = self.ib_per_port(value["per_port"], f"{table}.per_port")
+        return out
+
+    def ib_per_port(self, value: Any, table: str) -> dict:
+        """[...ib.per_port] "mlx5_0:1" = { ca_type, firmware, rate_gbps, link_layer, active }."""
+        if not isinstance(value, dict):
+            raise self.error("per_port must be a table of \"device:port\" = { ... }", table)
+        out = {}
+        for key, spec in value.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+:[0-9]+", str(key)):
+                raise self.error(f"per_port key {key!r} must be \"device:port\", e.g. \"mlx5_0:1\"", table, key)
+            if not isinstance(spec, dict):
+                raise self.error(f"per_port.\"{key}\" must be a table like {{ firmware = \"28.39.1002\", "
+                                 "active = true }", table, key)
+            for name in spec:
+                if name not in _IB_PORT_KEYS:
+                    raise self.error(f"unknown key {name!r} in per_port.\"{key}\" (allowed: "
+                                     f"{', '.join(_IB_PORT_KEYS)})", table, key)
+            for name in ("ca_type", "firmware"):
+                if name in spec and not isinstance(spec[name], str):
+                    raise self.error(f"per_port.\"{key}\".{name} must be a string", table, key)
+            rate = spec.get("rate_gbps")
+            if rate is not None and (not isinstance(rate, (int, float)) or isinstance(rate, bool)
+                                     or not 0 < rate <= 100_000):  # NaN fails this too
+                raise self.error(f"per_port.\"{key}\".rate_gbps must be a positive number (e.g. 400)", table, key)
+            if "link_layer" in spec and spec["link_layer"] not in ("InfiniBand", "Ethernet"):
+                raise self.error(f"per_port.\"{key}\".link_layer must be \"InfiniBand\" or \"Ethernet\"",
+                                 table, key)
+            if "active" in spec and not isinstance(spec["active"], bool):
+                raise self.error(f"per_port.\"{key}\".active must be true or false", table, key)
+            out[str(key)] = dict(spec)
+        return out
+
+    def table_gpu_models(self, value: dict, table: str) -> dict:
+        """[class.NAME.gpu_models] "NVIDIA H100 80GB HBM3" = { count = 8, nvlinks = 18 }."""
+        out = {}
+        for model, spec in value.items():
+            if not isinstance(spec, dict):
+                raise self.error(f"gpu_models.\"{model}\" must be a table like {{ count = 8 }}", table, model)
+            self._keys(spec, f"{table}.\"{model}\"", _GPU_MODEL_KEYS)
+            for key in _GPU_MODEL_KEYS:
+                self._int(spec, f"{table}.\"{model}\"", key)
+            out[model] = dict(spec)
+        return out
 
     def table_pcie(self, value: dict, table: str) -> dict:
         out = {}

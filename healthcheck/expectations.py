@@ -42,10 +42,44 @@ class PcieExpect:
 
 
 @dataclass(frozen=True)
+class IbPortExpect:
+    """What one HCA port looked like on the node the expectations were recorded from
+    (``[class.NAME.ib.per_port] "mlx5_0:1" = { ... }``); unset fields are not judged."""
+
+    ca_type: str | None = None  # "MT4129" (ConnectX-7)
+    firmware: str | None = None
+    rate_gbps: float | None = None  # recorded for active ports only
+    link_layer: str | None = None  # "InfiniBand" | "Ethernet"
+    active: bool | None = None  # True: the port must be ACTIVE/LinkUp, whatever its link layer
+
+
+@dataclass(frozen=True)
+class GpuModelExpect:
+    """One GPU model group of a node with several models (``[class.NAME.gpu_models]``)."""
+
+    count: int | None = None
+    nvlinks: int | None = None  # active NVLinks per GPU of this model
+
+
+def ib_port_expectations(raw: dict[str, Any] | None) -> dict[str, IbPortExpect]:
+    """``{"mlx5_0:1": {ca_type, firmware, rate_gbps, link_layer, active}}`` (validated) -> expectations."""
+    return {key: IbPortExpect(v.get("ca_type"), v.get("firmware"),
+                              float(v["rate_gbps"]) if v.get("rate_gbps") is not None else None,
+                              v.get("link_layer"), v.get("active"))
+            for key, v in (raw or {}).items()}
+
+
+def gpu_model_expectations(raw: dict[str, Any] | None) -> dict[str, GpuModelExpect]:
+    return {name: GpuModelExpect(v.get("count"), v.get("nvlinks")) for name, v in (raw or {}).items()}
+
+
+@dataclass(frozen=True)
 class Expectations:
     node_class: str | None = None
     gpu_count: int | None = None
     gpu_model: str | None = None  # substring match against the GPU name ("H100 80GB HBM3")
+    # Nodes with several GPU models: full GPU name -> count (and NVLinks) of that model group.
+    gpu_models: dict[str, GpuModelExpect] = field(default_factory=dict)
     nvlinks_per_gpu: int | None = None
     # PCIe expectations per device kind ("gpu", "hca", "nvswitch") and per PCI address.
     pcie_by_kind: dict[str, PcieExpect] = field(default_factory=dict)
@@ -55,6 +89,9 @@ class Expectations:
     ib_link_layer: str | None = None
     ib_devices: tuple[str, ...] | None = None  # exact device names expected (mlx5_0, ...)
     hca_firmware: str | None = None
+    # Per HCA port ("mlx5_0:1"): CA type, firmware, rate, link layer, whether it must be active.
+    # Wins over the node-wide ib_* values above for the ports it names.
+    ib_per_port: dict[str, IbPortExpect] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)  # driver, cuda, nccl, ofed, rdma_core, kernel, vbios
     services: tuple[str, ...] = ()
     mounts: tuple[str, ...] = ()  # mount points that must be present (and rw unless listed in ro_mounts)

@@ -22,7 +22,9 @@ def _visible_mounts(host: HostInfo) -> dict[str, Mount]:
 # ------------------------------------------------------------------------------------------- CPU
 
 
-@check("host.cpu", needs=("host",))
+@check("host.cpu", needs=("host",), fails_by_default=False,
+       fails_on="cpu = {sockets, cores, threads} (written by `config generate`): FAIL when they differ "
+                "(SMT or cores offline, a dead socket)")
 def cpu(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """CPU sockets, physical cores and online threads match the node class (a node booted with SMT or
     cores offline, or a dead socket, shows fewer)."""
@@ -47,7 +49,9 @@ def cpu(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 
 
 @check("host.memory", needs=("host",), contexts=CONTEXTS,
-       thresholds={"tolerance": 0.03, "min_available_fraction": 0.05})
+       thresholds={"tolerance": 0.03, "min_available_fraction": 0.05}, fails_by_default=False,
+       fails_on="mem_total_gib (written by `config generate`): FAIL when MemTotal is more than tolerance "
+                "below it (a lost DIMM); without it low available memory only WARNs")
 def memory(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """MemTotal is not below the node class's (within a tolerance: a lost DIMM shows as a drop of a few
     per cent) and enough memory is available."""
@@ -73,7 +77,10 @@ def memory(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                     + (f", {fraction:.0%} available" if fraction is not None else ""), "memory", **metrics)]
 
 
-@check("host.swap", needs=("host",), thresholds={"max_used_fraction": 0.5, "forbid": False})
+@check("host.swap", needs=("host",), thresholds={"max_used_fraction": 0.5, "forbid": False},
+       fails_by_default=False,
+       fails_on="threshold forbid = true (`config generate` sets it when the recorded node has no swap): "
+                "FAIL when swap is configured; heavy swap use only WARNs")
 def swap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Swap is not heavily used (and absent where the config forbids it)."""
     total, free = snap.host.swap_total_kib, snap.host.swap_free_kib
@@ -96,7 +103,8 @@ def swap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 # ---------------------------------------------------------------------------------------- mounts
 
 
-@check("host.mounts", needs=("host",), contexts=CONTEXTS)
+@check("host.mounts", needs=("host",), contexts=CONTEXTS, fails_by_default=True,
+       fails_on="a hung or stale mount, / read-only; with mounts: a listed mount missing or read-only")
 def mounts(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Expected mount points are present and read-write (unless listed as read-only); no mount hangs
     or has a stale handle. Without expectations: "/" must be read-write."""
@@ -134,7 +142,9 @@ def mounts(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 
 @check("host.disk", needs=("host",), contexts=CONTEXTS,
        thresholds={"paths": ["/", "/tmp", "/var", "/dev/shm"], "min_free_fraction": 0.05,
-                   "min_free_gib": 1.0, "warn_free_fraction": 0.1})
+                   "min_free_gib": 1.0, "warn_free_fraction": 0.1}, fails_by_default=True,
+       fails_on="a listed mount point below min_free_fraction (5 %) or min_free_gib (1 GiB) free space, "
+                "or below 5 % free inodes (jobs fail writing)")
 def disk(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Free space and free inodes on the listed mount points (those that are mount points here) are
     above the floors. The absolute floor (min_free_gib) is not applied to filesystems smaller than
@@ -179,7 +189,9 @@ def disk(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 # ------------------------------------------------------------------------------------------ load
 
 
-@check("host.load", needs=("host",), thresholds={"warn_per_cpu": 2.0, "fail_per_cpu": None})
+@check("host.load", needs=("host",), thresholds={"warn_per_cpu": 2.0, "fail_per_cpu": None},
+       fails_by_default=False,
+       fails_on="threshold fail_per_cpu: FAIL above it; by default a high load only WARNs")
 def load(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """The 1-minute load per online CPU is below the thresholds. (Run in a prolog, the load still
     reflects the previous job; the check is off there by default.)"""
@@ -200,11 +212,14 @@ def load(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 # -------------------------------------------------------------------------------------- services
 
 
-@check("host.services", needs=("host",), contexts=CONTEXTS)
+@check("host.services", needs=("host",), contexts=CONTEXTS, fails_by_default=False,
+       fails_on="services (written by `config generate`): FAIL when a listed service has no running "
+                "process; without the list it SKIPs")
 def services(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Every expected service (slurmd, munged, nvidia-persistenced, ...) has a running process."""
     if not exp.services:
-        return skip("host.services", "no services expected")
+        return skip("host.services", "no services expected (set services in the node class, or record a "
+                                     "node with `healthcheck config generate`, to require them)")
     seen = snap.host.services or {}
     out = []
     for name in exp.services:
@@ -229,14 +244,17 @@ def version_matches(expected: str, actual: str) -> bool:
     return all(a == expected for a in items)
 
 
-@check("sw.versions", needs=("versions",))
+@check("sw.versions", needs=("versions",), fails_by_default=False,
+       fails_on="versions (written by `config generate`): FAIL when an installed version differs or is "
+                "missing; without them it lists the versions and PASSes")
 def versions(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Installed versions (driver, CUDA, NCCL, OFED, rdma-core, kernel, VBIOS, HCA firmware) are the
     ones the node class expects; "550.*" matches by prefix."""
     found = snap.versions or {}
     if not exp.versions:
         listing = ", ".join(f"{k} {v}" for k, v in sorted(found.items())) or "no versions found"
-        return [finding("sw.versions", Status.PASS, listing)]
+        return [finding("sw.versions", Status.PASS, f"{listing} (informational: no [class.NAME.versions] "
+                        "expected; `healthcheck config generate` records them)")]
     out = []
     for key, expected in sorted(exp.versions.items()):
         actual = found.get(key)

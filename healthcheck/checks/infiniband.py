@@ -1,9 +1,12 @@
 """InfiniBand / RoCE port checks: state, rate, error counters, HCA firmware.
 
-Which ports are judged: those whose link layer is ``exp.ib_link_layer`` when the node class sets it,
-else the InfiniBand ports (a port with no ``link_layer`` file is taken as InfiniBand: old kernels).
-Ports of the other layer (the Ethernet storage/management functions of an HGX node, say) are only
-reported: a down Ethernet port WARNs when no layer is expected, and is SKIPped when another layer is.
+Which ports are judged: every port named in ``exp.ib_per_port`` (what ``healthcheck config generate``
+recorded per port: CA type, firmware, rate, link layer, whether it was active), whatever its link layer;
+the other ports when their link layer is ``exp.ib_link_layer`` (when the node class sets it), else the
+InfiniBand ports (a port with no ``link_layer`` file is taken as InfiniBand: old kernels). Ports of
+another layer that no per-port expectation names (the Ethernet storage/management functions of an HGX
+node, say) are only reported: a down Ethernet port WARNs when no layer is expected, and is SKIPped
+when another layer is.
 
 Counter meanings: Linux ``Documentation/infiniband/sysfs.txt`` (the ``counters/`` files carry the
 port's PortCounters attribute) and NVIDIA UFM "Appendix - Supported Port Counters and Events"
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from ..expectations import Expectations
+from ..expectations import Expectations, IbPortExpect
 from ..model import Finding, IbPort, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 
@@ -84,15 +87,61 @@ def _state_text(port: IbPort) -> str:
     return f"{port.state or '?'}/{port.phys_state or '?'}"
 
 
-@check("ib.port.state", needs=("ib_ports",), contexts=CONTEXTS, handles_missing=True)
+# Said in every finding of a down port that no expectation requires up, and in `healthcheck checks`.
+MAKE_IT_FAIL = ("informational: no expectation says this port must be up; record the node with "
+                "`healthcheck config generate` ([class.NAME.ib.per_port]) or list its HCA in "
+                "[class.NAME.ib] devices to make this a failure")
+
+
+def _recorded_facts(port: IbPort, want: IbPortExpect) -> list[str]:
+    """How ``port`` differs from its recorded CA type and link layer (a different card, or a port
+    switched between InfiniBand and Ethernet)."""
+    problems = []
+    if want.ca_type and port.hca_type and port.hca_type != want.ca_type:
+        problems.append(f"CA type {port.hca_type}, expected {want.ca_type} (a different card)")
+    elif want.ca_type and not port.hca_type:
+        problems.append(f"CA type unreadable, expected {want.ca_type}")
+    if want.link_layer and port_layer(port).lower() != want.link_layer.lower():
+        problems.append(f"link layer {port_layer(port)}, expected {want.link_layer}")
+    return problems
+
+
+def _state_per_port(name: str, port: IbPort, want: IbPortExpect, judged: bool) -> tuple[Finding, bool]:
+    """The finding for a port with a recorded expectation, and whether it counts as an active port of
+    the judged layer."""
+    metrics = {"rate_gbps": port.rate_gbps}
+    problems = _recorded_facts(port, want)
+    up = is_active(port)
+    if port.state is None:
+        return finding(name, Status.ERROR, "port state unreadable", port.component, **metrics), False
+    if want.active and not up:
+        problems.insert(0, f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)} "
+                           "(recorded active)")
+    if problems:
+        return finding(name, Status.FAIL, "; ".join(problems), port.component, **metrics), up and judged
+    if up:
+        return finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)})", port.component,
+                       **metrics), judged
+    return finding(name, Status.SKIP, f"{port_layer(port)} port {_state_text(port)}, as recorded "
+                   "(not expected up)", port.component, **metrics), False
+
+
+@check("ib.port.state", needs=("ib_ports",), contexts=CONTEXTS, handles_missing=True, fails_by_default=False,
+       fails_on="expectations that a port is up ([class.NAME.ib.per_port], written by `config generate`; "
+                "ib.devices; ib.ports): FAIL for a recorded-active port Down/Polling/Disabled/Init on any link "
+                "layer, a recorded port or HCA missing, a different CA type or link layer; without them a down "
+                "port only WARNs")
 def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Every InfiniBand port (or every port of the expected link layer) is ACTIVE/LinkUp, the expected
     HCAs exist and at least the expected number of ports is active.
 
-    FAIL: an HCA of ``ib.devices`` missing or one of its ports not active; fewer active ports than
-    ``ib.ports``. A port that is down on a node with no IB expectation only WARNs (with how to make it a
-    failure): a dual-port HCA's uncabled second port is normal, and draining for it would be wrong.
-    ``healthcheck config generate`` records the devices and port count of a known-good node.
+    FAIL: a port that ``ib.per_port`` records as active is not ACTIVE/LinkUp (Down, Polling, Disabled,
+    Init, Armed), whatever its link layer (InfiniBand or Ethernet/RoCE); a recorded port is missing, or
+    its CA type or link layer differs from the record; an HCA of ``ib.devices`` missing or one of its
+    ports not active (unless ``per_port`` records that port as down); fewer active ports than
+    ``ib.ports``. A down port that no expectation requires up only WARNs, and says what would make it
+    a failure: a dual-port HCA's uncabled second port is normal, and draining for it would be wrong.
+    ``healthcheck config generate`` records every port of a known-good node.
     Runs in the prolog too: it reads a few sysfs files per port.
     """
     name = "ib.port.state"
@@ -104,18 +153,31 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             return [finding(name, Status.FAIL,
                             f"InfiniBand ports expected but none could be read{detail}")]
         return skip(name, "InfiniBand/RoCE ports not probed")
-    if not ports and not exp.ib_port_count and not exp.ib_devices:
+    per_port = exp.ib_per_port
+    if not ports and not exp.ib_port_count and not exp.ib_devices and not per_port:
         return skip(name, "no InfiniBand/RoCE device and none expected")
     layer = judged_layer(exp)
     out: list[Finding] = []
     present = {p.device for p in ports}
-    for dev in exp.ib_devices or ():
-        if dev not in present:
-            out.append(finding(name, Status.FAIL, f"HCA missing: {dev} expected but not present", dev))
+    missing_hcas = [dev for dev in exp.ib_devices or () if dev not in present]
+    for dev in missing_hcas:
+        out.append(finding(name, Status.FAIL, f"HCA missing: {dev} expected but not present", dev))
+    seen = {p.component for p in ports}
+    for key, want in sorted(per_port.items()):
+        if key not in seen and key.rsplit(":", 1)[0] not in missing_hcas:
+            what = " ".join(v for v in (want.ca_type, want.link_layer) if v) or "HCA"
+            out.append(finding(name, Status.FAIL, f"port missing: {key} ({what}) recorded but not present",
+                               key))
     active = 0
     for port in ports:
         metrics = {"rate_gbps": port.rate_gbps}
         up = is_active(port)
+        want = per_port.get(port.component)
+        if want is not None:
+            result, counted = _state_per_port(name, port, want, is_judged(port, exp))
+            out.append(result)
+            active += counted
+            continue
         if is_judged(port, exp):
             if port.state is None:
                 out.append(finding(name, Status.ERROR, "port state unreadable", port.component, **metrics))
@@ -128,8 +190,7 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                 # expectations a dual-port card's uncabled second port would drain the node.
                 expected = port.device in (exp.ib_devices or ())
                 status = Status.FAIL if expected else Status.WARN
-                hint = "" if expected or exp.ib_port_count is not None else \
-                    " (set [class.NAME.ib] devices/ports to make this a failure)"
+                hint = "" if expected else f" ({MAKE_IT_FAIL})"
                 out.append(finding(name, status,
                                    f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}{hint}",
                                    port.component, **metrics))
@@ -141,8 +202,8 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                                f"judged (expected link layer {layer})", port.component, **metrics))
         else:
             out.append(finding(name, Status.WARN,
-                               f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)}",
-                               port.component, **metrics))
+                               f"{port_layer(port)} port {_state_text(port)}: {_why_down(port)} "
+                               f"({MAKE_IT_FAIL})", port.component, **metrics))
     if exp.ib_port_count is not None:
         status = Status.FAIL if active < exp.ib_port_count else Status.PASS
         out.append(finding(name, status, f"{active} of {exp.ib_port_count} expected {layer} ports active",
@@ -150,10 +211,15 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     return out
 
 
-@check("ib.port.rate", needs=("ib_ports",))
+@check("ib.port.rate", needs=("ib_ports",), fails_by_default=False,
+       fails_on="a port's recorded rate (ib.per_port, written by `config generate`) or ib.rate_gbps: FAIL "
+                "below it (cable, transceiver, switch port trained slower); without them a port slower than "
+                "its peers only WARNs")
 def ib_port_rate(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """Active ports run at the expected rate (``ib_rate_gbps``); without an expectation, no port is
-    slower than the fastest active port of the same HCA type and link layer (WARN)."""
+    """Active ports run at least at their expected rate: the port's own recorded rate
+    (``ib.per_port``), else ``ib.rate_gbps`` for ports of the judged link layer (FAIL below it: a
+    cable, transceiver or switch port that trained at a lower speed). Without an expectation, a port
+    slower than the fastest active port of the same HCA type and link layer only WARNs."""
     name = "ib.port.rate"
     ports = snap.ib_ports or []
     if not ports:
@@ -173,13 +239,16 @@ def ib_port_rate(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         if rate is None:
             out.append(finding(name, Status.ERROR, "rate unreadable", port.component))
             continue
-        if exp.ib_rate_gbps is not None and is_judged(port, exp):
-            if rate < exp.ib_rate_gbps - _RATE_EPS:
-                out.append(finding(name, Status.FAIL, f"{rate:g} Gb/s, expected {exp.ib_rate_gbps:g} Gb/s",
-                                   port.component, rate_gbps=rate, expected_gbps=exp.ib_rate_gbps))
+        want = exp.ib_per_port.get(port.component)
+        expected = want.rate_gbps if want is not None and want.rate_gbps is not None else \
+            exp.ib_rate_gbps if is_judged(port, exp) else None
+        if expected is not None:
+            if rate < expected - _RATE_EPS:
+                out.append(finding(name, Status.FAIL, f"{rate:g} Gb/s, expected {expected:g} Gb/s",
+                                   port.component, rate_gbps=rate, expected_gbps=expected))
             else:
                 out.append(finding(name, Status.PASS, f"{rate:g} Gb/s", port.component, rate_gbps=rate,
-                                   expected_gbps=exp.ib_rate_gbps))
+                                   expected_gbps=expected))
             continue
         best = fastest.get((port.hca_type, port_layer(port)), rate)
         if rate < best - _RATE_EPS:
@@ -204,12 +273,16 @@ def _limits(t: dict) -> dict[str, tuple[int | None, int | None]]:
     return {k: (v[0], v[1]) for k, v in limits.items()}
 
 
-@check("ib.port.errors", needs=("ib_ports",), thresholds=ERROR_THRESHOLDS)
+@check("ib.port.errors", needs=("ib_ports",), thresholds=ERROR_THRESHOLDS, fails_by_default=False,
+       fails_on="a <counter>_fail threshold (e.g. symbol_error_fail): FAIL at or above it; by default "
+                "counter totals only WARN")
 def ib_port_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Port error counters (totals since the last counter reset) stay below their thresholds:
     by default WARN at symbol_error >= 10, link_downed >= 1, link_error_recovery >= 10,
     port_rcv_errors >= 10, excessive_buffer_overrun_errors >= 1, local_link_integrity_errors >= 1,
-    port_rcv_remote_physical_errors >= 10; FAIL thresholds are unset unless configured."""
+    port_rcv_remote_physical_errors >= 10; FAIL thresholds are unset unless configured
+    (``<counter>_fail``), so by default this check is informational. Totals since the last reset
+    cannot tell an old burst from a live fault; the epilog's per-job growth and the history's trends do."""
     name = "ib.port.errors"
     ports = snap.ib_ports or []
     if not ports:
@@ -242,10 +315,14 @@ def ib_port_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     return out
 
 
-@check("ib.hca.firmware", needs=("ib_ports",))
+@check("ib.hca.firmware", needs=("ib_ports",), fails_by_default=False,
+       fails_on="the recorded firmware (ib.per_port, written by `config generate`) or ib.firmware: FAIL "
+                "when an HCA runs another version; without them an odd version out only WARNs")
 def ib_hca_firmware(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """HCAs run the expected firmware (``hca_firmware``, for HCAs of the judged link layer); without
-    an expectation, HCAs of the same type agree on one version (WARN for the odd ones out)."""
+    """HCAs run the expected firmware: the one recorded for their ports (``ib.per_port``), else
+    ``ib.firmware`` for HCAs of the judged link layer (FAIL otherwise: a card flashed differently
+    from the rest of the class). Without an expectation, HCAs of the same type agree on one version
+    (WARN for the odd ones out)."""
     name = "ib.hca.firmware"
     hcas: dict[str, IbPort] = {}
     for port in snap.ib_ports or []:
@@ -256,14 +333,19 @@ def ib_hca_firmware(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
     for port in hcas.values():
         if port.firmware:
             by_type[port.hca_type][port.firmware] += 1
+    recorded: dict[str, str] = {}
+    for key, want in sorted(exp.ib_per_port.items()):
+        if want.firmware:
+            recorded.setdefault(key.rsplit(":", 1)[0], want.firmware)
     out: list[Finding] = []
     for dev, port in hcas.items():
         fw = port.firmware
+        expected = recorded.get(dev) or (exp.hca_firmware if is_judged(port, exp) else None)
         if fw is None:
             out.append(finding(name, Status.ERROR, "firmware version unreadable", dev))
-        elif exp.hca_firmware and is_judged(port, exp):
-            if fw != exp.hca_firmware:
-                out.append(finding(name, Status.FAIL, f"firmware {fw}, expected {exp.hca_firmware}", dev))
+        elif expected:
+            if fw != expected:
+                out.append(finding(name, Status.FAIL, f"firmware {fw}, expected {expected}", dev))
             else:
                 out.append(finding(name, Status.PASS, f"firmware {fw}", dev))
         else:

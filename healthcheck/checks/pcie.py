@@ -44,7 +44,9 @@ def link_problems(link: PcieLink, want: PcieExpect | None) -> list[str]:
     return problems
 
 
-@check("pcie.hca.link", needs=("pcie_links",))
+@check("pcie.hca.link", needs=("pcie_links",), fails_by_default=True,
+       fails_on="an HCA's PCIe link below its own maximum speed or width (reseat, riser, slot, upstream "
+                "switch); with pcie: below the expected generation or width")
 def pcie_hca_link(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Every HCA's PCIe link runs at its maximum speed and width (HCAs do not down-train at idle),
     and at least at the generation and width the node class expects."""

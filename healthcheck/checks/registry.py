@@ -35,14 +35,24 @@ class CheckSpec:
     # Called even when a needed source is absent (e.g. gpu.count fails when GPUs are expected
     # but none could be seen); otherwise the runner reports SKIP for it.
     handles_missing: bool = False
+    # Can it FAIL with no expectations file and its default thresholds? True: ``fails_on`` names the
+    # faults it fails on by default. False: it is informational until configured, and ``fails_on``
+    # says what setting makes it fail. None: not declared here (healthcheck.catalog_doc holds the
+    # answer for the modules that do not declare it yet; a test requires one of the two).
+    fails_by_default: bool | None = None
+    fails_on: str = ""
 
 
 _REGISTRY: dict[str, CheckSpec] = {}
 
 
 def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_CONTEXTS,
-          thresholds: dict[str, Any] | None = None, handles_missing: bool = False):
-    """Register ``fn`` as check ``name``. Its docstring's first paragraph is its documentation."""
+          thresholds: dict[str, Any] | None = None, handles_missing: bool = False,
+          fails_by_default: bool | None = None, fails_on: str = ""):
+    """Register ``fn`` as check ``name``. Its docstring's first paragraph is its documentation.
+
+    ``fails_by_default``/``fails_on``: whether the check can FAIL without any configuration, and on
+    what fault (or, when it cannot, which setting makes it fail); shown by `healthcheck checks`."""
     needs = tuple(needs)
     for source in needs:
         if source not in SOURCES:
@@ -56,7 +66,7 @@ def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_
             raise ValueError(f"check {name} registered twice")
         doc = (fn.__doc__ or "").strip().split("\n\n")[0]
         _REGISTRY[name] = CheckSpec(name, fn, needs, contexts, dict(thresholds or {}),
-                                    " ".join(doc.split()), handles_missing)
+                                    " ".join(doc.split()), handles_missing, fails_by_default, fails_on)
         return fn
 
     return register

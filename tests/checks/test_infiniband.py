@@ -70,7 +70,8 @@ def test_state_without_expectations_warns_for_a_down_port():
     ports = [_port(0), _port(1, state="DOWN", phys="Polling")]
     out = _by(ib_port_state(_snap(ports), Expectations(), {}))
     assert {k: f.status for k, f in out.items()} == {"mlx5_0:1": Status.PASS, "mlx5_1:1": Status.WARN}
-    assert "set [class.NAME.ib] devices/ports" in out["mlx5_1:1"].message
+    assert "[class.NAME.ib.per_port]" in out["mlx5_1:1"].message
+    assert "to make this a failure" in out["mlx5_1:1"].message
 
 
 def test_state_down_port_of_an_expected_hca_fails():
