@@ -115,7 +115,10 @@ def vet_tree(src: str | os.PathLike, *, max_file_bytes: int, max_entries: int,
     ``error(message)`` is raised for a symlink leading out of the folder, a hard link, a FIFO, socket
     or device, a file over ``max_file_bytes``, more than ``max_entries`` entries."""
     label = os.fspath(src)
-    real_root = os.path.realpath(src)
+    try:
+        real_root = os.path.realpath(src)
+    except OSError as exc:
+        raise error(f"cannot read bundle folder {label!r}: {exc.strerror or exc}") from exc
     private = real_root == os.path.abspath(src) and _private_above(real_root)
     count = 0
     for folder, dirs, files in os.walk(src, onerror=lambda exc: _walk_error(exc, error)):
@@ -131,9 +134,12 @@ def vet_tree(src: str | os.PathLike, *, max_file_bytes: int, max_entries: int,
                 raise error(f"{label}: cannot read entry {rel!r}: {exc.strerror or exc}") from exc
             private = private and _owned_unwritable(st)
             if stat.S_ISLNK(st.st_mode):
-                target = os.path.realpath(full)
+                try:  # a link we may not follow (/proc/1/cwd) is refused, not an internal error
+                    target, text = os.path.realpath(full), os.readlink(full)
+                except OSError as exc:
+                    raise error(f"{label}: cannot read symlink {rel!r}: {exc.strerror or exc}") from exc
                 if os.path.commonpath([real_root, target]) != real_root:
-                    raise error(f"{label}: refusing symlink {rel!r} to {os.readlink(full)!r}, outside the bundle")
+                    raise error(f"{label}: refusing symlink {rel!r} to {text!r}, outside the bundle")
             elif stat.S_ISREG(st.st_mode):
                 if st.st_nlink > 1:
                     raise error(f"{label}: refusing hard link {rel!r} ({st.st_nlink} names): a bundle holds plain copies")

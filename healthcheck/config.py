@@ -14,6 +14,10 @@ from typing import Any
 from .expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
 from .slurm.settings import SlurmSettings
 
+MAX_CONFIG_BYTES = 4 << 20  # a real config is a few KiB; a bigger one is refused before it is read
+MAX_CONFIG_DEPTH = 32       # tables and arrays nest about 4 deep in a real config
+
+
 class ConfigError(ValueError):
     def __init__(self, message: str, path: str | None = None, line: int | None = None):
         super().__init__(message)
@@ -147,9 +151,12 @@ def load(path: str, use_cache: bool = False) -> Config:
                 return Validator("", path).config(data)
             except ConfigError:
                 pass  # read it again below, for an error with its line number
+    from .safety import NotARegularFile, read_regular
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_regular(path, "config", MAX_CONFIG_BYTES)
+    except NotARegularFile as exc:
+        raise ConfigError(str(exc), path) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror or exc}", path) from exc
     try:
@@ -176,13 +183,47 @@ def loads(text: str, path: str | None = None) -> Config:
 def _parse(text: str, path: str | None) -> dict[str, Any]:
     import tomllib
 
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{len(text)} characters, over the limit of {MAX_CONFIG_BYTES} "
+                          f"({MAX_CONFIG_BYTES >> 20} MiB) for a config: refusing to parse it", path)
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise ConfigError(f"nested too deeply (a config nests at most {MAX_CONFIG_DEPTH} levels)", path,
+                          _deep_line(text)) from None
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line = int(match.group(1)) if match else None
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise ConfigError(f"TOML syntax error: {msg}", path, line) from exc
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"TOML syntax error: {exc}", path) from None
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"nested too deeply (a config nests at most {MAX_CONFIG_DEPTH} levels)", path,
+                          _deep_line(text))
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests tables and arrays (iterative: deep data must not recurse here)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if level > deepest:
+            deepest = level
+            if deepest > MAX_CONFIG_DEPTH:
+                break
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((v, level + 1) for v in children if isinstance(v, (dict, list)))
+    return deepest
+
+
+def _deep_line(text: str) -> int | None:
+    """The first line that opens more than MAX_CONFIG_DEPTH brackets or braces (best effort)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.count("[") + line.count("{") > MAX_CONFIG_DEPTH:
+            return number
+    return None
 
 
 def overlapping_classes(cfg: Config) -> list[tuple[str, str, str]]:

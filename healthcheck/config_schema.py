@@ -4,6 +4,7 @@ Used by :func:`healthcheck.config.loads`; produces the :class:`~healthcheck.conf
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -26,6 +27,15 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
 }
 _TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models")
+# Every number is finite and inside its range (NaN compares false: `max_volatile = nan` would pass
+# every GPU); the ranges are far beyond any real node, they only refuse nonsense.
+_RANGES: dict[str, tuple[float, float]] = {
+    "gpu_count": (0, 1024), "nvlinks_per_gpu": (0, 64), "mem_total_gib": (0, 1 << 20),
+    "sockets": (0, 1024), "cores": (0, 1 << 20), "threads": (0, 1 << 20), "ports": (0, 1024),
+    "gen": (0, 16), "width": (0, 64), "rate_gbps": (0, 100_000), "count": (0, 1024), "nvlinks": (0, 64),
+}
+THRESHOLD_RANGE = (0, 10 ** 12)  # every numeric threshold (counts, fractions, degrees, watts)
+_XID_RANGES = {"window_s": (0, 10 * 366 * 86400), "min_count": (1, 1_000_000)}
 _CPU_KEYS = ("sockets", "cores", "threads")
 _IB_KEYS = ("ports", "rate_gbps", "link_layer", "devices", "firmware", "per_port")
 _IB_PORT_KEYS = ("ca_type", "firmware", "rate_gbps", "link_layer", "active")
@@ -172,8 +182,8 @@ class Validator:
                     raise self.error(f"{key} must be {_kind_name(kind)} ({what}), got {value!r}", table, key)
                 if isinstance(value, list) and not all(isinstance(v, str) for v in value):
                     raise self.error(f"{key} must be a list of strings", table, key)
-                if isinstance(value, (int, float)) and value < 0:
-                    raise self.error(f"{key} must not be negative", table, key)
+                if isinstance(value, (int, float)) and (problem := _range_problem(key, value)):
+                    raise self.error(f"{key} {problem}", table, key)
                 out[key] = value
             elif key in _TABLES:
                 if not isinstance(value, dict):
@@ -194,6 +204,8 @@ class Validator:
         if key in value and (not isinstance(value[key], int) or isinstance(value[key], bool)
                              or value[key] < 0):
             raise self.error(f"{key} must be a non-negative integer, got {value[key]!r}", table, key)
+        if key in value and (problem := _range_problem(key, value[key])):
+            raise self.error(f"{key} {problem}", table, key)
 
     def table_cpu(self, value: dict, table: str) -> dict:
         self._keys(value, table, _CPU_KEYS)
@@ -204,8 +216,11 @@ class Validator:
     def table_ib(self, value: dict, table: str) -> dict:
         self._keys(value, table, _IB_KEYS)
         self._int(value, table, "ports")
-        if "rate_gbps" in value and not isinstance(value["rate_gbps"], (int, float)):
+        if "rate_gbps" in value and (not isinstance(value["rate_gbps"], (int, float))
+                                     or isinstance(value["rate_gbps"], bool)):
             raise self.error("rate_gbps must be a number (e.g. 400)", table, "rate_gbps")
+        if "rate_gbps" in value and (problem := _range_problem("rate_gbps", value["rate_gbps"])):
+            raise self.error(f"rate_gbps {problem}", table, "rate_gbps")
         if "link_layer" in value and value["link_layer"] not in ("InfiniBand", "Ethernet"):
             raise self.error("link_layer must be \"InfiniBand\" or \"Ethernet\"", table, "link_layer")
         if "devices" in value and not (isinstance(value["devices"], list)
@@ -337,6 +352,11 @@ class Validator:
             self._keys(rule, f"xid.{number}", _XID_KEYS)
             if "action" in rule and rule["action"] not in ("fail", "warn", "ignore"):
                 raise self.error(f"xid {number}: action must be fail, warn or ignore", "xid", str(number))
+            for key, (low, high) in _XID_RANGES.items():
+                if isinstance(rule.get(key), (int, float)) and not isinstance(rule[key], bool) \
+                        and not low <= rule[key] <= high:  # NaN fails this too
+                    raise self.error(f"xid {number}: {key} must be in [{low:,}, {high:,}], got {rule[key]!r}",
+                                     "xid", str(number))
             out[str(number)] = dict(rule)
         from .xid_policy import load_xid_policy
 
@@ -351,15 +371,35 @@ class Validator:
 def _threshold_type_problem(default: Any, value: Any) -> str | None:
     """Why ``value`` cannot replace a threshold whose default is ``default`` (None: it can)."""
     if default is None:  # unset by default: any scalar sets it (the check documents which)
-        return None if isinstance(value, (bool, int, float, str)) else "must be a number, string or boolean"
+        if not isinstance(value, (bool, int, float, str)):
+            return "must be a number, string or boolean"
+        return _threshold_range_problem(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else None
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be true or false"
     if isinstance(default, (int, float)):
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return "must be a number"
+        return _threshold_range_problem(value)
     if isinstance(default, str):
         return None if isinstance(value, str) else "must be a string"
     if isinstance(default, (list, tuple)):
-        return None if isinstance(value, list) else "must be a list"
+        if not isinstance(value, list):
+            return "must be a list"
+        return None if all(isinstance(v, str) for v in value) else "must be a list of strings"
+    return None
+
+
+def _threshold_range_problem(value: int | float) -> str | None:
+    low, high = THRESHOLD_RANGE
+    return None if low <= value <= high else f"must be a finite number in [{low}, {high:.0e}]"
+
+
+def _range_problem(key: str, value: int | float) -> str | None:
+    """Why the number ``value`` of ``key`` is out of its range (NaN and infinities always are)."""
+    low, high = _RANGES.get(key, (0, float("inf")))
+    if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+        return f"must be a finite number in [{low:,}, {high:,}], got {value!r}"
     return None
 
 

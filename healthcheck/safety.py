@@ -61,3 +61,48 @@ def make_private(path: str) -> None:
         except FileExistsError:
             continue
         os.chmod(folder, 0o700)
+
+
+MAX_TRUSTED_FILE_BYTES = 4 << 20  # a site config, Xid policy or references file: real ones are < 64 KiB
+
+
+class NotARegularFile(OSError):
+    pass
+
+
+def read_regular(path: str, what: str = "file", limit: int = MAX_TRUSTED_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes (symlinks to one
+    are followed: whether the target may be trusted is :func:`check_trusted`'s decision). A FIFO,
+    socket, device or folder is refused before it is opened and again after (fstat of what was
+    opened, with ``O_NONBLOCK`` so that a FIFO swapped in between cannot block), never read: a FIFO
+    at the config path must not hang the prolog. OSError (``NotARegularFile`` for these refusals)
+    (the message says what and why; the caller names the file); a file that grows past the limit while
+    it is read is refused too."""
+    st = os.stat(path)
+    _regular(st, path, what, limit)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        _regular(st, path, what, limit)
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise NotARegularFile(f"{what} grew over {limit} bytes while it was read: refusing it")
+    finally:
+        os.close(fd)
+
+
+def _regular(st: os.stat_result, path: str, what: str, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a directory" if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "a special file")
+        raise NotARegularFile(f"{what} is {kind}, not a regular file: refusing to read it")
+    if st.st_size > limit:
+        raise NotARegularFile(f"{what} is {st.st_size} bytes, over the limit of {limit} bytes "
+                              f"({limit >> 20} MiB) for it: refusing to read it")

@@ -3,7 +3,8 @@
 A cache entry is keyed by the file's real path, inode, size and mtime (ns) and the tool's version, so
 an edited or replaced file is parsed afresh. Entries live in ``$HEALTHCHECK_CACHE_DIR``, else (as root)
 ``/var/cache/healthcheck``, in a 0700 directory, 0600 files; as root an entry is used only when it is
-root's alone (see :mod:`healthcheck.safety`). Every failure is a cache miss, never an error.
+root's alone (see :mod:`healthcheck.safety`) and read only when it is a regular file of at most
+MAX_ENTRY_BYTES. Every failure is a cache miss, never an error.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 from typing import Any
 
 CACHE_ENV = "HEALTHCHECK_CACHE_DIR"
+MAX_ENTRY_BYTES = 16 << 20  # the JSON of a file of at most safety.MAX_TRUSTED_FILE_BYTES (4 MiB) of TOML
 
 
 def cache_dir() -> str | None:
@@ -42,14 +44,17 @@ def get(path: str) -> dict[str, Any] | None:
     if entry is None:
         return None
     cache_file, key = entry
+    from .safety import MAX_TRUSTED_FILE_BYTES, read_regular
+
+    if key[3] > MAX_TRUSTED_FILE_BYTES:  # a file too big to be read is never served from the cache
+        return None
     try:
         if os.geteuid() == 0:
             from .safety import check_trusted
 
             check_trusted(cache_file, "cache entry")
-        with open(cache_file, encoding="utf-8") as fh:
-            stored = json.load(fh)
-    except (OSError, ValueError):
+        stored = json.loads(read_regular(cache_file, "cache entry", MAX_ENTRY_BYTES))
+    except (OSError, ValueError, RecursionError):  # a FIFO, a huge or deeply nested entry: a miss
         return None
     if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("data"), dict):
         return None

@@ -14,6 +14,9 @@ from importlib import resources
 from typing import Any
 
 _ENTRY_KEYS = {"value", "lower", "upper", "unit", "peak", "source"}
+# Ranges (every number must also be finite): value and peak in (0, 1e12], lower in [-1, 0], upper in
+# [0, 100] (a measurement 101 times its reference is no measurement), gpus_per_node in [1, 1024].
+MAX_VALUE, MAX_UPPER, MAX_GPUS_PER_NODE = 1e12, 100.0, 1024
 _SECTION_KEYS = {"match", "description", "gpus_per_node"}
 
 
@@ -111,15 +114,16 @@ def _entry(data: Any, where: str) -> Reference:
             raise ReferencesError(f"{where}.{key}: must be a finite number, got {v!r}")
     if "value" not in data:
         raise ReferencesError(f"{where}: missing 'value'")
-    if data["value"] <= 0:  # a rate, a bandwidth, a throughput: 0 would judge nothing (or divide by it)
-        raise ReferencesError(f"{where}.value: must be > 0, got {data['value']}")
+    for key in ("value", "peak"):  # a rate, a bandwidth, a throughput: 0 would judge nothing (or divide by it)
+        if data.get(key) is not None and not 0 < data[key] <= MAX_VALUE:
+            raise ReferencesError(f"{where}.{key}: must be in (0, {MAX_VALUE:.0e}], got {data[key]}")
     if not isinstance(data.get("unit"), str) or not data["unit"]:
         raise ReferencesError(f"{where}: missing or empty 'unit'")
     lower, upper = data.get("lower"), data.get("upper")
     if lower is not None and not -1.0 <= lower <= 0.0:
         raise ReferencesError(f"{where}.lower: a relative bound between -1 and 0 (e.g. -0.15), got {lower}")
-    if upper is not None and upper < 0.0:
-        raise ReferencesError(f"{where}.upper: a relative bound >= 0 (e.g. 0.25), got {upper}")
+    if upper is not None and not 0.0 <= upper <= MAX_UPPER:
+        raise ReferencesError(f"{where}.upper: a relative bound in [0, {MAX_UPPER:g}] (e.g. 0.25), got {upper}")
     return Reference(float(data["value"]), data["unit"], None if lower is None else float(lower),
                      None if upper is None else float(upper),
                      None if data.get("peak") is None else float(data["peak"]), str(data.get("source", "")))
@@ -142,8 +146,8 @@ def _merge_section(into: dict[str, Sku], table: Any, kind: str, origin: str) -> 
             sku.description = str(data["description"])
         if "gpus_per_node" in data:
             gpn = data["gpus_per_node"]
-            if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
-                raise ReferencesError(f"{where}.gpus_per_node: a positive integer")
+            if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= MAX_GPUS_PER_NODE:
+                raise ReferencesError(f"{where}.gpus_per_node: an integer in [1, {MAX_GPUS_PER_NODE}]")
             sku.gpus_per_node = gpn
         for key, entry in data.items():
             if key not in _SECTION_KEYS:
@@ -158,6 +162,10 @@ def merge(base: References | None, text: str, origin: str) -> References:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        raise ReferencesError(f"{origin}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ReferencesError(f"{origin}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise ReferencesError(f"{origin}: not valid TOML: {exc}") from None
     unknown = set(data) - {"sku", "fabric", "storage"}
     if unknown:
@@ -188,10 +196,15 @@ def load(site_path: str | None = None) -> References:
     decision (as root it must pass safety.check_trusted first; `healthcheck burnin run` does that)."""
     refs = merge(None, default_text(), "built-in references")
     if site_path:
+        from ..safety import NotARegularFile, read_regular
+
         try:
-            with open(site_path, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_regular(site_path, "references file").decode("utf-8")
+        except NotARegularFile as exc:
+            raise ReferencesError(f"{site_path}: {exc}") from None
         except OSError as exc:
             raise ReferencesError(f"{site_path}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ReferencesError(f"{site_path}: not UTF-8 text (byte {exc.start})") from None
         refs = merge(refs, text, site_path)
     return refs
