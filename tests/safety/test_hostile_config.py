@@ -196,6 +196,8 @@ def test_read_regular_refuses_what_is_not_a_regular_file(tmp_path):
     ("[defaults.cpu]\ncores = 100000000000\n", 2, "cores must be a finite number"),
     ("[defaults.ib]\nrate_gbps = nan\n", 2, "rate_gbps must be a finite number"),
     ("[defaults.ib]\nports = 1000000\n", 2, "ports must be a finite number"),
+    ('[defaults.ib.per_port]\n"mlx5_0:1" = { rate_gbps = nan }\n', 2, "rate_gbps must be a positive number"),
+    ('[defaults.gpu_models."NVIDIA H100"]\ncount = 100000\n', 2, "count must be a finite number in [0, 1,024]"),
     ('[defaults.pcie.gpu]\ngen = 5\nwidth = 4096\n', 3, "width must be a finite number in [0, 64]"),
     ('[xid]\n79 = { min_count = 100000000000000 }\n', 2, "min_count must be in [1, 1,000,000]"),
     ('[xid]\n79 = { window_s = nan }\n', 2, "window_s"),
