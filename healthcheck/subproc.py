@@ -104,7 +104,7 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None,
         raise ValueError("argv must be a non-empty list")
     if not isinstance(max_output, int) or max_output <= 0:
         raise ValueError(f"max_output must be a positive number of bytes, got {max_output!r}")
-    if not timeout > 0:  # also refuses NaN
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:  # NaN too
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     exe = which(argv[0])
     if exe is None:

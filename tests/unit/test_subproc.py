@@ -151,3 +151,9 @@ def test_output_within_the_limit_is_whole_and_the_exit_status_kept(tmp_path):
 def test_a_bad_output_limit_is_refused(bad):
     with pytest.raises(ValueError, match="max_output"):
         subproc.run(["true"], timeout=5, max_output=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), None, "5"])
+def test_a_bad_timeout_is_refused(bad):
+    with pytest.raises(ValueError, match="timeout"):
+        subproc.run(["true"], timeout=bad)  # type: ignore[arg-type]
