@@ -157,3 +157,12 @@ def test_a_bad_output_limit_is_refused(bad):
 def test_a_bad_timeout_is_refused(bad):
     with pytest.raises(ValueError, match="timeout"):
         subproc.run(["true"], timeout=bad)  # type: ignore[arg-type]
+
+
+def test_a_chatty_tool_is_cut_at_the_deadline_with_what_it_said_so_far(tmp_path):
+    chatty = _tool(tmp_path, "chatty-scontrol", "while :; do echo 'NodeName=node1 State=IDLE'; done")
+    res = subproc.run([chatty], timeout=600, deadline=time.monotonic() + 1.0)
+    assert res.timed_out and not res.truncated and res.returncode is None
+    assert res.stdout.startswith("NodeName=node1 State=IDLE\n") and res.duration_s < 60
+    time.sleep(0.2)
+    assert _alive("chatty-scontrol") == []
