@@ -52,6 +52,9 @@ ACTIONS: tuple[tuple[str, str | None, str], ...] = (
     ("sw.versions", None, "install the expected driver/firmware/software versions"),
     ("job.stray_processes", None, "stop the leftover processes; check the job's cleanup and the epilog"),
     ("job.counter_growth", None, "an error counter grew during a job: act as for the counter's own check"),
+    ("slurm.drain_cap", None, "held back by the drain cap: one check fails on many nodes; fix the expectation "
+                              "(or the fault shared by them), then resume; raise drain_cap_nodes only if the "
+                              "nodes are really bad"),
 )
 DEFAULT_ACTION = "investigate: read the message, rerun `healthcheck check` on the node"
 

@@ -48,7 +48,8 @@ def decide(context: str, verdict: Verdict, state: NodeState | None, settings: Sl
         if foreign:
             return Decision("none", None, f"{len(failed)} checks failed but the node's reason is not ours "
                                           f"({state.reason!r}): left as the admin set it")
-        reason = make_reason_multi(failed, short_run(run_id))
+        unjudged = sum(1 for f in verdict.findings if f.status is Status.ERROR)
+        reason = make_reason_multi(failed, short_run(run_id), unjudged)
         if state is not None and state.drained and without_run(state.reason) == without_run(reason):
             return Decision("none", reason, "already drained by us for the same reason")
         return Decision("drain", reason, f"{len(failed)} checks failed")

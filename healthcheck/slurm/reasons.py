@@ -2,12 +2,14 @@
 
 Format (exact; tests pin it)::
 
-    healthcheck: <check>[ <component>]: <message>[ (+N more)][ [run <run_id>]]
+    healthcheck: <check>[ <component>]: <message>[ (+N more)][ (K unjudged)][ [run <run_id>]]
 
 e.g. ``healthcheck: gpu.ecc.uncorrected gpu3: uncorrected ECC errors: volatile 2 [run 1a2b3c4d]``.
 
 - ``<check>`` is reduced to ``[A-Za-z0-9._-]`` (others become ``_``), ``<component>`` to
   ``[A-Za-z0-9._:/-]``; ``<run_id>`` to ``[A-Za-z0-9-]`` and 36 characters (a UUID fits).
+- ``(K unjudged)``: K checks of the same run ended in ERROR (could not judge); ``healthcheck check`` on
+  the node says what to do about each. An ERROR alone never drains.
 - The whole reason is at most :data:`MAX_REASON` characters. When it would be longer the *message* is cut
   (ending in ``...``); prefix, check, component, ``(+N more)`` and the run tag always survive.
 - Slurm appends its own `` [user@time]`` when it shows a reason (``scontrol show node``); the parser in
@@ -29,7 +31,7 @@ MAX_REASON = 200
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")  # CSI and OSC sequences
 _WHITESPACE_CONTROLS = "\t\n\r\x0b\x0c"
 _DROPPED = "\"'\\"
-_RUN_TAG = re.compile(r" \[run [A-Za-z0-9-]{1,36}\]$")
+_RUN_TAG = re.compile(r"( \(\d+ unjudged\))?( \[run [A-Za-z0-9-]{1,36}\])?$")
 
 
 def sanitise(text: str, limit: int = MAX_REASON) -> str:
@@ -79,13 +81,15 @@ def _run_tag(run_id: str | None) -> str:
     return f" [run {rid}]" if rid else ""
 
 
-def _assemble(check: str, component: str | None, message: str, more: int, run_id: str | None) -> str:
+def _assemble(check: str, component: str | None, message: str, more: int, run_id: str | None,
+              unjudged: int = 0) -> str:
     head = f"{REASON_PREFIX} {_check_name(check)}"
     comp = _component(component)
     if comp:
         head += f" {comp}"
     head += ":"
-    tail = (f" (+{more} more)" if more > 0 else "") + _run_tag(run_id)
+    tail = (f" (+{more} more)" if more > 0 else "") + (f" ({unjudged} unjudged)" if unjudged > 0 else "") \
+        + _run_tag(run_id)
     room = MAX_REASON - len(head) - len(tail) - 1  # 1 for the space before the message
     msg = sanitise(message, room) if room > 0 else ""
     return f"{head} {msg}{tail}" if msg else f"{head}{tail}"
@@ -96,15 +100,17 @@ def make_reason(check: str, component: str | None, message: str, run_id: str | N
     return _assemble(check, component, message, 0, run_id)
 
 
-def make_reason_multi(failures: list[tuple[str, str | None, str]], run_id: str | None = None) -> str:
-    """One reason for several failing checks: names the first, then ``(+N more)``.
+def make_reason_multi(failures: list[tuple[str, str | None, str]], run_id: str | None = None,
+                      unjudged: int = 0) -> str:
+    """One reason for several failing checks: names the first, then ``(+N more)``, then
+    ``(K unjudged)`` when ``unjudged`` checks of the run could not judge (ERROR).
 
     ``failures`` is a list of ``(check, component, message)`` in the caller's order of importance.
     """
     if not failures:
         raise ValueError("make_reason_multi needs at least one failure")
     check, component, message = failures[0]
-    return _assemble(check, component, message, len(failures) - 1, run_id)
+    return _assemble(check, component, message, len(failures) - 1, run_id, unjudged)
 
 
 def is_ours(reason: str | None) -> bool:
@@ -113,7 +119,8 @@ def is_ours(reason: str | None) -> bool:
 
 
 def without_run(reason: str | None) -> str | None:
-    """The reason without its trailing ``[run <id>]`` tag: two runs failing for the same cause compare equal."""
+    """The reason without its trailing ``(K unjudged)`` and ``[run <id>]``: two runs failing for the same
+    cause compare equal."""
     if reason is None:
         return None
     return _RUN_TAG.sub("", reason)

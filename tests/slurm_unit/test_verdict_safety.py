@@ -291,3 +291,23 @@ def test_apply_pending_never_raises_and_applies_the_good_items(tmp_path):
     assert backend.drained == [("node1", REASON)]
     assert (tmp_path / REJECTED).exists()
     assert not (tmp_path / "pending-actions.jsonl").exists()
+
+
+# -- ERROR results in the drain reason ----------------------------------------------------------------
+
+def test_a_drain_reason_counts_the_checks_that_could_not_judge():
+    from healthcheck.slurm.policy import decide
+    from healthcheck.slurm.reasons import without_run
+
+    verdict = Verdict.of("node1", [Finding("gpu.ecc.uncorrected", Status.FAIL, "volatile 2", "gpu3"),
+                                   Finding("gpu.ecc.mode", Status.ERROR, "ecc mode: Unknown Error", "gpu4"),
+                                   Finding("gpu.row_remap", Status.ERROR, "Unknown Error", "gpu4")],
+                         "2026-12-03T00:00:00+00:00", 0.1, "slurm-check")
+    decision = decide("slurm-check", verdict, state(), SlurmSettings(), "0123456789abcdef")
+    assert decision.action == "drain"
+    assert decision.reason.startswith("healthcheck: gpu.ecc.uncorrected gpu3: volatile 2 (2 unjudged) [run ")
+    # the same cause with another number of unjudged checks is the same reason (no re-drain)
+    again = decide("slurm-check", Verdict.of("node1", verdict.findings[:2], "x", 0.1, "slurm-check"),
+                   state(st="IDLE", flags=("DRAIN",), reason=decision.reason), SlurmSettings(), "fedcba9876543210")
+    assert without_run(decision.reason) == without_run(again.reason or decision.reason)
+    assert again.action == "none"
