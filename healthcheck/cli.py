@@ -227,6 +227,10 @@ def config_show(config_path, node):
 def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
     """Write the expectations of a known-good node (or bundle) as TOML on stdout.
 
+    Every HCA port (CA type, firmware, rate, link layer, active) and every GPU model group is
+    recorded on its own, so the node passes its own file and a node that differs in any recorded
+    fact fails; the file ends with the checks that stay informational (see `healthcheck checks`).
+
     \b
     Example:
       healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml

@@ -197,6 +197,9 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         elif up:
             out.append(finding(name, Status.PASS, f"{_state_text(port)} ({port_layer(port)}, not judged)",
                                port.component, **metrics))
+        elif port.device in (exp.ib_devices or ()):  # an expected HCA's port, whatever its layer
+            out.append(finding(name, Status.FAIL, f"{port_layer(port)} port {_state_text(port)}: "
+                               f"{_why_down(port)}", port.component, **metrics))
         elif exp.ib_link_layer:
             out.append(finding(name, Status.SKIP, f"{port_layer(port)} port {_state_text(port)} not "
                                f"judged (expected link layer {layer})", port.component, **metrics))

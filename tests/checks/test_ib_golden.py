@@ -16,13 +16,14 @@ from healthcheck.config import loads
 from healthcheck.expectations import Expectations, IbPortExpect
 from healthcheck.generate import generate_toml
 from healthcheck.model import IbPort, Snapshot, Status
+from healthcheck.probes.infiniband import probe_ib_ports
+from healthcheck.probes.pcie import probe_pcie_links
 from healthcheck.runner import judge
 from tests.conftest import CORPUS
+from tests.fixtures.sysfs_builder import SysfsFaults, build_sysfs
 
 H100 = "ibstat-h100-cx7-some-ports-down.txt"  # 8x CX-7 NDR IB 28.39 + 4x CX-6 Dx Ethernet 22.38
 A100 = "ibstat-a100-cx6-ibpanic-missing-device.txt"  # 8x CX-6 HDR IB 200, firmware 20.41
-
-pytestmark = pytest.mark.corpus
 
 
 def _corpus(name: str) -> str:
@@ -78,6 +79,7 @@ def _ib_failures(snap: Snapshot, exp: Expectations) -> dict[tuple[str, str | Non
 # ------------------------------------------------------------------------- item 1: the golden node
 
 
+@pytest.mark.corpus
 def test_mixed_generation_golden_node_passes_its_own_expectations(tmp_path):
     snap = snapshot_from_bundle(_bundle(tmp_path, "golden", _mixed_ib()))
     assert {(p.hca_type, p.firmware, p.rate_gbps) for p in snap.ib_ports} == {
@@ -89,6 +91,7 @@ def test_mixed_generation_golden_node_passes_its_own_expectations(tmp_path):
     assert _ib_failures(snap, exp) == {}
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("device, old, new, check", [
     ("mlx5_13", "Firmware version: 20.41.1000", "Firmware version: 20.39.1002", "ib.hca.firmware"),
     ("mlx5_3", "Firmware version: 28.39.1002", "Firmware version: 28.36.1010", "ib.hca.firmware"),
@@ -106,6 +109,7 @@ def test_mixed_generation_sibling_that_differs_fails(tmp_path, device, old, new,
     assert (check, component) in failures, failures
 
 
+@pytest.mark.corpus
 def test_h100_with_ethernet_functions_records_every_port(tmp_path):
     """The real H100 node: 8 CX-7 IB ports + 4 CX-6 Dx Ethernet ports, three of them Disabled."""
     snap = snapshot_from_bundle(_bundle(tmp_path, "golden", _corpus(H100)))
@@ -118,6 +122,7 @@ def test_h100_with_ethernet_functions_records_every_port(tmp_path):
     assert states["mlx5_2:1"] is Status.SKIP  # down on the golden node too: not expected up
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("old, new, check", [
     ("Firmware version: 22.38.1002", "Firmware version: 22.36.1004", "ib.hca.firmware"),
     ("Rate: 100", "Rate: 25", "ib.port.rate"),
@@ -133,6 +138,7 @@ def test_h100_sibling_differing_on_its_ethernet_function_fails(tmp_path, old, ne
     assert (check, component) in _ib_failures(sibling, exp)
 
 
+@pytest.mark.corpus
 def test_missing_recorded_port_fails(tmp_path):
     golden = _corpus(H100)
     exp = _generated(snapshot_from_bundle(_bundle(tmp_path, "golden", golden)))
@@ -144,6 +150,7 @@ def test_missing_recorded_port_fails(tmp_path):
         failures[("ib.port.state", "mlx5_8:1")]
 
 
+@pytest.mark.corpus
 def test_cli_generate_then_check_the_same_bundle_passes(tmp_path):
     """The issue's own steps: `config generate --bundle GOLDEN` then `check --config ... --bundle GOLDEN`."""
     bundle = _bundle(tmp_path, "golden", _mixed_ib())
@@ -208,3 +215,26 @@ def test_recorded_down_port_with_dual_port_hca_listed_in_devices_passes():
     assert statuses == {"mlx5_0:1": Status.PASS, "mlx5_0:2": Status.SKIP, None: Status.PASS}
     assert all(f.status is Status.PASS for f in ib_port_rate(snap, exp, {}) if f.component == "mlx5_0:1")
     assert [f.status for f in ib_hca_firmware(snap, exp, {})] == [Status.PASS]
+
+
+# ------------------------------------------------------------------------- the same on a sysfs tree
+
+
+def _sysfs_node(root: Path, faults: SysfsFaults | None = None) -> Snapshot:
+    """Eight ConnectX-7 NDR ports (Gen5 x16) and four ConnectX-6 Dx Ethernet functions (Gen4 x16)."""
+    build_sysfs(root, gpus=0, nvswitches=0, eth_ports=4, faults=faults)
+    return Snapshot(node="node01", taken_at="t", ib_ports=probe_ib_ports(str(root)),
+                    pcie_links=probe_pcie_links(str(root)))
+
+
+def test_sysfs_mixed_node_passes_its_own_expectations_and_a_deviating_sibling_fails(tmp_path):
+    golden = _sysfs_node(tmp_path / "golden")
+    exp = _generated(golden)
+    assert {p.hca_type for p in golden.ib_ports} == {"MT4129", "MT4125"}
+    only = ["ib.*", "pcie.hca.link"]
+    assert [f for f in judge(golden, exp, only=only).findings if f.status is Status.FAIL] == []
+    sibling = _sysfs_node(tmp_path / "sibling", SysfsFaults(eth_port_down=frozenset({1}),
+                                                            firmware={2: "28.36.1010"}))
+    failing = {(f.check, f.component) for f in judge(sibling, exp, only=only).findings
+               if f.status is Status.FAIL}
+    assert failing == {("ib.port.state", "mlx5_9:1"), ("ib.hca.firmware", "mlx5_2")}

@@ -96,6 +96,15 @@ def test_state_ethernet_ports():
     assert out[None].status is Status.FAIL and "1 of 2 expected Ethernet" in out[None].message
 
 
+def test_state_down_port_of_an_expected_hca_fails_on_the_other_layer_too():
+    """`devices` names the HCA: its down Ethernet port fails even when InfiniBand is the judged layer."""
+    ports = [_port(0), _port(8, layer="Ethernet", state="DOWN", phys="Disabled", hca="MT4125")]
+    exp = Expectations(ib_link_layer="InfiniBand", ib_devices=("mlx5_0", "mlx5_8"))
+    out = _by(ib_port_state(_snap(ports), exp, {}))
+    assert out["mlx5_8:1"].status is Status.FAIL and "port disabled" in out["mlx5_8:1"].message
+    assert out["mlx5_0:1"].status is Status.PASS
+
+
 def test_state_missing_hca():
     ports = [_port(i) for i in range(8) if i != 5]
     out = _by(ib_port_state(_snap(ports), NDR8, {}))
