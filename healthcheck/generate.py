@@ -93,6 +93,11 @@ def _pcie(links: list) -> dict:
     return pcie
 
 
+def _natural(port) -> tuple:
+    """mlx5_2 before mlx5_10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", port.device)], port.port
+
+
 def _ib(ports: list) -> dict:
     """Every port as it is (CA type, firmware, link layer, active, rate when active), plus the
     node-wide count, layer and devices of the main layer's active ports (and its rate and firmware
@@ -107,7 +112,7 @@ def _ib(ports: list) -> dict:
         ib = {"ports": len(same), "link_layer": layer, "rate_gbps": _only([p.rate_gbps for p in same]),
               "devices": sorted({p.device for p in same}), "firmware": _only([p.firmware for p in same])}
     per_port = {}
-    for p in sorted(ports, key=lambda p: (p.device, p.port)):
+    for p in sorted(ports, key=_natural):
         up = is_active(p)
         facts = (("ca_type", p.hca_type), ("firmware", p.firmware), ("link_layer", port_layer(p)),
                  ("active", up), ("rate_gbps", p.rate_gbps if up else None))
