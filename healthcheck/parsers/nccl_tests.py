@@ -34,6 +34,13 @@ Variants handled:
 
 Raises :class:`NcclParseError` for input that is not nccl-tests output (not text, empty, nothing of the
 above) or over MAX_INPUT_CHARS / MAX_LINES; longer lines than MAX_LINE_CHARS are skipped (a warning).
+
+Cost: linear, a few microseconds a line (benchmarks/bench_nccl_parser.py), memory proportional to what
+is kept: the lines are walked one at a time, rows are slotted objects sharing one string per distinct
+type/redop and one float per repeated value (up to _CACHE_SIZE distinct tokens), and at most
+MAX_MESSAGES errors and warnings are kept (then one more line says how many were dropped). Most lines
+never reach the costlier expressions: _LOG runs only on lines holding ``NCCL ``, _FAIL only on lines
+holding one of its literal parts (:func:`_may_fail`), numbers are read by float() over _NUM's characters.
 """
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ class NcclParseError(ParseError):
     """Not nccl-tests output at all (empty, binary, no header/rows/errors)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclRank:
     rank: int
     host: str | None
@@ -59,7 +66,7 @@ class NcclRank:
     pid: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclSide:
     time_us: float | None
     algbw_gbps: float | None
@@ -68,7 +75,7 @@ class NcclSide:
     error: float | None = None  # old format: max absolute error (``wrong`` is then None)
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclRow:
     size_bytes: int
     count: int | None
@@ -121,11 +128,12 @@ def _clean(value):
 
 
 MAX_INPUT_CHARS, MAX_LINES, MAX_LINE_CHARS, MAX_ROW_NUMBERS = 64 << 20, 1_000_000, 64 << 10, 256
+MAX_MESSAGES = 1000  # errors, and warnings, kept (then one line says how many more there were)
+_CACHE_SIZE = 4096   # distinct tokens remembered per parse (a real output repeats a few hundred)
 _NUM = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"  # possessive: nothing after takes a digit
 _NUMBER = re.compile(rf"^{_NUM}$", re.ASCII)
+_NUM_CHARS = "0123456789.eE+-"  # every character _NUM can match
 _MISSING = {"n/a", "nan", "-nan", "+nan", "inf", "-inf", "+inf"}
-_INT = re.compile(r"^\d+$", re.ASCII)
-_ROOT = re.compile(r"^-?\d+$", re.ASCII)
 _WORD = re.compile(r"^[A-Za-z_][\w.]*$", re.ASCII)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 _CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:\.\d+)?$", re.ASCII)
@@ -149,6 +157,9 @@ _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure|Invalid number of GPUs|MPI_ABO
                    r"|^slurmstepd: error: Detected \d+ oom|Segmentation fault|core dumped|^terminate called after")
 _LAUNCHER = re.compile(r"^(?:srun|slurmstepd|mpirun|prterun): (?:error|warning)\b", re.IGNORECASE)
 _DEFAULT_SIDE = ("time", "algbw", "busbw", "#wrong")
+_CODES = {"time": 1, "cputime": 1, "algbw": 2, "busbw": 3, "error": 4, "#wrong": 5, "wrong": 5}
+_BAD = object()     # token cache: not a number
+_UNSEEN = object()  # token cache: not looked at yet
 
 
 class _BadRow(Exception):
@@ -174,6 +185,22 @@ class _State:
     recognised: bool = False
     pending: tuple[list[str], list[str], str] | None = None  # a row's prefix, its numbers, the line
     rank_keys: dict[tuple, NcclRank] = field(default_factory=dict)  # ranks seen (a list scan is quadratic)
+    values: dict[str, object] = field(default_factory=dict)  # token -> its value, None or _BAD (bounded)
+    words: dict[str, object] = field(default_factory=dict)   # token -> itself when a _WORD, else False
+    codes: dict[tuple, tuple] = field(default_factory=dict)  # a side's column names -> _CODES
+    dropped: list[int] = field(default_factory=lambda: [0, 0])  # errors, warnings over MAX_MESSAGES
+
+    def error(self, message: str) -> None:
+        if len(self.errors) < MAX_MESSAGES:
+            self.errors.append(message)
+        else:
+            self.dropped[0] += 1
+
+    def warn(self, message: str) -> None:
+        if len(self.warnings) < MAX_MESSAGES:
+            self.warnings.append(message)
+        else:
+            self.dropped[1] += 1
 
 
 def parse(text: str) -> NcclResult:
@@ -182,25 +209,44 @@ def parse(text: str) -> NcclResult:
     if not text.strip():
         raise NcclParseError("nccl-tests output is empty")
     st = _State()
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = _TAG.sub("", raw.replace("\x00", "").replace("\r", ""), count=1).rstrip()
+    for number, raw in enumerate(_lines(text), start=1):
         if len(raw) > MAX_LINE_CHARS:
-            st.warnings.append(f"line {number} skipped: {len(raw)} characters, over {MAX_LINE_CHARS}")
-        elif line.strip():
+            st.warn(f"line {number} skipped: {len(raw)} characters, over {MAX_LINE_CHARS}")
+            continue
+        if "\x00" in raw or "\r" in raw:
+            raw = raw.replace("\x00", "").replace("\r", "")
+        tag = _TAG.match(raw)
+        line = (raw[tag.end():] if tag else raw).rstrip()
+        if line and not line.isspace():
             _line(st, line)
     _flush(st)
     if not st.recognised:
         raise NcclParseError("not nccl-tests output: no '# nThread' header, rank line, result row, summary, "
                              "'Test ... failure' or 'NCCL WARN' line")
     if not st.rows and not st.errors:
-        st.errors.append("no results table: the output ends before the first result row")
+        st.error("no results table: the output ends before the first result row")
     elif st.rows and st.summaries == 0:
-        st.warnings.append("no '# Out of bounds values' / '# Avg bus bandwidth' summary: output cut or run aborted")
+        st.warn("no '# Out of bounds values' / '# Avg bus bandwidth' summary: output cut or run aborted")
     if st.summaries > 1:
-        st.warnings.append(f"{st.summaries} summaries in one output: avg_busbw_gbps is the last one")
+        st.warn(f"{st.summaries} summaries in one output: avg_busbw_gbps is the last one")
+    for kept, dropped, what in ((st.errors, st.dropped[0], "errors"), (st.warnings, st.dropped[1], "warnings")):
+        if dropped:
+            kept.append(f"{dropped} more {what} not kept (the first {MAX_MESSAGES} are above)")
     return NcclResult(rows=st.rows, ranks=st.ranks, errors=st.errors, warnings=st.warnings,
                       avg_busbw_gbps=st.avg, out_of_bounds=st.oob, out_of_bounds_ok=st.oob_ok,
                       version=st.version, header=st.header)
+
+
+def _lines(text: str):
+    """``text.split("\n")`` one line at a time (no list of a million lines beside the text)."""
+    start, find = 0, text.find
+    while True:
+        end = find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
 
 
 def _line(st: _State, line: str) -> None:
@@ -211,22 +257,36 @@ def _line(st: _State, line: str) -> None:
         if _complete(st, len(_strip_stamps(st.pending[1]))):
             _flush(st)
         return
-    log = _LOG.search(stripped)
+    log = _LOG.search(stripped) if "NCCL " in stripped else None  # the expression needs " NCCL "
     if log is not None:  # a log line between a half-printed row and its numbers keeps the row pending
         if not (log.start() > 0 and _glued_row(st, stripped, log)) and log.group(2) in ("WARN", "ABORT"):
             st.recognised = True
-            st.warnings.append(stripped[log.start():])
+            st.warn(stripped[log.start():])
         return
-    _flush(st)
-    if stripped.startswith("#"):
+    if st.pending is not None:
+        _flush(st)
+    first = stripped[0]
+    if first == "#":
         _comment(st, stripped)
-    elif _FAIL.search(stripped):
+    elif _may_fail(stripped) and _FAIL.search(stripped):
         st.recognised = True
-        st.errors.append(stripped)
-    elif _LAUNCHER.match(stripped):
-        st.warnings.append(stripped)  # e.g. "srun: error: ioctl(TIOCGWINSZ)": noise unless a task failed
-    elif _row_prefix(tokens) is not None:
-        _row_line(st, tokens, stripped)
+        st.error(stripped)
+    elif not ("0" <= first <= "9"):  # a result row starts with its size
+        if _LAUNCHER.match(stripped):
+            st.warn(stripped)  # e.g. "srun: error: ioctl(TIOCGWINSZ)": noise unless a task failed
+    elif (start := _row_prefix(st, tokens)) is not None:
+        body = _strip_stamps(tokens[start:])
+        if _complete(st, len(body)):  # a whole row on one line: no need to keep it pending
+            _add_row(st, tokens[:start], body, stripped)
+        else:
+            _row_line(st, tokens, stripped, start=start)
+
+
+def _may_fail(line: str) -> bool:
+    """False when _FAIL cannot match ``line`` (it holds none of the expression's literal parts)."""
+    return ("failure" in line or "Invalid number of GPUs" in line or "MPI_ABORT" in line or "mpirun noticed" in line
+            or "srun: error: " in line or "slurmstepd: error: " in line or "Segmentation fault" in line
+            or "core dumped" in line or "terminate called after" in line)
 
 
 def _glued_row(st: _State, line: str, log: re.Match) -> bool:
@@ -234,12 +294,12 @@ def _glued_row(st: _State, line: str, log: re.Match) -> bool:
     head = _GLUED_TAIL.match(log.group(1))
     row_text = line[:log.start()] + (head.group(0) if head else "")
     tokens = row_text.split()
-    if _row_prefix(tokens) is None:
+    if _row_prefix(st, tokens) is None:
         return False
     _flush(st)
     if log.group(2) in ("WARN", "ABORT"):
         st.recognised = True
-        st.warnings.append(line[log.start() + (head.end() if head else 0):].strip())
+        st.warn(line[log.start() + (head.end() if head else 0):].strip())
     _row_line(st, tokens, row_text.strip(), force_pending=True)
     return True
 
@@ -274,14 +334,14 @@ def _comment(st: _State, line: str) -> None:
         st.oob_ok = ok and st.oob_ok is not False
         st.summaries += 1
         if not ok:
-            st.errors.append(line)
+            st.error(line)
     elif (found := _AVG.match(line)) is not None:
         st.recognised = True
         st.avg = _number(found.group(1))
         if (found.group(2) or "").upper() == "FAILED":
-            st.errors.append(line)
+            st.error(line)
     elif line[1:].lstrip().lower().startswith("error:"):
-        st.warnings.append(line)
+        st.warn(line)
     else:
         _titles(st, line[1:].split())
 
@@ -300,20 +360,50 @@ def _titles(st: _State, names: list[str]) -> None:
     st.side = tuple(n for n in lowered[starts[0]:end] if n != "timestamp")
 
 
-def _row_prefix(tokens: list[str]) -> int | None:
-    """Index of the first body token when ``tokens`` start a row (size count type [redop]), else None."""
-    if len(tokens) < 3 or not (_INT.match(tokens[0]) and _INT.match(tokens[1]) and _WORD.match(tokens[2])) \
-            or tokens[2].lower() in _MISSING:
+def _row_prefix(st: _State, tokens: list[str]) -> int | None:
+    """Index of the first body token when ``tokens`` start a row (size count type [redop]), else None.
+    Type and redop are replaced by one shared string per distinct word (a million rows, two strings)."""
+    if len(tokens) < 3 or not (tokens[0].isdigit() and tokens[1].isdigit() and tokens[0].isascii()
+                               and tokens[1].isascii()):  # ^[0-9]+$, without an expression
         return None
-    if len(tokens) > 3 and _WORD.match(tokens[3]) and tokens[3].lower() not in _MISSING:
+    words = st.words
+    kind = words.get(tokens[2]) or _word(st, tokens[2])
+    if kind is False or kind.lower() in _MISSING:
+        return None
+    tokens[2] = kind
+    if len(tokens) > 3 and (redop := words.get(tokens[3]) or _word(st, tokens[3])) is not False \
+            and redop.lower() not in _MISSING:
+        tokens[3] = redop
         return 4
     return 3
 
 
-def _row_line(st: _State, tokens: list[str], raw: str, force_pending: bool = False) -> None:
-    start = _row_prefix(tokens) or 3
-    st.pending = (tokens[:start], tokens[start:], raw)
-    if not force_pending and _complete(st, len(_strip_stamps(tokens[start:]))):
+def _is_root(token: str) -> bool:
+    """The same as matching ``^-?[0-9]+$`` (ASCII digits), faster."""
+    return _is_int(token[1:] if token[:1] == "-" else token)
+
+
+def _is_int(token: str) -> bool:
+    """The same as matching ``^[0-9]+$`` (ASCII digits), faster."""
+    return token.isdigit() and token.isascii()
+
+
+def _word(st: _State, token: str):
+    """``token`` (its shared copy) when it is a _WORD, else False; remembered for _CACHE_SIZE tokens."""
+    found = st.words.get(token)
+    if found is None:
+        found = token if _WORD.match(token) else False
+        if len(st.words) < _CACHE_SIZE:
+            st.words[token] = found
+    return found
+
+
+def _row_line(st: _State, tokens: list[str], raw: str, force_pending: bool = False, start: int | None = None) -> None:
+    if start is None:
+        start = _row_prefix(st, tokens) or 3
+    body = tokens[start:]
+    st.pending = (tokens[:start], body, raw)
+    if not force_pending and _complete(st, len(_strip_stamps(body))):
         _flush(st)
 
 
@@ -327,13 +417,13 @@ def _complete(st: _State, n: int) -> bool:
 
 
 def _strip_stamps(body: list[str]) -> list[str]:
-    """Drop a trailing ``YYYY-mm-dd HH:MM:SS`` timestamp column."""
+    """Drop a trailing ``YYYY-mm-dd HH:MM:SS`` timestamp column (``body`` itself when there is none)."""
     end = len(body)
-    if end and _CLOCK.match(body[end - 1]):
+    if end and ":" in body[end - 1] and _CLOCK.match(body[end - 1]):
         end -= 1
-    if end and _DATE.match(body[end - 1]):
+    if end and "-" in body[end - 1] and _DATE.match(body[end - 1]):
         end -= 1
-    return body[:end]
+    return body if end == len(body) else body[:end]
 
 
 def _flush(st: _State) -> None:
@@ -342,13 +432,17 @@ def _flush(st: _State) -> None:
         return
     prefix, body, raw = st.pending
     st.pending = None
+    _add_row(st, prefix, _strip_stamps(body), raw)
+
+
+def _add_row(st: _State, prefix: list[str], body: list[str], raw: str) -> None:
     try:
-        row, complete = _build_row(st, prefix, _strip_stamps(body))
+        row, complete = _build_row(st, prefix, body)
     except _BadRow as exc:
-        st.warnings.append(f"unreadable result row ({exc}): {raw[:200]}")
+        st.warn(f"unreadable result row ({exc}): {raw[:200]}")
         return
     if not complete:
-        st.warnings.append(f"result row without in-place columns (output cut?): {raw[:200]}")
+        st.warn(f"result row without in-place columns (output cut?): {raw[:200]}")
     st.recognised = True
     st.rows.append(row)
 
@@ -360,38 +454,62 @@ def _build_row(st: _State, prefix: list[str], body: list[str]) -> tuple[NcclRow,
     width = len(side)
     root = None
     if n and ((n != 2 * width) if st.titled and st.has_root else n in (2 * width + 1, width + 1)):
-        if not _ROOT.match(body[0]):
+        if not _is_root(body[0]):
             raise _BadRow(f"root {body[0]!r} is not an integer")
         root, body = int(body[0]), body[1:]
     if not width <= len(body) <= 2 * width:
         raise _BadRow(f"{len(body)} numbers for {2 * width} columns")
     complete = len(body) == 2 * width
-    ip = _side(side, body[width:]) if complete else NcclSide(None, None, None, None)
-    row = NcclRow(size_bytes=int(prefix[0]), count=int(prefix[1]), type=prefix[2],
-                  redop=prefix[3] if len(prefix) > 3 else None, root=root, oop=_side(side, body[:width]), ip=ip)
+    oop = _side(st, side, body[:width])
+    ip = _side(st, side, body[width:]) if complete else NcclSide(None, None, None, None)
+    row = NcclRow(int(prefix[0]), int(prefix[1]), prefix[2], prefix[3] if len(prefix) > 3 else None, root, oop, ip)
     return row, complete
 
 
-def _side(names: tuple[str, ...], tokens: list[str]) -> NcclSide:
-    result = NcclSide(None, None, None, None)
-    for name, token in zip(names, tokens):
-        if not (_NUMBER.match(token) or token.lower() in _MISSING):
+def _side(st: _State, names: tuple[str, ...], tokens: list[str]) -> NcclSide:
+    """One side's columns; every token must be a number (or N/A, nan, inf), used or not."""
+    codes = st.codes.get(names)
+    if codes is None:
+        codes = tuple(_CODES.get(name, 0) for name in names)
+        if len(st.codes) < 64:
+            st.codes[names] = codes
+    values = st.values
+    time_us = algbw = busbw = wrong = error = None
+    for name, code, token in zip(names, codes, tokens):
+        value = values.get(token, _UNSEEN)
+        if value is _UNSEEN:
+            value = _value(token)
+            if len(values) < _CACHE_SIZE:
+                values[token] = value
+        if value is _BAD:
             raise _BadRow(f"{token!r} in column {name!r} is not a number")
-        value = _number(token)
-        if name in ("time", "cputime"):
-            result.time_us = value
-        elif name == "algbw":
-            result.algbw_gbps = value
-        elif name == "busbw":
-            result.busbw_gbps = value
-        elif name == "error":
-            result.error = value
-        elif name in ("#wrong", "wrong") and value is not None:
+        if code == 1:
+            time_us = value
+        elif code == 2:
+            algbw = value
+        elif code == 3:
+            busbw = value
+        elif code == 4:
+            error = value
+        elif code == 5 and value is not None:
             if value == int(value) and "e-" not in token.lower():
-                result.wrong = int(round(value))
+                wrong = int(round(value))
             else:
-                result.error = value   # an untitled old-format error column
-    return result
+                error = value   # an untitled old-format error column
+    return NcclSide(time_us, algbw, busbw, wrong, error)
+
+
+def _value(token: str):
+    """What a column's token says: a finite float, None (``N/A``, ``nan``, ``inf``, out of range) or _BAD
+    (not a number). The same as ``_number(token) if _NUMBER.match(token) or token.lower() in _MISSING
+    else _BAD``, without the expression: over the characters of _NUM, float() takes exactly _NUM."""
+    try:
+        value = float(token)
+    except ValueError:
+        value = _BAD
+    if value is _BAD or token.strip(_NUM_CHARS):  # float() also takes nan, inf, 1_000, non-ASCII digits
+        return None if token.lower() in _MISSING else _BAD
+    return value if math.isfinite(value) else None
 
 
 def _number(token: str) -> float | None:
