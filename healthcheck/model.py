@@ -1,6 +1,7 @@
 """The shared language of healthcheck: what probes produce and what checks judge.
 
-Plain data (dataclasses of str/int/float/bool/list/dict) that round-trips through JSON. Conventions:
+Plain data (records of str/int/float/bool/list/dict: ``healthcheck.record``, dataclasses to every
+caller without the cost of importing ``dataclasses`` on the hot path) that round-trips through JSON. Conventions:
 - ``None``: not known / not reported / not supported (a field an older GPU lacks); checks cannot judge it.
 - A source that is ``None`` on the Snapshot (``gpus``, ``ib_ports``, ...) was not probed at all;
   an empty list means "probed, found none".
@@ -8,12 +9,19 @@ Plain data (dataclasses of str/int/float/bool/list/dict) that round-trips throug
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from .record import asdict as _asdict, field, record as dataclass
 
-from .model_codec import from_dict as _from_dict  # noqa: F401 - also imported from here (bundle)
+if False:  # annotations only (strings, never evaluated here); model_codec resolves them
+    from typing import Any  # noqa: F401
+
+
+
+def _from_dict(cls, data):
+    """model_codec.from_dict, imported on first use (it needs typing: not on the prolog's path)."""
+    from .model_codec import from_dict
+
+    return from_dict(cls, data)
 
 
 class Status(str, enum.Enum):
@@ -343,7 +351,7 @@ class Snapshot:
     probe_durations_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Snapshot":

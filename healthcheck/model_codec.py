@@ -23,8 +23,9 @@ def from_dict(cls: type, data: dict[str, Any] | None) -> Any:
     fields = _FIELDS.get(cls)
     if fields is None:  # resolving the hints is slow: once per class, into one converter per field
         names = {f.name for f in dataclasses.fields(cls)}
-        fields = _FIELDS[cls] = {k: _converter(v) for k, v in typing.get_type_hints(cls).items()
-                                 if k in names}
+        # model.py imports typing only for annotations (strings): resolve Any here
+        hints = typing.get_type_hints(cls, localns={"Any": Any})
+        fields = _FIELDS[cls] = {k: _converter(v) for k, v in hints.items() if k in names}
     return cls(**{key: fields[key](value) for key, value in data.items() if key in fields})
 
 
