@@ -124,7 +124,30 @@ def gpu_count(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             if g.name is not None and want not in g.name.lower():
                 findings.append(finding(name, Status.FAIL,
                                         f"model {g.name!r}, expected {exp.gpu_model!r}", g.component))
+    if exp.gpu_models:
+        findings.extend(_model_groups(name, present, exp))
     return findings
+
+
+def _model_groups(name: str, present: list[GpuInfo], exp: Expectations) -> list[Finding]:
+    """A node of several GPU models (``gpu_models``): each model's count as recorded, and no GPU of a
+    model the node class does not list (a swapped board of the right total count)."""
+    seen: dict[str, list[GpuInfo]] = {}
+    for g in present:
+        seen.setdefault(g.name or "?", []).append(g)
+    out = []
+    for model, want in sorted(exp.gpu_models.items()):
+        have = len(seen.get(model, []))
+        if want.count is not None and have != want.count:
+            out.append(finding(name, Status.FAIL, f"{have} GPUs of model {model!r}, expected {want.count}", None,
+                               model_count=have, model_expected=want.count))
+    for model, gpus in sorted(seen.items()):
+        if model not in exp.gpu_models:
+            out.append(finding(name, Status.FAIL,
+                               f"{len(gpus)} GPUs of model {model!r}, which this node class does not list "
+                               f"(expected models: {', '.join(sorted(exp.gpu_models))})",
+                               ", ".join(g.component for g in gpus[:8])))
+    return out
 
 
 def _missing_on_driver(gpus: list[GpuInfo], pci: list[str]) -> str | None:

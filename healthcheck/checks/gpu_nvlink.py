@@ -23,7 +23,8 @@ from .registry import check, finding
 
 @check("gpu.nvlink.state", needs=("gpus",), contexts=ALL_CONTEXTS)
 def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """Every NVLink of every GPU is active, and as many as expected (``nvlinks_per_gpu``).
+    """Every NVLink of every GPU is active, and as many as expected (``nvlinks_per_gpu``, or the GPU's
+    model group's ``nvlinks`` in ``gpu_models``).
 
     FAIL names the inactive links ("NVLink 3, 7 inactive"); FAIL when the active count differs from
     the expectation (an empty link list with links expected FAILs). SKIP when the source does not
@@ -36,6 +37,9 @@ def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 
     def judge(g: GpuInfo) -> Finding:
         links = g.nvlinks
+        expected = exp.nvlinks_per_gpu
+        if expected is None and g.name in exp.gpu_models:  # a node of several models: per model
+            expected = exp.gpu_models[g.name].nvlinks
         if links is None or (not links and not expected):
             # None: this source cannot tell (cannot judge, even with an expectation).
             return not_reported(name, g, "NVLink")

@@ -83,10 +83,20 @@ def test_mixed_node_sibling_that_differs_fails(change, check, component):
     assert (check, component) in _fails(sibling, exp)
 
 
-@pytest.mark.xfail(strict=True, reason="gpu.count does not judge exp.gpu_models yet (checks/gpu_inventory.py "
-                                       "is another change's): a swapped model of the right total count passes")
 def test_swapped_gpu_model_fails_by_model_group():
     exp = _exp(_node())
     sibling = _node()
     sibling.gpus[9].name = "NVIDIA A10"
     assert any(check == "gpu.count" for check, _ in _fails(sibling, exp))
+
+
+def test_a_model_group_short_of_a_gpu_fails_and_nvlinks_are_judged_per_model():
+    exp = _exp(_node())
+    sibling = _node()
+    sibling.gpus = sibling.gpus[:-1]  # one GPU of the last model gone
+    assert any(check == "gpu.count" for check, _ in _fails(sibling, exp))
+    assert exp.nvlinks_per_gpu is None and exp.gpu_models["NVIDIA H100 80GB HBM3"].nvlinks == 18
+    nv = _node()
+    first = next(g for g in nv.gpus if g.nvlinks)
+    first.nvlinks = first.nvlinks[:-1]
+    assert ("gpu.nvlink.state", first.component) in _fails(nv, exp)
