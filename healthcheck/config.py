@@ -1,6 +1,9 @@
 """The expectations file ("commissioning as code"): one TOML file, node classes matched by node-set
 patterns, per class what the hardware must look like, thresholds and per-context check lists.
 
+The file must be a regular file (a FIFO or device at the path is refused unread, never waited on) of
+at most MAX_CONFIG_BYTES (4 MiB; real ones are a few KiB), nesting at most MAX_CONFIG_DEPTH (32) tables
+and arrays; every number of the schema is finite and in its documented range (config_schema._RANGES).
 Errors name the file and line (``ConfigError.__str__`` -> ``"path:12: message"``). Matching: the first
 ``[class.NAME]`` whose ``nodes`` pattern contains the node wins; ``[defaults]`` applies to every node and
 each class overrides it key by key (tables such as thresholds, versions and pcie merge one level deep).
@@ -14,7 +17,7 @@ from typing import Any
 from .expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
 from .slurm.settings import SlurmSettings
 
-MAX_CONFIG_BYTES = 4 << 20  # a real config is a few KiB; a bigger one is refused before it is read
+MAX_CONFIG_BYTES = 4 << 20  # = safety.MAX_TRUSTED_FILE_BYTES; a bigger config is refused before it is read
 MAX_CONFIG_DEPTH = 32       # tables and arrays nest about 4 deep in a real config
 
 

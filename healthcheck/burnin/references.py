@@ -116,7 +116,8 @@ def _entry(data: Any, where: str) -> Reference:
         raise ReferencesError(f"{where}: missing 'value'")
     for key in ("value", "peak"):  # a rate, a bandwidth, a throughput: 0 would judge nothing (or divide by it)
         if data.get(key) is not None and not 0 < data[key] <= MAX_VALUE:
-            raise ReferencesError(f"{where}.{key}: must be in (0, {MAX_VALUE:.0e}], got {data[key]}")
+            problem = "must be > 0" if data[key] <= 0 else f"must be at most {MAX_VALUE:.0e}"
+            raise ReferencesError(f"{where}.{key}: {problem}, got {data[key]}")
     if not isinstance(data.get("unit"), str) or not data["unit"]:
         raise ReferencesError(f"{where}: missing or empty 'unit'")
     lower, upper = data.get("lower"), data.get("upper")
