@@ -80,13 +80,13 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
       healthcheck check --skip 'host.load' --skip 'gpu.persistence'
       healthcheck check --bundle /tmp/gpu017.tar.gz --config /etc/healthcheck/healthcheck.toml
     """
-    from .checks.registry import load_all
+    from .checks.registry import index
     from .output import exit_code, render
     from .runner import SelectionError, check_patterns, judge, utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:  # before any probing: a pattern that matches nothing is a usage error, not a PASS of 0 checks
-        check_patterns(list(load_all()), list(only), list(skip))
+        check_patterns(list(index()), list(only), list(skip))
     except SelectionError as exc:
         raise UsageFailure(str(exc)) from exc
     config = _load_config(config_path)

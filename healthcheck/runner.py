@@ -6,7 +6,7 @@ import fnmatch
 import time
 from datetime import datetime, timezone
 
-from .checks.registry import CheckSpec, load_all, select
+from .checks.registry import CheckSpec, IndexEntry, index, select, spec as load_spec
 from .expectations import Expectations
 from .model import Finding, Snapshot, Status, Verdict
 
@@ -53,8 +53,8 @@ def check_patterns(names: list[str], only: list[str] | None = None, skip: list[s
         raise SelectionError("; ".join(problems))
 
 
-def choose(specs: dict[str, CheckSpec], context: str, enabled: list[str] | None,
-           only: list[str] | None = None, skip: list[str] | None = None) -> list[CheckSpec]:
+def choose(specs: dict[str, CheckSpec | IndexEntry], context: str, enabled: list[str] | None,
+           only: list[str] | None = None, skip: list[str] | None = None) -> list[CheckSpec | IndexEntry]:
     """The checks to run: :func:`select`, less those matching a ``skip`` glob. Raises
     :class:`SelectionError` when a pattern matches no check, or when ``only``/``skip`` leave
     nothing to run in ``context`` (never a PASS of zero checks)."""
@@ -73,17 +73,27 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+def _without_its_sources(entry: CheckSpec | IndexEntry, snap: Snapshot) -> list[Finding] | None:
+    """ERROR when a probe the check needs failed, SKIP when a source it needs is absent (unless the
+    check handles absence itself); None when the check is to run. Needs only the index's facts."""
+    if entry.handles_missing:
+        return None
+    for source in entry.needs:
+        err = snap.probe_errors.get(source)
+        if err is not None:
+            what = "did not answer (driver wedged?)" if err.kind == "hang" else f"failed ({err.kind})"
+            return [Finding(entry.name, Status.ERROR, f"cannot judge: {source} probe {what}: {err.message}")]
+    missing = [s for s in entry.needs if getattr(snap, s) is None]
+    if missing:
+        return [Finding(entry.name, Status.SKIP, _ABSENT[missing[0]])]
+    return None
+
+
 def run_check(spec: CheckSpec, snap: Snapshot, exp: Expectations) -> list[Finding]:
     """One check on one snapshot; never raises (a checker bug becomes an ERROR finding)."""
-    for source in spec.needs:
-        err = snap.probe_errors.get(source)
-        if err is not None and not spec.handles_missing:
-            what = "did not answer (driver wedged?)" if err.kind == "hang" else f"failed ({err.kind})"
-            return [Finding(spec.name, Status.ERROR, f"cannot judge: {source} probe {what}: {err.message}")]
-    if not spec.handles_missing:
-        missing = [s for s in spec.needs if getattr(snap, s) is None]
-        if missing:
-            return [Finding(spec.name, Status.SKIP, _ABSENT[missing[0]])]
+    early = _without_its_sources(spec, snap)
+    if early is not None:
+        return early
     try:
         findings = list(spec.func(snap, exp, exp.thresholds_for(spec.name, spec.thresholds)))
     except Exception as exc:  # a checker bug must not stop the other checks
@@ -102,10 +112,11 @@ def judge(snap: Snapshot, exp: Expectations, context: str = "check", only: list[
     """Run the checks of ``context`` (narrowed by ``only``/``skip`` globs: :func:`choose`, which
     raises :class:`SelectionError` when they select nothing) on ``snap``."""
     started_monotonic = time.monotonic() if started_monotonic is None else started_monotonic
-    specs = choose(load_all(), context, list(exp.checks[context]) if context in exp.checks else None,
-                   only, skip)
+    entries = choose(index(), context, list(exp.checks[context]) if context in exp.checks else None,
+                     only, skip)
     findings: list[Finding] = []
-    for spec in specs:
-        findings.extend(run_check(spec, snap, exp))
+    for entry in entries:  # a check's module is imported only when the check is to run
+        early = _without_its_sources(entry, snap)
+        findings.extend(early if early is not None else run_check(load_spec(entry.name), snap, exp))
     return Verdict.of(snap.node, findings, started_at or snap.taken_at,
                       time.monotonic() - started_monotonic, context)
