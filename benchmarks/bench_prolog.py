@@ -1,40 +1,58 @@
-"""Measure the prolog hook as slurmd runs it, interleaved with the bare interpreter.
+"""Measure the prolog hook as slurmd runs it, interleaved with the bare interpreter and, given one, LBNL NHC.
 
-Setup (reproducible, from the project's fixtures): an 8-GPU H100 bundle holding only the hardware
-(GPUs through nvml.json, PCIe and InfiniBand sysfs, kernel log), so the host checks (memory, disks,
-mounts, services) run live on this machine, as they would on a node. The drain backend is never called
-on a healthy node; the spool record is written (with fsync) as in production.
+Setup (reproducible, from the project's fixtures): the prolog wrapper rendered from the package's own
+template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it) and run
+with /bin/sh, SLURMD_NODENAME and SLURM_JOB_ID set, in its own process group (as slurmd runs a hook).
+The drain backend is never called on a healthy node; the spool record is written (with fsync) as in
+production, under a temporary directory.
 
-Cases, run round-robin so machine noise hits all equally:
-  python -I -c pass                 the interpreter floor
-  prolog hook                       the installed wrapper's command: python -I -c '...guarded_main()' prolog
-                                    --config site.toml
-  NHC-equivalent host checks        the same hook, host checks only (no GPU bundle): what NHC's
-                                    default node checks cover (memory, mounts, disks, services)
-  prolog hook, fast mode            prolog_mode = "fast": the gate of a healthy HealthCheckProgram run
-                                    (run once before the samples) re-verified live, baseline saved,
-                                    run recorded (see healthcheck/slurm/gate.py)
+Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hits all alike:
+  interpreter            python -I -c pass
+  prolog, default        the default prolog check set, no bundle: host checks (memory, disks, mounts)
+                         live on this machine, GPU checks skipped (no NVIDIA GPU): the NHC-equivalent case
+  prolog, 8-GPU bundle   the same hook reading an 8-GPU H100 bundle (GPUs through nvml.json, PCIe and
+                         InfiniBand sysfs, kernel log) built from the tests' fixtures; host facts live
+  prolog, fast mode      prolog_mode = "fast" (the gate of a healthy HealthCheckProgram run, re-verified
+                         live); left out, with a note, when the gate cannot be written
+  NHC (--nhc DIR)        LBNL NHC from a tree the user has, on the same host checks (see nhc_harness.py:
+                         scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
+                         a stub logger)
 
-    .venv/bin/python benchmarks/bench_prolog.py [--runs 40]
+    .venv/bin/python benchmarks/bench_prolog.py [--pairs 30] [--nhc DIR]
 
-Figures are recorded in docs/performance.md; this is not part of the test run.
+Prints medians, p90, the ratios (to the interpreter, to NHC) and peak RSS (ru_maxrss of the largest
+process of each run's tree, read under GNU time in 5 extra rounds: see _measure.py). Figures are recorded in docs/performance.md; not part of the test run.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# exactly what the installed wrappers exec (healthcheck/slurm/templates/prolog.sh)
-ENTRY = ["-I", "-c", "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())"]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _measure import RunFailed, interleaved, loadavg, median, p90, run_once  # noqa: E402
+
+INTERPRETER = "python -I -c pass (interpreter)"
+DEFAULT = "prolog, default checks, host live (NHC-equivalent)"
+GPU8 = "prolog, 8-GPU bundle + host live"
+FAST = 'prolog, prolog_mode = "fast"'
+NHC = "NHC, same host checks"
+
+
+def wrapper(work: Path, name: str, config: Path) -> Path:
+    """The installed wrapper's text for ``config``, rendered by the package itself."""
+    from healthcheck.slurm.install import render
+
+    path = work / f"{name}.sh"
+    path.write_text(render("prolog.sh", python=sys.executable, config=str(config)))
+    path.chmod(0o755)
+    return path
 
 
 def setup(work: Path) -> dict[str, Path]:
@@ -47,57 +65,83 @@ def setup(work: Path) -> dict[str, Path]:
     shutil.copytree(full, hardware)
     shutil.rmtree(hardware / "proc")  # host facts come from this machine, live
     (hardware / "statvfs.json").unlink()
-    configs = {}
-    for name, body in (("prolog", f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n'),
-                       ("host-only", '[defaults.checks]\nprolog = ["host.*"]\n'),
-                       ("fast", f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n')):
-        path = work / f"{name}.toml"
-        extra = 'prolog_mode = "fast"\n' if name == "fast" else ""
-        path.write_text(body + f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\n{extra}')
-        configs[name] = path
-    return configs
+    slurm = f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\n'
+    bodies = {"default": slurm,
+              "gpu8": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm,
+              "fast": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm + 'prolog_mode = "fast"\n'}
+    wrappers = {}
+    for name, body in bodies.items():
+        config = work / f"{name}.toml"
+        config.write_text(body)
+        wrappers[name] = wrapper(work, name, config)
+    return wrappers
+
+
+def fast_gate(work: Path, env: dict[str, str]) -> str | None:
+    """Write the fast prolog's gate with one healthy HealthCheckProgram run; the reason when it cannot."""
+    argv = [sys.executable, "-I", "-c",
+            "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())",
+            "slurm-check", "--config", str(work / "fast.toml")]
+    try:
+        run_once(argv, env)
+    except RunFailed as exc:
+        return str(exc)
+    if not (Path(env["HEALTHCHECK_CACHE_DIR"]) / "prolog-gate-bench1").exists():
+        return "the healthy slurm-check run wrote no gate"
+    return None
+
+
+def report(samples: dict[str, dict[str, list[float]]], pairs: int, load_before: str) -> None:
+    floor = median(samples[INTERPRETER]["ms"])
+    nhc = median(samples[NHC]["ms"]) if NHC in samples else None
+    print(f"\nrounds (interleaved, one run of each case per round): {pairs}; cpus: {os.cpu_count()}; "
+          f"python {sys.version.split()[0]}; load average before {load_before}, after {loadavg()}\n")
+    print("| case | median ms | p90 ms | × interpreter | × NHC | peak RSS MiB (median / max) |")
+    print("|---|---|---|---|---|---|")
+    for label, s in samples.items():
+        med = median(s["ms"])
+        rss = s["rss_kib"]
+        ratio_nhc = f"{med / nhc:.2f}" if nhc else "–"
+        peak = f"{median(rss) / 1024:.1f} / {max(rss) / 1024:.1f}" if rss else "n/a (no GNU time)"
+        print(f"| {label} | {med:.1f} | {p90(s['ms']):.1f} | {med / floor:.2f} | {ratio_nhc} | {peak} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--pairs", "--runs", type=int, default=30, help="rounds of all cases (>= 20; default 30)")
+    parser.add_argument("--nhc", metavar="DIR", help="an LBNL NHC source tree or install root (nhc + scripts/*.nhc)")
     args = parser.parse_args()
+    if args.pairs < 20:
+        parser.error("--pairs: at least 20 rounds (medians of fewer interleaved pairs are not quoted)")
     py = sys.executable
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-prolog-") as tmp:
+        work = Path(tmp)
         env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "bench1", "SLURM_JOB_ID": "1",
                "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
-        configs = setup(Path(tmp))
-        check = subprocess.run([py, *ENTRY, "slurm-check", "--config",
-                                str(configs["fast"])], env=env, cwd="/", capture_output=True, text=True)
-        if check.returncode != 0 or not (Path(tmp) / "cache" / "prolog-gate-bench1").exists():
-            raise SystemExit(f"slurm-check did not write the gate: {check.stderr}")
-        cases = {
-            "python -I -c pass (floor)": [py, "-I", "-c", "pass"],
-            "prolog hook, 8-GPU bundle + live host": [py, *ENTRY, "prolog",
-                                                      "--config", str(configs["prolog"])],
-            "prolog hook, host checks only (NHC-like)": [py, *ENTRY, "prolog",
-                                                         "--config", str(configs["host-only"])],
-            "prolog hook, fast mode (gate of the last health check)": [
-                py, *ENTRY, "prolog", "--config", str(configs["fast"])],
-        }
-        samples: dict[str, list[float]] = {k: [] for k in cases}
-        for argv in cases.values():  # warm-up
-            subprocess.run(argv, env=env, cwd="/", capture_output=True)
-        for _ in range(args.runs):
-            for label, argv in cases.items():
-                start = time.perf_counter()
-                proc = subprocess.run(argv, env=env, cwd="/", capture_output=True)
-                samples[label].append((time.perf_counter() - start) * 1000)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{label}: exit {proc.returncode}: {proc.stderr.decode()}")
-        floor = statistics.median(samples["python -I -c pass (floor)"])
-        print(f"runs per case: {args.runs} (interleaved); cpus: {os.cpu_count()}; python {sys.version.split()[0]}\n")
-        print("| case | median ms | p90 ms | × floor |")
-        print("|---|---|---|---|")
-        for label, values in samples.items():
-            values.sort()
-            med = statistics.median(values)
-            print(f"| {label} | {med:.1f} | {values[int(len(values) * 0.9) - 1]:.1f} | {med / floor:.2f} |")
+        wrappers = setup(work)
+        cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
+                 DEFAULT: (["/bin/sh", str(wrappers["default"])], env),
+                 GPU8: (["/bin/sh", str(wrappers["gpu8"])], env)}
+        why = fast_gate(work, env)
+        if why is None:
+            cases[FAST] = (["/bin/sh", str(wrappers["fast"])], env)
+        else:
+            print(f"note: fast-mode case left out: {why}", file=sys.stderr)
+        if args.nhc:
+            from nhc_harness import NhcTreeError, command
+
+            try:
+                cases[NHC] = command(args.nhc, str(work / "nhc"))
+            except (NhcTreeError, OSError) as exc:
+                raise SystemExit(str(exc)) from exc
+        load_before = loadavg()
+        try:
+            samples = interleaved(cases, args.pairs)
+        except RunFailed as exc:
+            log = work / "nhc" / "log" / "nhc.log"
+            tail = f"\nNHC's log ({log.name}):\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else ""
+            raise SystemExit(f"a case failed (a benchmark of a failing run measures the wrong path): {exc}{tail}")
+        report(samples, args.pairs, load_before)
 
 
 if __name__ == "__main__":
