@@ -182,9 +182,10 @@ def _read(root: Path, label: str, services: tuple[str, ...],
     guarded("gpus", lambda: _gpus(root, snap))
     dmesg = _text(root, "dmesg.txt")
     if dmesg is not None:
+        from .parsers.host_events import parse_host_events
         from .parsers.kernel_log import parse_kernel_log
 
-        guarded("kernel_events", lambda: parse_kernel_log(dmesg))
+        guarded("kernel_events", lambda: parse_kernel_log(dmesg) + parse_host_events(dmesg))
     guarded("ib_ports", lambda: _ib_ports(root, sys_root))
     if proc_root.is_dir():
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))

@@ -175,9 +175,12 @@ def is_gpu_fault_error(text: str | None) -> bool:
 
 @dataclass
 class KernelEvent:
-    """One NVIDIA-related kernel-log event.
+    """One kernel-log event: an NVIDIA driver event or a host event.
 
-    kind: "xid", "fallen_off_bus", "rm_init_failed".
+    kind: "xid", "fallen_off_bus", "rm_init_failed" (NVIDIA driver); "host" (machine check, memory,
+    PCIe, storage, filesystem, HCA/NIC, link: ``event_class`` names the class of
+    ``healthcheck/data/host_events.toml``, ``device`` the disk/interface/controller/module it names,
+    ``count`` what the line reports, e.g. "4 CE").
     timestamp: seconds since boot (dmesg raw) -> ``uptime_s``; wall clock -> ``time`` (ISO 8601, naive
     local or with offset as printed). Either may be None.
     """
@@ -191,6 +194,9 @@ class KernelEvent:
     uptime_s: float | None = None
     time: str | None = None
     line: str = ""
+    event_class: str | None = None  # host events: the policy class ("edac_ue", "aer_fatal", ...)
+    device: str | None = None  # host events: "sda", "eth1", "MC3", "nvme0", "module 0", a CPU number
+    count: int = 1  # host events: how many errors the line reports ("EDAC MC0: 4 CE ...")
 
 
 # ----------------------------------------------------------------------------------- InfiniBand

@@ -14,7 +14,7 @@ from .model import Finding, Snapshot, Status, Verdict
 _ABSENT = {
     "gpus": "no NVIDIA GPU data (no NVIDIA GPU on the PCI bus, or none recorded in the bundle)",
     "gpu_pci_devices": "no PCI device data",
-    "kernel_events": "no kernel log (no NVIDIA GPU, or none recorded in the bundle)",
+    "kernel_events": "no kernel log (none recorded in the bundle, or not read in this context)",
     "ib_ports": "no InfiniBand/RoCE data",
     "pcie_links": "no PCIe link data",
     "host": "no host data",

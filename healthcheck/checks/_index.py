@@ -25,6 +25,7 @@ CHECKS = {
     'gpu.xid': ('gpu_xid', ('kernel_events',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {}),
     'host.cpu': ('host', ('host',), ('burnin', 'check', 'slurm-check'), False, {}),
     'host.disk': ('host', ('host',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {'paths': ['/', '/tmp', '/var', '/dev/shm'], 'min_free_fraction': 0.05, 'min_free_gib': 1.0, 'warn_free_fraction': 0.1}),
+    'host.events': ('host_events', ('kernel_events',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {}),
     'host.load': ('host', ('host',), ('burnin', 'check', 'slurm-check'), False, {'warn_per_cpu': 2.0, 'fail_per_cpu': None}),
     'host.memory': ('host', ('host',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {'tolerance': 0.03, 'min_available_fraction': 0.05}),
     'host.mounts': ('host', ('host',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {}),

@@ -89,9 +89,10 @@ def snapshot_live(opts: LiveOptions, taken_at: str) -> Snapshot:
         "pcie_links": lambda: _pcie(opts),
         "host": lambda: _host(opts),
     }
+    # the kernel log on every node: NVIDIA events where there are GPUs, host events everywhere
+    jobs["kernel_events"] = lambda: _kernel_events(opts, has_gpu)
     if has_gpu:
         jobs["gpus"] = lambda: _gpus(opts, snap)
-        jobs["kernel_events"] = lambda: _kernel_events(opts)
     # A GPU call that does not return means the driver is wedged: a failure of its own kind.
     run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"})
     run_bounded({"versions": lambda: _versions(opts, snap)}, opts.deadlines_s, snap)
@@ -137,10 +138,18 @@ def read_kernel_log(timeout: float = 2.5) -> str:
     return res.stdout
 
 
-def _kernel_events(opts: LiveOptions):
-    from ..parsers.kernel_log import parse_kernel_log
+def _kernel_events(opts: LiveOptions, nvidia: bool = True):
+    """One read of the kernel log: NVIDIA driver events (where the PCI bus shows NVIDIA GPUs) and host
+    events (machine checks, memory, PCIe, storage, HCA, links), in that order."""
+    from ..parsers.host_events import parse_host_events
 
-    return parse_kernel_log((opts.kernel_log or read_kernel_log)())
+    text = (opts.kernel_log or read_kernel_log)()
+    events = []
+    if nvidia:
+        from ..parsers.kernel_log import parse_kernel_log
+
+        events = parse_kernel_log(text)
+    return events + parse_host_events(text)
 
 
 def _ib(opts: LiveOptions):

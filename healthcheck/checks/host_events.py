@@ -1,0 +1,165 @@
+"""host.events: machine checks, memory, PCIe, storage, filesystem, HCA/NIC and link events in the
+kernel log, judged per class and component through the host-event policy
+(``healthcheck/data/host_events.toml``, :mod:`healthcheck.host_event_policy`).
+
+Events are acted on once, like Xid events: the hooks record the keys (:func:`gpu_xid.event_key`) of the
+kernel events behind a drain and hand them back once it has ended (``Snapshot.acknowledged_events``);
+this check passes over them.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, worst
+from .gpu_inventory import ALL_CONTEXTS
+from .gpu_xid import event_key
+from .registry import check, finding
+
+_SEVERITY = {"fail": Status.FAIL, "warn": Status.WARN}
+
+
+@check("host.events", needs=("kernel_events",), contexts=ALL_CONTEXTS, fails_by_default=True,
+       fails_on="an uncorrected machine check or memory error, an uncorrected PCIe error, an NVMe "
+                "reset, a block I/O or filesystem error, an HCA health or module fault, a flapping link")
+def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
+    """No machine-check, memory, PCIe, storage, filesystem, HCA or link event the host-event policy
+    calls a failure.
+
+    The kernel log's host events are grouped per class and component (the GPU, disk, interface, memory
+    controller or PCI address the line names; else the node). Each group is judged by its class in
+    the policy (``healthcheck/data/host_events.toml``, see docs/host-events.md): the events no older
+    than its window (0 = the whole log) are counted (EDAC lines count the errors they report; link
+    "up" lines count their repeats) and give the class's severity from ``min_count`` on, WARN from
+    ``warn_count``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
+    the log; an event of unknown age is counted. Events the hooks acknowledged after an ended drain are
+    passed over.
+    """
+    name = "host.events"
+    policy = _policy(exp)
+    events = [ev for ev in (snap.kernel_events or []) if ev.kind == "host" and ev.event_class]
+    acked = set(snap.acknowledged_events or ())
+    n_acked = 0
+    if acked:
+        fresh = [ev for ev in events if event_key(ev, snap.boot_id) not in acked]
+        n_acked, events = len(events) - len(fresh), fresh
+    now_time, now_up = _reference(snap, events)
+    gpus = {normalize_pci_bus_id(g.pci_bus_id): g.component for g in (snap.gpus or []) if g.pci_bus_id}
+
+    groups: dict[tuple[str, str], list[KernelEvent]] = {}
+    for ev in events:
+        groups.setdefault((ev.event_class, _component(ev, gpus)), []).append(ev)
+    _clear(groups, policy, events)
+
+    per_component: dict[str, list[tuple[Status, str, str, int]]] = {}
+    for (event_class, component), evs in groups.items():
+        rule = policy.rule(event_class)
+        if rule is None or rule.severity == "ignore" or not evs:
+            continue
+        counted = [ev for ev in evs if _in_window(ev, rule.window_s, now_time, now_up)]
+        if rule.count == "repeats":
+            n = max(0, len(counted) - 1)
+        elif rule.count == "sum":
+            n = sum(max(1, ev.count) for ev in counted)
+        else:
+            n = len(counted)
+        window = f" in {rule.window_s:g} s" if rule.window_s else ""
+        label = f"{rule.what} x{n}{window}"
+        if n >= rule.min_count:
+            status = _SEVERITY[rule.severity]
+        elif rule.warn_count and n >= rule.warn_count:
+            status = Status.WARN
+        else:
+            status = Status.PASS
+        if status is Status.PASS:
+            text = f"{label}, below {rule.warn_count or rule.min_count} ({len(evs)} line(s) in the log)"
+        else:
+            text = f"{label} ({event_class}): {evs[-1].message}"
+        per_component.setdefault(component, []).append((status, text, event_class, n))
+
+    if not per_component:
+        tail = (f" ({n_acked} already acted on: the node was drained for them and resumed since)"
+                if n_acked else "")
+        return [finding(name, Status.PASS, f"no host events in the kernel log{tail}", None,
+                        host_events=0, host_events_acknowledged=n_acked)]
+    findings = []
+    for component in sorted(per_component):
+        items = per_component[component]
+        status = worst(s for s, _, _, _ in items)
+        shown = [text for s, text, _, _ in items if s is not Status.PASS] or [t for _, t, _, _ in items]
+        metrics: dict[str, float] = {"host_events": sum(n for _, _, _, n in items)}
+        for _, _, event_class, n in items:
+            metrics[f"host_{event_class}"] = metrics.get(f"host_{event_class}", 0) + n
+        findings.append(finding(name, status, "; ".join(shown), component, **metrics))
+    return findings
+
+
+def _policy(exp):
+    """The site's policy where the expectations carry one, else the packaged default."""
+    policy = getattr(exp, "host_event_policy", None)
+    if policy is None:
+        from ..host_event_policy import load_host_event_policy
+
+        policy = load_host_event_policy()
+    return policy
+
+
+def _component(ev: KernelEvent, gpus: dict[str, str]) -> str:
+    pci = normalize_pci_bus_id(ev.pci_bus_id) if ev.pci_bus_id else None
+    if pci and pci in gpus:
+        return gpus[pci]
+    if ev.device and not ev.device.startswith("module"):
+        return ev.device
+    if pci:
+        return f"{pci} {ev.device}" if ev.device else pci
+    return ev.device or "node"
+
+
+def _clear(groups: dict, policy, events: list[KernelEvent]) -> None:
+    """Drop the events of a class with ``cleared_by`` that a later clearing event on the same
+    component follows (a module unplugged, then plugged again)."""
+    order = {id(ev): i for i, ev in enumerate(events)}
+    for (event_class, component), evs in groups.items():
+        rule = policy.rule(event_class)
+        if rule is None or not rule.cleared_by:
+            continue
+        clearing = groups.get((rule.cleared_by, component))
+        if not clearing:
+            continue
+        last_clear = max(order[id(ev)] for ev in clearing)
+        evs[:] = [ev for ev in evs if order[id(ev)] > last_clear]
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _reference(snap: Snapshot, events: list[KernelEvent]) -> tuple[datetime | None, float | None]:
+    """'Now' as a wall time and as seconds since boot: the snapshot's time and the host's uptime; a
+    recorded log without them is judged as of its newest line."""
+    times = [t for t in (_parse_time(ev.time) for ev in events) if t is not None]
+    now_time = _parse_time(snap.taken_at) or (max(times) if times else None)
+    ups = [ev.uptime_s for ev in events if ev.uptime_s is not None]
+    newest_up = max(ups) if ups else None
+    host_up = snap.host.uptime_s if snap.host else None
+    if host_up is not None and (newest_up is None or host_up >= newest_up):
+        return now_time, host_up
+    return now_time, newest_up  # no host uptime, or one from another boot/machine than the log's
+
+
+def _in_window(ev: KernelEvent, window_s: float, now_time, now_up) -> bool:
+    if not window_s:
+        return True
+    age = None
+    if ev.time and now_time is not None:
+        when = _parse_time(ev.time)
+        if when is not None:
+            age = (now_time - when).total_seconds()
+    if age is None and ev.uptime_s is not None and now_up is not None:
+        age = now_up - ev.uptime_s
+    return age is None or age <= window_s

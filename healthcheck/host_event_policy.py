@@ -1,0 +1,299 @@
+"""The host-event policy as data: which kernel-log lines are machine-check, memory, PCIe, storage,
+filesystem, HCA/NIC and link events, and what each class does (fail / warn / ignore, window, counts).
+
+The packaged default is ``healthcheck/data/host_events.toml`` (one ``[[event]]`` entry per class, with its
+source). :func:`load_host_event_policy` validates it (unknown keys, severities, counts, windows, and every
+pattern: anchored, compilable, no nested quantifier) and raises only :class:`ValueError` naming the class
+and key at fault. ``overrides`` (``{class: {"severity", "min_count", "warn_count", "window_s"}}``) change
+single entries the way the site config's ``[xid]`` table changes the Xid policy.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+SEVERITIES = ("fail", "warn", "ignore")
+COUNTS = ("events", "sum", "repeats")
+_ENTRY_KEYS = {"class", "what", "literal", "patterns", "severity", "min_count", "warn_count", "window_s",
+               "count", "cleared_by", "when_corrected", "source", "note"}
+_TOP_KEYS = {"drivers", "event"}
+_OVERRIDE_KEYS = {"severity", "min_count", "warn_count", "window_s"}
+_GROUPS = {"pci", "dev", "driver", "n", "status"}
+_MAX_PATTERN = 1000
+
+DEFAULT_POLICY_FILE = Path(__file__).with_name("data") / "host_events.toml"
+
+
+class HostEventRule:
+    """One class of host event and how it is judged."""
+
+    __slots__ = ("event_class", "what", "literal", "patterns", "severity", "min_count", "warn_count",
+                 "window_s", "count", "cleared_by", "when_corrected", "source")
+
+    def __init__(self, event_class: str, what: str, literal: str, patterns: tuple, severity: str,
+                 min_count: int, warn_count: int, window_s: float, count: str, cleared_by: str,
+                 when_corrected: str, source: str):
+        self.event_class, self.what, self.literal, self.patterns = event_class, what, literal, patterns
+        self.severity, self.min_count, self.warn_count, self.window_s = severity, min_count, warn_count, window_s
+        self.count, self.cleared_by, self.when_corrected, self.source = count, cleared_by, when_corrected, source
+
+    def __repr__(self) -> str:
+        return (f"HostEventRule({self.event_class!r}, {self.severity}, min_count={self.min_count}, "
+                f"warn_count={self.warn_count}, window_s={self.window_s:g})")
+
+
+class HostEventPolicy:
+    """The classes in policy order (the parser tries them in this order) and the driver names."""
+
+    __slots__ = ("rules", "drivers")
+
+    def __init__(self, rules: dict[str, HostEventRule], drivers: dict[str, str]):
+        self.rules, self.drivers = rules, drivers
+
+    def rule(self, event_class: str) -> HostEventRule | None:
+        return self.rules.get(event_class)
+
+
+def default_policy_text() -> str:
+    return DEFAULT_POLICY_FILE.read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def _default_policy() -> HostEventPolicy:
+    """The packaged policy, read and validated once per process."""
+    from .safety import UntrustedFile, check_trusted, running_as_root
+
+    if running_as_root():  # the policy decides what drains: as root it must be root's alone
+        try:
+            check_trusted(str(DEFAULT_POLICY_FILE), "host-event policy")
+        except (UntrustedFile, OSError) as exc:
+            raise ValueError(str(exc)) from exc
+    return _build(_read(default_policy_text()))
+
+
+def load_host_event_policy(text: str | None = None, overrides: dict | None = None) -> HostEventPolicy:
+    """Parse and validate a policy (the packaged default when ``text`` is None), then apply overrides."""
+    policy = _default_policy() if text is None else _build(_read(text))
+    if not overrides:
+        return policy
+    if not isinstance(overrides, dict):
+        raise ValueError(f"host-event policy overrides must be a table, got {type(overrides).__name__}")
+    rules = dict(policy.rules)
+    for name, change in overrides.items():
+        base = rules.get(name)
+        if base is None:
+            raise ValueError(f"host-event policy override: unknown class {name!r} "
+                             f"(known: {', '.join(sorted(rules))})")
+        rules[name] = _override(base, change)
+    return HostEventPolicy(rules, policy.drivers)
+
+
+def describe(policy: HostEventPolicy) -> list[dict[str, Any]]:
+    """One row per class, in policy order, for docs."""
+    return [{"class": r.event_class, "what": r.what, "severity": r.severity, "min_count": r.min_count,
+             "warn_count": r.warn_count, "window_s": r.window_s, "count": r.count,
+             "cleared_by": r.cleared_by, "source": r.source} for r in policy.rules.values()]
+
+
+# ------------------------------------------------------------------------------------- validation
+
+
+def _read(text: str) -> dict[str, Any]:
+    import tomllib
+
+    if not isinstance(text, str):
+        raise ValueError(f"host-event policy must be TOML text, got {type(text).__name__}")
+    try:
+        data = tomllib.loads(text)
+    except RecursionError as exc:
+        raise ValueError("host-event policy: TOML nested too deeply") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"host-event policy: invalid TOML: {exc}") from exc
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ValueError(f"host-event policy: unknown top-level key(s) {', '.join(map(repr, unknown))} "
+                         f"(allowed: {', '.join(sorted(_TOP_KEYS))})")
+    return data
+
+
+def _build(data: dict[str, Any]) -> HostEventPolicy:
+    drivers = data.get("drivers", {})
+    if not isinstance(drivers, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in drivers.items()):
+        raise ValueError("host-event policy: [drivers] must map driver names to strings")
+    entries = data.get("event", [])
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("host-event policy: 'event' must be a non-empty array of tables ([[event]])")
+    rules: dict[str, HostEventRule] = {}
+    for position, entry in enumerate(entries, start=1):
+        if not isinstance(entry, dict):
+            raise ValueError(f"host-event policy: [[event]] entry #{position} is not a table")
+        name = entry.get("class")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,47}", name):
+            raise ValueError(f"host-event policy: [[event]] entry #{position}: 'class' must be a "
+                             f"lower-case identifier, got {name!r}")
+        where = f"class {name!r}"
+        unknown = sorted(set(entry) - _ENTRY_KEYS)
+        if unknown:
+            raise ValueError(f"host-event policy: {where}: unknown key(s) {', '.join(map(repr, unknown))} "
+                             f"(allowed: {', '.join(sorted(_ENTRY_KEYS))})")
+        if name in rules:
+            raise ValueError(f"host-event policy: {where}: listed twice")
+        for key in ("severity", "patterns", "literal"):
+            if key not in entry:
+                raise ValueError(f"host-event policy: {where}: missing key {key!r}")
+        patterns = entry["patterns"]
+        if not isinstance(patterns, list):
+            raise ValueError(f"host-event policy: {where}: 'patterns' must be a list of strings")
+        rules[name] = HostEventRule(
+            event_class=name,
+            what=_text(entry.get("what", ""), where, "what"),
+            literal=_text(entry["literal"], where, "literal"),
+            patterns=tuple(_pattern(p, where, i) for i, p in enumerate(patterns, start=1)),
+            severity=_severity(entry["severity"], where),
+            min_count=_count(entry.get("min_count", 1), where, "min_count", 1),
+            warn_count=_count(entry.get("warn_count", 0), where, "warn_count", 0),
+            window_s=_window(entry.get("window_s", 0), where),
+            count=_choice(entry.get("count", "events"), COUNTS, where, "count"),
+            cleared_by=_text(entry.get("cleared_by", ""), where, "cleared_by"),
+            when_corrected=_text(entry.get("when_corrected", ""), where, "when_corrected"),
+            source=_text(entry.get("source", ""), where, "source"),
+        )
+        if rules[name].patterns and not rules[name].literal:
+            raise ValueError(f"host-event policy: {where}: 'literal' must not be empty")
+    for rule in rules.values():
+        for key in ("cleared_by", "when_corrected"):
+            other = getattr(rule, key)
+            if other and other not in rules:
+                raise ValueError(f"host-event policy: class {rule.event_class!r}: {key} names unknown "
+                                 f"class {other!r}")
+        if rule.warn_count and rule.warn_count >= rule.min_count:
+            raise ValueError(f"host-event policy: class {rule.event_class!r}: warn_count must be below "
+                             f"min_count")
+        if rule.when_corrected and not any("status" in p.groupindex for p in rule.patterns):
+            raise ValueError(f"host-event policy: class {rule.event_class!r}: when_corrected needs a "
+                             f"pattern with a (?P<status>...) group")
+    return HostEventPolicy(rules, dict(drivers))
+
+
+def _override(base: HostEventRule, change: Any) -> HostEventRule:
+    where = f"class {base.event_class!r}"
+    if not isinstance(change, dict):
+        raise ValueError(f"host-event policy override: {where}: expected a table of "
+                         f"{', '.join(sorted(_OVERRIDE_KEYS))}, got {type(change).__name__}")
+    unknown = sorted(set(map(str, change)) - _OVERRIDE_KEYS)
+    if unknown:
+        raise ValueError(f"host-event policy override: {where}: unknown key(s) "
+                         f"{', '.join(map(repr, unknown))} (allowed: {', '.join(sorted(_OVERRIDE_KEYS))})")
+    rule = HostEventRule(
+        base.event_class, base.what, base.literal, base.patterns,
+        _severity(change.get("severity", base.severity), where),
+        _count(change.get("min_count", base.min_count), where, "min_count", 1),
+        _count(change.get("warn_count", base.warn_count), where, "warn_count", 0),
+        _window(change.get("window_s", base.window_s), where),
+        base.count, base.cleared_by, base.when_corrected, "site override")
+    if rule.warn_count and rule.warn_count >= rule.min_count:
+        raise ValueError(f"host-event policy override: {where}: warn_count must be below min_count")
+    return rule
+
+
+# A quantifier after a group whose body holds a quantifier: "(a+)+", "(?:\s*x)*", "(a{1,9}){2,}".
+_QUANT = re.compile(r"[*+?{]")
+
+
+def _pattern(value: Any, where: str, index: int) -> re.Pattern:
+    what = f"host-event policy: {where}: pattern #{index}"
+    if not isinstance(value, str) or not value or len(value) > _MAX_PATTERN:
+        raise ValueError(f"{what}: must be a non-empty string of at most {_MAX_PATTERN} characters")
+    if not value.startswith("^"):
+        raise ValueError(f"{what}: must be anchored with '^' at the start of the kernel message")
+    nested = _nested_quantifier(value)
+    if nested:
+        raise ValueError(f"{what}: nested quantifier {nested!r} (parsing must stay linear)")
+    try:
+        compiled = re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{what}: invalid regular expression: {exc}") from exc
+    extra = sorted(set(compiled.groupindex) - _GROUPS)
+    if extra:
+        raise ValueError(f"{what}: unknown named group(s) {', '.join(extra)} (allowed: "
+                         f"{', '.join(sorted(_GROUPS))})")
+    return compiled
+
+
+def _nested_quantifier(pattern: str) -> str | None:
+    """The text of a quantified group that holds a quantifier itself, or None. Escapes and character
+    classes are skipped; '(?' group openers are not quantifiers."""
+    stack: list[tuple[int, bool]] = []  # (start, body holds a quantifier)
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            stack.append((i, False))
+            i += 2 if pattern[i + 1:i + 2] == "?" else 1
+            continue
+        if c == ")" and stack:
+            start, holds = stack.pop()
+            quantified = i + 1 < n and pattern[i + 1] in "*+{"
+            if quantified and holds:
+                return pattern[start:i + 2]
+            if stack and (holds or quantified or (i + 1 < n and pattern[i + 1] == "?")):
+                stack[-1] = (stack[-1][0], True)
+            i += 1
+            continue
+        if _QUANT.match(c) and stack:
+            stack[-1] = (stack[-1][0], True)
+        i += 1
+    return None
+
+
+def _severity(value: Any, where: str) -> str:
+    return _choice(value, SEVERITIES, where, "severity")
+
+
+def _choice(value: Any, allowed: tuple, where: str, key: str) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in allowed:
+        raise ValueError(f"host-event policy: {where}: key {key!r} must be one of {', '.join(allowed)}, "
+                         f"got {value!r}")
+    return value.strip().lower()
+
+
+def _count(value: Any, where: str, key: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value > 10**9:
+        raise ValueError(f"host-event policy: {where}: key {key!r} must be an integer >= {minimum}, "
+                         f"got {value!r}")
+    return value
+
+
+def _window(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"host-event policy: {where}: key 'window_s' must be a number of seconds, "
+                         f"got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"host-event policy: {where}: key 'window_s' must be >= 0 (0 = whole log), "
+                         f"got {value!r}")
+    return seconds
+
+
+def _text(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"host-event policy: {where}: key {key!r} must be a string, "
+                         f"got {type(value).__name__}")
+    return value
