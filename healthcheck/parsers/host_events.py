@@ -65,13 +65,17 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
     literals = sorted({r.literal for r in rules})
     prefilter = re.compile("|".join(re.escape(lit) for lit in literals))
     found: list[tuple[int, KernelEvent, str | None]] = []  # (line index, event, driver)
-    for index, raw in enumerate(text.split("\n")):
+    lines = text.split("\n")
+    for index in range(len(lines) - 1, -1, -1):  # newest first: a storm stops at MAX_EVENTS
+        raw = lines[index]
         if len(raw) > MAX_LINE_CHARS or not prefilter.search(raw):
             continue
         got = _match_line(raw, rules)
         if got is not None:
             found.append((index, *got))
-    found = found[-MAX_EVENTS:]
+            if len(found) >= MAX_EVENTS:
+                break
+    found.reverse()
     _name_what_is_behind(found, policy.drivers)
     return [ev for _, ev, _ in found]
 

@@ -248,3 +248,17 @@ def test_judge_runs_host_events_in_every_node_context():
     for context in ("prolog", "epilog", "slurm-check", "check"):
         verdict = judge(snap, default_expectations(), context, only=["host.events"])
         assert verdict.status is FAIL, context
+
+
+def test_a_storm_keeps_the_newest_events_and_oversized_input_is_refused():
+    from healthcheck.parsers import ParseError
+    from healthcheck.parsers.host_events import MAX_EVENTS
+
+    storm = "".join(f"[{i}.0] EDAC MC0: 1 CE error on x\n" for i in range(MAX_EVENTS + 500))
+    events = parse_host_events(storm)
+    assert len(events) == MAX_EVENTS and events[-1].uptime_s == MAX_EVENTS + 499.0
+    assert events[0].uptime_s == 500.0
+    with pytest.raises(ParseError):
+        parse_host_events("x\n" * 2_000_001)
+    with pytest.raises(ParseError):
+        parse_host_events(12345)
