@@ -7,9 +7,12 @@ from .model import Snapshot
 
 
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
-                 proc_root: str | None = None, deadlines_s: dict[str, float] | None = None) -> Snapshot:
+                 proc_root: str | None = None, deadlines_s: dict[str, float] | None = None,
+                 sources: frozenset[str] | None = None) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
+
+    ``sources``: the snapshot sources the checks to run need (None: all); live probing skips the rest.
 
     Raises BundleError when a mapped bundle cannot be read (the caller decides: a usage error at a
     terminal, a checker ERROR in a hook — never a drain)."""
@@ -21,7 +24,7 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
 
         snap = snapshot_from_bundle(path, services=exp.services)
         snap.node = node
-        if snap.host is None and "host" not in snap.probe_errors:
+        if snap.host is None and "host" not in snap.probe_errors and (sources is None or "host" in sources):
             # a bundle of hardware only (no proc/): the host part is this machine, probed live
             from .probes.host import probe_host
 
@@ -33,4 +36,4 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
     opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node)
     if deadlines_s is not None:
         opts.deadlines_s = dict(deadlines_s)
-    return snapshot_live(opts, started_at)
+    return snapshot_live(opts, started_at, sources)

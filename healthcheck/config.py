@@ -11,8 +11,9 @@ each class overrides it key by key (tables such as thresholds, versions and pcie
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from .record import record as dataclass, field
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 from .expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
 from .slurm.settings import SlurmSettings

@@ -6,8 +6,9 @@ pending remaps, width below the device's own max, ...).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from .record import record as dataclass, field
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 
 @dataclass(frozen=True)

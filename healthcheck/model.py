@@ -10,7 +10,13 @@ caller without the cost of importing ``dataclasses`` on the hot path) that round
 from __future__ import annotations
 
 import enum
-from .record import asdict as _asdict, field, record as dataclass
+from .record import asdict as _asdict, field, record
+
+
+def dataclass(cls=None, /, **options):
+    """Records with __slots__: snapshots hold many of them."""
+    return record(cls, slots=True, **options)
+
 
 if False:  # annotations only (strings, never evaluated here); model_codec resolves them
     from typing import Any  # noqa: F401

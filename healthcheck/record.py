@@ -12,7 +12,8 @@ work unchanged wherever they are used off the hot path. ``field()`` takes the ar
 ``dataclasses.field`` that this code base uses (``default``, ``default_factory``, ``compare``,
 ``repr``, ``hash``).
 
-Supported: ``@record``, ``@record(frozen=True)``, ``@record(slots=False)``; inheritance from another
+Supported: ``@record``, ``@record(frozen=True)``, ``@record(slots=True)`` (then the defaults are not
+class attributes, as with ``dataclass(slots=True)``); inheritance from another
 record (its fields come first). Not supported (use ``dataclasses`` where needed): ``order``,
 ``kw_only``, ``InitVar``, ``__post_init__``.
 """
@@ -73,7 +74,7 @@ class _DataclassParams:
         self.init, self.repr, self.eq, self.order, self.unsafe_hash, self.frozen = True, True, True, False, False, frozen
 
 
-def record(cls=None, /, *, frozen: bool = False, slots: bool = True):
+def record(cls=None, /, *, frozen: bool = False, slots: bool = False):
     def wrap(c):
         return _process(c, frozen, slots)
     return wrap if cls is None else wrap(cls)
@@ -225,3 +226,11 @@ def asdict(obj):
 
         return dataclasses.asdict(obj)
     return obj
+
+
+def fields(class_or_instance):
+    """The field specs (``.name``, ``.default``, ``.type``) of a record, as ``dataclasses.fields``."""
+    return tuple(getattr(class_or_instance, "__record_fields__"))
+
+
+MISSING = _MISSING

@@ -106,6 +106,13 @@ def run_check(spec: CheckSpec, snap: Snapshot, exp: Expectations) -> list[Findin
     return findings
 
 
+def sources_needed(exp: Expectations, context: str, only: list[str] | None = None,
+                   skip: list[str] | None = None) -> frozenset[str]:
+    """The snapshot sources the checks of ``context`` need (from the index: nothing imported)."""
+    entries = choose(index(), context, list(exp.checks[context]) if context in exp.checks else None, only, skip)
+    return frozenset(source for entry in entries for source in entry.needs)
+
+
 def judge(snap: Snapshot, exp: Expectations, context: str = "check", only: list[str] | None = None,
           started_at: str | None = None, started_monotonic: float | None = None,
           skip: list[str] | None = None) -> Verdict:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import dataclass
+from .record import record as dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Callable, Iterator  # noqa: F401
 from .lazylog import LazyLog
 
 from .spoolwrite import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported

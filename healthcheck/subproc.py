@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from .record import record as dataclass
 
 # Directories searched for tools; PATH of a slurmd child is often minimal, and root must not trust
 # a user-writable PATH. Override per call with an absolute path.

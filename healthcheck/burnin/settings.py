@@ -3,8 +3,9 @@ use. Precedence: built-in suite preset < `[burnin]` in the config < environment 
 < command-line flags."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from ..record import record as dataclass, fields, replace
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Mapping  # noqa: F401
 
 SUITES = ("quick", "standard", "full")
 PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")

@@ -182,7 +182,9 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
 
     # every probe deadline inside the budget, so a hung GPU is judged (gpu.responsive) in time
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
-    snap = snapshot_for(node, exp, started, deadlines_s=deadlines)
+    from ..runner import sources_needed
+
+    snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context))
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     events = []

@@ -25,10 +25,11 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from ..record import asdict, record as dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Iterator  # noqa: F401
 from ..lazylog import LazyLog
 
 log = LazyLog(__name__)

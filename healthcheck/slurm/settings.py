@@ -1,8 +1,9 @@
 """The `[slurm]` table of the expectations file: how the hooks behave on this cluster."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from ..record import record as dataclass, fields
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 PROLOG_ON_FAIL = ("drain", "warn")
 PROLOG_MODES = ("full", "fast")

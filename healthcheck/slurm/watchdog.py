@@ -34,8 +34,9 @@ import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from ..record import record as dataclass
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Callable, Literal  # noqa: F401
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # a larger result is refused ("crashed")
 REAP_GRACE_S = 0.02  # after SIGKILL: the least time given to the child to die before abandoning it

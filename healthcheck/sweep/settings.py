@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from ..record import record as dataclass, fields, replace
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Mapping  # noqa: F401
 
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
