@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from ..record import record as dataclass, field
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Callable  # noqa: F401
 
 from ..model import ProbeError, Snapshot
 
@@ -74,7 +75,10 @@ def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
             setattr(snap, name, thread.result)
 
 
-def snapshot_live(opts: LiveOptions, taken_at: str) -> Snapshot:
+def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | None = None) -> Snapshot:
+    """Probe this machine. ``sources``: the snapshot sources the checks to run need (None: all); a
+    source no check needs is not probed (the prolog reads no versions and no PCIe links). The PCI bus
+    is always read: it says whether there are GPUs to probe."""
     from .nvml import nvidia_gpu_present
 
     snap = Snapshot(node=opts.node or short_hostname(), taken_at=taken_at, source="live")
@@ -93,9 +97,12 @@ def snapshot_live(opts: LiveOptions, taken_at: str) -> Snapshot:
     jobs["kernel_events"] = lambda: _kernel_events(opts, has_gpu)
     if has_gpu:
         jobs["gpus"] = lambda: _gpus(opts, snap)
+    if sources is not None:
+        jobs = {name: job for name, job in jobs.items() if name in sources}
     # A GPU call that does not return means the driver is wedged: a failure of its own kind.
     run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"})
-    run_bounded({"versions": lambda: _versions(opts, snap)}, opts.deadlines_s, snap)
+    if sources is None or "versions" in sources:
+        run_bounded({"versions": lambda: _versions(opts, snap)}, opts.deadlines_s, snap)
     return snap
 
 
