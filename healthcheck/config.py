@@ -97,6 +97,7 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         gpu_model=s.get("gpu_model"),
         gpu_models=gpu_model_expectations(s.get("gpu_models")),
         nvlinks_per_gpu=s.get("nvlinks_per_gpu"),
+        nvme_count=s.get("nvme_count"),
         pcie_by_kind=by_kind,
         pcie_by_address=by_addr,
         ib_port_count=ib.get("ports"),

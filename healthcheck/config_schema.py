@@ -16,6 +16,7 @@ from .slurm.settings import SlurmSettings, validate as validate_slurm
 _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "nodes": (str, "node-set pattern, e.g. gpu[001-128]"),
     "gpu_count": (int, "number of GPUs"),
+    "nvme_count": (int, "number of NVMe controllers (storage.count)"),
     "gpu_model": (str, "substring of the GPU name"),
     "nvlinks_per_gpu": (int, "active NVLinks per GPU"),
     "mem_total_gib": ((int, float), "installed memory in GiB"),
@@ -30,7 +31,7 @@ _TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models"
 # Every number is finite and inside its range (NaN compares false: `max_volatile = nan` would pass
 # every GPU); the ranges are far beyond any real node, they only refuse nonsense.
 _RANGES: dict[str, tuple[float, float]] = {
-    "gpu_count": (0, 1024), "nvlinks_per_gpu": (0, 64), "mem_total_gib": (0, 1 << 20),
+    "gpu_count": (0, 1024), "nvme_count": (0, 1024), "nvlinks_per_gpu": (0, 64), "mem_total_gib": (0, 1 << 20),
     "sockets": (0, 1024), "cores": (0, 1 << 20), "threads": (0, 1 << 20), "ports": (0, 1024),
     "gen": (0, 16), "width": (0, 64), "rate_gbps": (0, 100_000), "count": (0, 1024), "nvlinks": (0, 64),
 }

@@ -82,6 +82,7 @@ class Expectations:
     # Nodes with several GPU models: full GPU name -> count (and NVLinks) of that model group.
     gpu_models: dict[str, GpuModelExpect] = field(default_factory=dict)
     nvlinks_per_gpu: int | None = None
+    nvme_count: int | None = None  # NVMe controllers the node must show (storage.count)
     # PCIe expectations per device kind ("gpu", "hca", "nvswitch") and per PCI address.
     pcie_by_kind: dict[str, PcieExpect] = field(default_factory=dict)
     pcie_by_address: dict[str, PcieExpect] = field(default_factory=dict)

@@ -126,7 +126,7 @@ def _ib(ports: list) -> dict:
 MADE_REAL_BY = {"host.cpu": "cpu", "host.memory": "mem_total_gib", "host.services": "services",
                 "sw.versions": "versions", "ib.port.state": "ib", "ib.port.rate": "ib", "ib.hca.firmware": "ib",
                 "host.swap": "thresholds.host.swap", "gpu.persistence": "thresholds.gpu.persistence",
-                "gpu.power": "thresholds.gpu.power"}
+                "gpu.power": "thresholds.gpu.power", "storage.count": "nvme_count"}
 
 
 def expectations_of(snap: Snapshot) -> dict:
@@ -156,6 +156,9 @@ def expectations_of(snap: Snapshot) -> dict:
     ib = _ib(snap.ib_ports or [])
     if ib:
         s["ib"] = ib
+    nvme = [d for d in snap.storage or [] if d.kind == "nvme"]
+    if nvme:  # a node class without NVMe writes nothing: storage.count stays informational
+        s["nvme_count"] = len(nvme)
     if snap.versions:
         wanted = ("driver", "cuda", "nccl", "ofed", "rdma_core", "kernel", "vbios")
         s["versions"] = {k: snap.versions[k] for k in wanted if k in snap.versions and "," not in snap.versions[k]}

@@ -328,6 +328,79 @@ class JobInfo:
     baseline_source: str | None = None
 
 
+# --------------------------------------------------------------------------------- Storage, BMC
+
+
+@dataclass
+class StorageDevice:
+    """One NVMe controller or SATA/SAS disk: listed from sysfs, its health read by ``nvme smart-log``
+    or ``smartctl`` (``source``; None = health not read, ``unread`` says why). NVMe health figures
+    follow the NVMe SMART / Health log; ATA figures come from smartctl's attribute table."""
+
+    name: str  # nvme0, sda
+    kind: str = "nvme"  # "nvme" | "sata" (any sd* disk: SATA or SAS) | what smartctl says
+    model: str | None = None
+    serial: str | None = None
+    state: str | None = None  # NVMe controller state from sysfs: live, resetting, dead, ...
+    source: str | None = None  # "nvme-smart-log", "smartctl-json", "smartctl-text", "nvme-smart-log-text"
+    unread: str | None = None  # why the health could not be read (tool absent, failed, timed out)
+    smart_passed: bool | None = None  # smartctl's overall-health self-assessment
+    critical_warning: int | None = None  # NVMe critical warning bit field
+    media_errors: int | None = None
+    num_err_log_entries: int | None = None
+    percentage_used: int | None = None
+    available_spare_pct: int | None = None
+    available_spare_threshold_pct: int | None = None
+    temperature_c: float | None = None
+    failing_attributes: list[str] | None = None  # ATA attributes smartctl reports failing now
+    reallocated_sectors: int | None = None
+    pending_sectors: int | None = None
+
+    @property
+    def component(self) -> str:
+        return self.name
+
+
+@dataclass
+class BmcEvent:
+    """One System Event Log record (``ipmitool sel elist``/``sel list``, FreeIPMI ``ipmi-sel``)."""
+
+    record_id: str
+    sensor: str  # as printed: "Power Supply PS2 Status", "Memory", "Processor #0x01"
+    sensor_type: str | None = None  # IPMI sensor type: "Power Supply", "Memory", ... (None unknown)
+    description: str = ""  # "Power Supply AC lost", "Correctable ECC"
+    direction: str | None = None  # "Asserted" | "Deasserted" | None (not printed)
+    detail: str | None = None  # ipmitool's extra column ("CPU 0 DIMM 8")
+    severity: str | None = None  # FreeIPMI's state column ("Critical", "Warning", "Nominal")
+    date: str | None = None
+    time: str | None = None
+    line: str = ""
+
+
+@dataclass
+class BmcSensor:
+    """One sensor of ``ipmitool sdr elist``/``sdr list``: name, status code (ok, ns, nc, cr, nr, lnc, unc,
+    lcr, ucr, lnr, unr) and the reading as printed (discrete sensors list their asserted states)."""
+
+    name: str
+    status: str
+    reading: str = ""
+    sensor_id: str | None = None  # "30h" (elist)
+    entity: str | None = None  # "7.1" (elist)
+
+
+@dataclass
+class BmcInfo:
+    """What the BMC said. ``unavailable``: no BMC or no tool (checks SKIP with it); ``events``/``sensors``
+    None when that part was not read, with ``sel_error``/``sdr_error`` saying why."""
+
+    events: list[BmcEvent] | None = None
+    sensors: list[BmcSensor] | None = None
+    unavailable: str | None = None
+    sel_error: str | None = None
+    sdr_error: str | None = None
+
+
 # -------------------------------------------------------------------------------------- Snapshot
 
 
@@ -355,6 +428,9 @@ class Snapshot:
     host: HostInfo | None = None
     versions: dict[str, str] | None = None
     job: JobInfo | None = None
+    # NVMe/SATA devices and their SMART health; the BMC's event log and sensors (None: not probed)
+    storage: list[StorageDevice] | None = None
+    bmc: BmcInfo | None = None
     # The boot the kernel events belong to (/proc/sys/kernel/random/boot_id) and the keys of events the
     # node's hooks already acted on (a drain that has ended since): gpu.xid passes over those.
     boot_id: str | None = None

@@ -20,6 +20,8 @@ _ABSENT = {
     "host": "no host data",
     "versions": "no version data",
     "job": "no job (runs in the epilog of a Slurm job)",
+    "storage": "no storage data (not probed in this context, or none recorded in the bundle)",
+    "bmc": "no BMC data (not probed in this context, or none recorded in the bundle)",
 }
 
 

@@ -2,6 +2,8 @@
 decorators: do not edit (tests/unit/test_check_index.py fails while it is stale)."""
 # name: (module, needs, contexts, handles_missing, default thresholds)
 CHECKS = {
+    'bmc.sdr': ('bmc', ('bmc',), ('check', 'slurm-check'), False, {}),
+    'bmc.sel': ('bmc', ('bmc',), ('check', 'slurm-check'), False, {'memory_ce_fail_count': 4}),
     'gpu.count': ('gpu_inventory', ('gpus', 'gpu_pci_devices'), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), True, {}),
     'gpu.ecc.corrected': ('gpu_ecc', ('gpus',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {'warn_volatile': 10000, 'warn_aggregate': None, 'fail_volatile': None}),
     'gpu.ecc.mode': ('gpu_ecc', ('gpus',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {'require_enabled': None, 'datacenter_models': ['B300', 'B200', 'B100', 'GB300', 'GB200', 'GH200', 'H200', 'H100', 'H800', 'H20', 'A100', 'A800', 'A40', 'A30', 'A16', 'A10', 'A2', 'L40S', 'L40', 'L20', 'L4', 'T4', 'V100', 'P100', 'P40', 'K80']}),
@@ -38,5 +40,7 @@ CHECKS = {
     'job.counter_growth': ('job', ('job',), ('epilog',), False, {'fail_counters': ['ecc_uncorrected_volatile', 'retired_pages_dbe', 'remap_uncorrectable'], 'ignore_counters': []}),
     'job.stray_processes': ('job', ('job',), ('epilog',), False, {}),
     'pcie.hca.link': ('pcie', ('pcie_links',), ('burnin', 'check', 'slurm-check'), False, {}),
+    'storage.count': ('storage', ('storage',), ('check', 'slurm-check'), False, {}),
+    'storage.health': ('storage', ('storage',), ('check', 'slurm-check'), False, {'max_media_errors': 0, 'warn_percentage_used': 80, 'fail_percentage_used': 100, 'warn_spare_pct': 20, 'warn_pending_sectors': 1, 'warn_reallocated_sectors': 1}),
     'sw.versions': ('host', ('versions',), ('burnin', 'check', 'slurm-check'), False, {}),
 }

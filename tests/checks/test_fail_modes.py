@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 INFORMATIONAL = {"sw.versions", "ib.port.state", "ib.port.errors", "ib.port.rate", "ib.hca.firmware",
                  "host.cpu", "host.memory", "host.swap", "host.load", "host.services",
                  "gpu.persistence", "gpu.power", "gpu.processes", "gpu.memory_used",
-                 "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays"}
+                 "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays",
+                 "storage.count"}
 
 
 def test_every_check_says_whether_it_can_fail():
