@@ -11,6 +11,8 @@ Layout (every file optional; checks whose sources are absent report skip)::
     ibstat.txt            `ibstat`
     statvfs.json          {mountpoint: [size_bytes, free_bytes, inodes_total, inodes_free]}
     versions.json         the versions probe's result (library versions cannot be re-read offline)
+    nvme-smart-log-<dev>.json, smartctl-<dev>.json (or .txt), storage-devices.json   storage health
+    ipmitool-sel.txt, ipmitool-sdr.txt   `ipmitool sel elist` / `sdr elist` (BMC)
     sys/...  proc/...     the sysfs and procfs files the probes read, same relative paths, no symlinks
 
 GPU facts come from nvml.json, else the XML, else the text output, in that order.
@@ -190,6 +192,7 @@ def _read(root: Path, label: str, services: tuple[str, ...],
     if proc_root.is_dir():
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
     guarded("versions", lambda: _versions(root, sys_root, proc_root, snap))
+    _storage_and_bmc(root, meta, guarded)
     recorded = meta.get("probe_errors") or {}
     if not isinstance(recorded, dict):
         raise BundleError(f"{label}: meta.json probe_errors must be an object")
@@ -296,6 +299,17 @@ def _versions(root: Path, sys_root: Path, proc_root: Path, snap: Snapshot):
     from .probes.versions import probe_versions
 
     return probe_versions(sys_root=str(sys_root), proc_root=str(proc_root), lib_dirs=(), gpus=snap.gpus)
+
+
+def _storage_and_bmc(root: Path, meta: dict, guarded) -> None:
+    """smartctl-<dev>.json / nvme-smart-log-<dev>.json (+ storage-devices.json) and ipmitool-sel.txt /
+    ipmitool-sdr.txt: read like the live probes' outputs (healthcheck.probes.storage / .bmc)."""
+    from .probes.bmc import bmc_from_bundle
+    from .probes.storage import storage_from_bundle
+
+    names = [p.name for p in root.iterdir() if p.is_file()]
+    guarded("storage", lambda: storage_from_bundle(names, lambda name: _text(root, name)))
+    guarded("bmc", lambda: bmc_from_bundle(names, lambda name: _text(root, name), meta))
 
 
 # ------------------------------------------------------------------------------------ writing

@@ -1,11 +1,13 @@
 """`healthcheck collect`: probe this node live and record what was read as a bundle."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from . import subproc
 from .bundle import write_bundle
-from .probes.live import LiveOptions, read_kernel_log, snapshot_live
+from .checks.registry import SOURCES
+from .probes.live import DEFAULT_DEADLINES_S, LiveOptions, read_kernel_log, snapshot_live
 from .runner import utc_now_iso
 
 # Raw tool outputs recorded when the tool exists: bundle file name -> (argv, timeout seconds).
@@ -24,9 +26,14 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
 
     ``options`` replaces the live probing options (tests pass a fake NVML and kernel log)."""
     opts = options or LiveOptions(sysfs_root, proc_root, services)
-    snap = snapshot_live(opts, utc_now_iso())
+    # storage and BMC are read below, every tool's output kept (the live probe stops at the first)
+    every = frozenset(SOURCES) | frozenset(DEFAULT_DEADLINES_S)
+    snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc"})
     raw: dict[str, str] = {}
     notes: list[str] = []
+    meta_extra = {"collected_by": "healthcheck collect"}
+    _storage(snap, opts, raw, notes)
+    _bmc(snap, opts, raw, notes, meta_extra)
     for name, (argv, timeout) in TOOLS.items():
         if subproc.which(argv[0]) is None:
             continue
@@ -47,5 +54,49 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
     for source, err in snap.probe_errors.items():
         notes.append(f"{source}: {err.kind}: {err.message}")
     path = write_bundle(snap, output, raw, opts.sysfs_root, opts.proc_root,
-                        meta_extra={"collected_by": "healthcheck collect"})
+                        meta_extra=meta_extra)
     return path, notes
+
+
+STORAGE_TIMEOUT_S = 60.0  # all devices, both tools each
+BMC_TIMEOUT_S = 60.0  # `sel elist` of a full log on a slow BMC
+
+
+def _storage(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> None:
+    """Every health tool's output for every NVMe/SATA device (nvme-smart-log-<dev>.json,
+    smartctl-<dev>.json) and the device list (storage-devices.json)."""
+    from .probes.storage import LISTING, judge_outputs, list_devices, listing_text, read_outputs
+
+    deadline = time.monotonic() + STORAGE_TIMEOUT_S
+    try:
+        devices = list_devices(opts.sysfs_root)
+    except OSError as exc:
+        notes.append(f"storage: {exc}")
+        return
+    judged = []
+    for dev in devices:
+        outputs, why = read_outputs(dev, deadline, opts.dev_root, every_tool=True)
+        raw.update(outputs)
+        seen = judge_outputs(dev, outputs, why)
+        if seen.unread or why:
+            notes.append(f"storage {dev.name}: {seen.unread or why}")
+        judged.append(seen)
+    for dev, seen in zip(devices, judged):
+        dev.unread = seen.unread
+    raw[LISTING] = listing_text(devices)
+    snap.storage = judged
+
+
+def _bmc(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str], meta_extra: dict) -> None:
+    """ipmitool-sel.txt and ipmitool-sdr.txt; without a BMC or ipmitool, the reason in meta.json."""
+    from .probes.bmc import read_bmc
+
+    info, outputs = read_bmc(BMC_TIMEOUT_S, opts.dev_root)
+    raw.update(outputs)
+    snap.bmc = info
+    if info.unavailable:
+        meta_extra["bmc_unavailable"] = info.unavailable
+        notes.append(f"bmc: {info.unavailable}")
+    for err in (info.sel_error, info.sdr_error):
+        if err:
+            notes.append(f"bmc: {err}")

@@ -21,6 +21,8 @@ DEFAULT_DEADLINES_S = {
     "pcie_links": 3.0,
     "host": 5.0,
     "versions": 3.0,
+    "storage": 10.0,  # nvme smart-log / smartctl per device, all calls inside it
+    "bmc": 20.0,  # ipmitool sel elist + sdr elist: BMCs are slow (HealthCheckProgram only, see below)
 }
 
 
@@ -33,6 +35,7 @@ class LiveOptions:
     node: str | None = None
     nvml: Any = None  # a pynvml-like module (tests); None = import pynvml when needed
     kernel_log: Callable[[], str] | None = None  # returns the kernel log text; None = run `dmesg`
+    dev_root: str = "/dev"  # where the storage probe finds /dev/nvme0, the BMC probe /dev/ipmi0
 
 
 def short_hostname() -> str:
@@ -93,6 +96,10 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
         "pcie_links": lambda: _pcie(opts),
         "host": lambda: _host(opts),
     }
+    # Slow sources: their checks run in `check` and HealthCheckProgram only, so a hook of another context
+    # (the prolog) never asks for them (``sources``); each subprocess ends inside its deadline.
+    jobs["storage"] = lambda: _storage(opts)
+    jobs["bmc"] = lambda: _bmc(opts)
     # the kernel log on every node: NVIDIA events where there are GPUs, host events everywhere
     jobs["kernel_events"] = lambda: _kernel_events(opts, has_gpu)
     if has_gpu:
@@ -182,3 +189,15 @@ def _versions(opts: LiveOptions, snap: Snapshot):
     from .versions import probe_versions
 
     return probe_versions(sys_root=opts.sysfs_root, proc_root=opts.proc_root, gpus=snap.gpus)
+
+
+def _storage(opts: LiveOptions):
+    from .storage import probe_storage
+
+    return probe_storage(opts.sysfs_root, opts.dev_root, deadline_s=0.9 * opts.deadlines_s.get("storage", 10.0))
+
+
+def _bmc(opts: LiveOptions):
+    from .bmc import probe_bmc
+
+    return probe_bmc(deadline_s=0.9 * opts.deadlines_s.get("bmc", 20.0), dev_root=opts.dev_root)
