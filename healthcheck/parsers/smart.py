@@ -57,7 +57,7 @@ _OVERALL = re.compile(r"SMART overall-health self-assessment test result:[ \t]*(
 _SCSI_HEALTH = re.compile(r"SMART Health Status:[ \t]*([A-Za-z_]+)")
 _DEVICE_ARG = re.compile(r"(?:smartctl|nvme)[^\n]{0,200}?/dev/([A-Za-z0-9_]{1,32})")
 _NVME_HEADER = re.compile(r"Smart Log for NVME device:[ \t]*([A-Za-z0-9_]{1,32})")
-_INT = re.compile(r"(0[xX][0-9a-fA-F]+|[0-9][0-9,]*)")
+_INT = re.compile(r"(0[xX][0-9a-fA-F]{1,16}|[0-9][0-9,]{0,31})")  # longer numbers are no SMART value
 
 
 def parse_storage_health(text: str | bytes, name: str | None = None) -> StorageDevice:
@@ -93,12 +93,13 @@ def _int(value) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if abs(value) < 1 << 64 else None  # a SMART counter is at most 128 bits; we keep 64
     if isinstance(value, float) and value == value and abs(value) < 1e18:
         return int(value)
     if isinstance(value, str):
-        m = _INT.match(value.strip())
-        if m:
+        text = value.strip()
+        m = _INT.match(text)
+        if m and not text[m.end():m.end() + 1].isalnum():
             digits = m.group(1).replace(",", "")
             return int(digits, 16) if digits[:2].lower() == "0x" else int(digits)
     return None
