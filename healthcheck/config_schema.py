@@ -124,6 +124,8 @@ class Validator:
 
     def sweep(self, value: Any) -> dict[str, Any]:
         """[sweep]: validated here, applied by `healthcheck sweep`."""
+        if isinstance(value, dict) and not value:
+            return {}  # nothing to validate: the settings module is not imported (the hooks' path)
         from .sweep.settings import SweepSettingsError, validate
 
         if not isinstance(value, dict):
@@ -136,6 +138,8 @@ class Validator:
 
     def burnin(self, value: Any) -> dict[str, Any]:
         """[burnin]: validated here (a typo fails `config validate`), applied by `healthcheck burnin`."""
+        if isinstance(value, dict) and not value:
+            return {}  # nothing to validate: the settings module is not imported (the hooks' path)
         from .burnin.settings import SettingsError, validate
 
         if not isinstance(value, dict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-from pathlib import Path
+import os
 from typing import Any
 
 SEVERITIES = ("fail", "warn", "ignore")
@@ -24,21 +24,36 @@ _OVERRIDE_KEYS = {"severity", "min_count", "warn_count", "window_s"}
 _GROUPS = {"pci", "dev", "driver", "n", "status"}
 _MAX_PATTERN = 1000
 
-DEFAULT_POLICY_FILE = Path(__file__).with_name("data") / "host_events.toml"
+DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(__file__), "data", "host_events.toml")
 
 
 class HostEventRule:
     """One class of host event and how it is judged."""
 
-    __slots__ = ("event_class", "what", "literal", "patterns", "severity", "min_count", "warn_count",
+    __slots__ = ("event_class", "what", "literal", "_patterns", "_texts", "severity", "min_count", "warn_count",
                  "window_s", "count", "cleared_by", "when_corrected", "source")
 
     def __init__(self, event_class: str, what: str, literal: str, patterns: tuple, severity: str,
                  min_count: int, warn_count: int, window_s: float, count: str, cleared_by: str,
                  when_corrected: str, source: str):
-        self.event_class, self.what, self.literal, self.patterns = event_class, what, literal, patterns
+        # compiled patterns, or their texts (a policy read back from the cache, validated when it was
+        # written): compiled on first use, so a log without the class's literal never compiles them
+        texts = all(isinstance(p, str) for p in patterns)
+        self._texts = tuple(patterns) if texts else None
+        self._patterns = None if texts else tuple(patterns)
+        self.event_class, self.what, self.literal = event_class, what, literal
         self.severity, self.min_count, self.warn_count, self.window_s = severity, min_count, warn_count, window_s
         self.count, self.cleared_by, self.when_corrected, self.source = count, cleared_by, when_corrected, source
+
+    @property
+    def patterns(self) -> tuple:
+        if self._patterns is None:
+            self._patterns = tuple(re.compile(text) for text in self._texts)
+        return self._patterns
+
+    @property
+    def pattern_texts(self) -> tuple[str, ...]:
+        return self._texts if self._texts is not None else tuple(p.pattern for p in self._patterns)
 
     def __repr__(self) -> str:
         return (f"HostEventRule({self.event_class!r}, {self.severity}, min_count={self.min_count}, "
@@ -58,7 +73,7 @@ class HostEventPolicy:
 
 
 def default_policy_text() -> str:
-    return DEFAULT_POLICY_FILE.read_text("utf-8")
+    return open(DEFAULT_POLICY_FILE, encoding="utf-8").read()
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +86,18 @@ def _default_policy() -> HostEventPolicy:
             check_trusted(str(DEFAULT_POLICY_FILE), "host-event policy")
         except (UntrustedFile, OSError) as exc:
             raise ValueError(str(exc)) from exc
-    return _build(_read(default_policy_text()))
+    from . import tomlcache
+
+    data = tomlcache.get(DEFAULT_POLICY_FILE)  # parsed and validated once, then read as JSON by every run
+    if data is not None:
+        try:
+            return _build(data, validated=True)
+        except (ValueError, TypeError, KeyError):
+            pass  # an entry that does not fit: read the file afresh
+    data = _read(default_policy_text())
+    policy = _build(data)
+    tomlcache.put(DEFAULT_POLICY_FILE, data)
+    return policy
 
 
 def load_host_event_policy(text: str | None = None, overrides: dict | None = None) -> HostEventPolicy:
@@ -119,7 +145,10 @@ def _read(text: str) -> dict[str, Any]:
     return data
 
 
-def _build(data: dict[str, Any]) -> HostEventPolicy:
+def _build(data: dict[str, Any], validated: bool = False) -> HostEventPolicy:
+    """``validated``: ``data`` is the cached copy of a policy this function validated before (root's
+    alone, keyed by the file's identity and our version): its patterns are kept as text and compiled
+    on first use instead of compiled and checked now."""
     drivers = data.get("drivers", {})
     if not isinstance(drivers, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                 for k, v in drivers.items()):
@@ -152,7 +181,8 @@ def _build(data: dict[str, Any]) -> HostEventPolicy:
             event_class=name,
             what=_text(entry.get("what", ""), where, "what"),
             literal=_text(entry["literal"], where, "literal"),
-            patterns=tuple(_pattern(p, where, i) for i, p in enumerate(patterns, start=1)),
+            patterns=(tuple(str(p) for p in patterns) if validated
+                      else tuple(_pattern(p, where, i) for i, p in enumerate(patterns, start=1))),
             severity=_severity(entry["severity"], where),
             min_count=_count(entry.get("min_count", 1), where, "min_count", 1),
             warn_count=_count(entry.get("warn_count", 0), where, "warn_count", 0),
@@ -162,7 +192,7 @@ def _build(data: dict[str, Any]) -> HostEventPolicy:
             when_corrected=_text(entry.get("when_corrected", ""), where, "when_corrected"),
             source=_text(entry.get("source", ""), where, "source"),
         )
-        if rules[name].patterns and not rules[name].literal:
+        if rules[name].pattern_texts and not rules[name].literal:
             raise ValueError(f"host-event policy: {where}: 'literal' must not be empty")
     for rule in rules.values():
         for key in ("cleared_by", "when_corrected"):
@@ -173,7 +203,7 @@ def _build(data: dict[str, Any]) -> HostEventPolicy:
         if rule.warn_count and rule.warn_count >= rule.min_count:
             raise ValueError(f"host-event policy: class {rule.event_class!r}: warn_count must be below "
                              f"min_count")
-        if rule.when_corrected and not any("status" in p.groupindex for p in rule.patterns):
+        if rule.when_corrected and not validated and not any("status" in p.groupindex for p in rule.patterns):
             raise ValueError(f"host-event policy: class {rule.event_class!r}: when_corrected needs a "
                              f"pattern with a (?P<status>...) group")
     return HostEventPolicy(rules, dict(drivers))
@@ -189,7 +219,7 @@ def _override(base: HostEventRule, change: Any) -> HostEventRule:
         raise ValueError(f"host-event policy override: {where}: unknown key(s) "
                          f"{', '.join(map(repr, unknown))} (allowed: {', '.join(sorted(_OVERRIDE_KEYS))})")
     rule = HostEventRule(
-        base.event_class, base.what, base.literal, base.patterns,
+        base.event_class, base.what, base.literal, base.pattern_texts,
         _severity(change.get("severity", base.severity), where),
         _count(change.get("min_count", base.min_count), where, "min_count", 1),
         _count(change.get("warn_count", base.warn_count), where, "warn_count", 0),

@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 from .record import record as dataclass
-from pathlib import Path
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterator  # noqa: F401
 from .lazylog import LazyLog
@@ -80,6 +79,8 @@ def append(spool_dir: str | os.PathLike[str], record: dict[str, Any],
     always written, however small ``max_bytes``). ValueError for an invalid record; SpoolError for
     any OS failure.
     """
+    from pathlib import Path  # (the hooks write through here: pathlib is not on their path)
+
     return Path(append_line(os.fspath(spool_dir), encode(record), max_bytes, keep))
 
 
@@ -88,6 +89,8 @@ def append(spool_dir: str | os.PathLike[str], record: dict[str, Any],
 
 def spool_files(spool_dir: str | os.PathLike[str]) -> list[Path]:
     """The spool's files, oldest first: records.jsonl.N ... records.jsonl.1, records.jsonl."""
+    from pathlib import Path
+
     directory = Path(spool_dir)
     rotated = []
     for entry in directory.glob(CURRENT + ".*"):
@@ -114,6 +117,8 @@ def read(spool_dir: str | os.PathLike[str],
     idempotent by record_id, so the next read picks them up).
     """
     report = on_corrupt or _log_corrupt
+    from pathlib import Path
+
     directory = Path(spool_dir)
     if not directory.is_dir():
         return

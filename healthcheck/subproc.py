@@ -4,10 +4,8 @@ child and its children all go, and neither can hold the caller past its deadline
 from __future__ import annotations
 
 import os
-import selectors
-import shutil
 import signal
-import subprocess
+import subprocess  # (imports selectors) only where a tool is run: the prolog runs none
 import time
 from .record import record as dataclass
 
@@ -82,7 +80,9 @@ def which(tool: str) -> str | None:
     if os.path.isabs(tool):
         return tool if os.access(tool, os.X_OK) else None
     if tool not in _RESOLVED:
-        found = shutil.which(tool, path=os.pathsep.join(SAFE_PATH))
+        found = next((os.path.join(d, tool) for d in SAFE_PATH
+                      if os.path.isfile(os.path.join(d, tool)) and os.access(os.path.join(d, tool), os.X_OK)),
+                     None)
         if found is None:
             return None
         _RESOLVED[tool] = found
@@ -146,6 +146,8 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None,
 def _read_bounded(proc: subprocess.Popen, end: float, max_output: int) -> tuple[bytes, bytes, bool, bool]:
     """Read stdout and stderr until both close, ``end`` passes, or one exceeds ``max_output``."""
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    import selectors
+
     with selectors.DefaultSelector() as sel:
         for fd in bufs:
             sel.register(fd, selectors.EVENT_READ)

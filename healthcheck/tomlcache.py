@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 CACHE_ENV = "HEALTHCHECK_CACHE_DIR"
 MAX_ENTRY_BYTES = 16 << 20  # the JSON of a file of at most safety.MAX_TRUSTED_FILE_BYTES (4 MiB) of TOML

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from pathlib import Path
+import os
 from typing import Any
 
 from .expectations import XidPolicy, XidRule
@@ -26,12 +26,12 @@ _OVERRIDE_KEYS = {"action", "window_s", "min_count", "name"}
 _MAX_XID = 65535
 
 
-DEFAULT_POLICY_FILE = Path(__file__).with_name("data") / "xid_policy.toml"
+DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(__file__), "data", "xid_policy.toml")
 
 
 def default_policy_text() -> str:
     """The packaged default policy (TOML text)."""
-    return DEFAULT_POLICY_FILE.read_text("utf-8")
+    return open(DEFAULT_POLICY_FILE, encoding="utf-8").read()
 
 
 @lru_cache(maxsize=1)

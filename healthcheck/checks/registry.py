@@ -17,7 +17,8 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import os
-from typing import Any, Callable, Iterable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Callable, Iterable  # noqa: F401
 
 from ..model import Finding, Snapshot, Status
 from ..record import field, record as dataclass

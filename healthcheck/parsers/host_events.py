@@ -59,7 +59,7 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
             policy = load_host_event_policy()
         except ValueError as exc:  # a broken packaged policy is not a fault of the log
             raise ParseError(f"host-event policy: {exc}") from exc
-    rules = [r for r in policy.rules.values() if r.patterns]
+    rules = [r for r in policy.rules.values() if r.pattern_texts]  # (texts: nothing compiled yet)
     if not rules:
         return []
     literals = sorted({r.literal for r in rules})

@@ -50,8 +50,7 @@ part is what the policy windows judge), so time and memory stay linear and bound
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime
+from ..record import record as dataclass
 
 from ..model import KernelEvent, normalize_pci_bus_id
 from . import as_text
@@ -162,6 +161,8 @@ def _wall_time(prefix: str) -> str | None:
 
 
 def _iso(year, month, day, found: re.Match, tz: str | None) -> str | None:
+    from datetime import datetime  # only for syslog stamps with a year
+
     try:
         stamp = datetime(int(year), int(month), int(day),
                          int(found.group("h")), int(found.group("m")), int(found.group("s")))

@@ -36,6 +36,9 @@ class LiveOptions:
     nvml: Any = None  # a pynvml-like module (tests); None = import pynvml when needed
     kernel_log: Callable[[], str] | None = None  # returns the kernel log text; None = run `dmesg`
     dev_root: str = "/dev"  # where the storage probe finds /dev/nvme0, the BMC probe /dev/ipmi0
+    # the process table in HostInfo (bundles, `check`): the hooks leave it out (no check reads it;
+    # a scan of /proc costs ~1 ms per 100 processes); services are looked up either way
+    processes: bool = True
 
 
 def short_hostname() -> str:
@@ -82,7 +85,7 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
     """Probe this machine. ``sources``: the snapshot sources the checks to run need (None: all); a
     source no check needs is not probed (the prolog reads no versions and no PCIe links). The PCI bus
     is always read: it says whether there are GPUs to probe."""
-    from .nvml import nvidia_gpu_present
+    from .pcibus import nvidia_gpu_present
 
     snap = Snapshot(node=opts.node or short_hostname(), taken_at=taken_at, source="live")
     try:
@@ -143,13 +146,55 @@ def _nvidia_smi_xml(timeout: float):
     return parse_nvidia_smi(res.stdout)
 
 
+KMSG = "/dev/kmsg"
+KMSG_MAX_RECORDS = 2_000_000  # the parsers' own line limit; a ring buffer holds far fewer
+
+
 def read_kernel_log(timeout: float = 2.5) -> str:
+    """The kernel log as ``dmesg`` prints it (``[   12.345678] message`` lines). Read straight from
+    /dev/kmsg (no process started: the prolog pays for every fork), else from ``dmesg``."""
+    try:
+        return read_kmsg(KMSG, time.monotonic() + timeout)
+    except OSError:
+        pass  # no /dev/kmsg, or not readable (dmesg_restrict without privilege): dmesg may still be
     from .. import subproc
 
     res = subproc.run(["dmesg"], timeout=timeout)
     if not res.ok:
         raise RuntimeError(f"dmesg failed: {res.stderr.strip() or res.returncode}")
     return res.stdout
+
+
+def read_kmsg(path: str, deadline: float, read=os.read) -> str:
+    """Every record of the kernel's ring buffer (``path``: /dev/kmsg), non-blocking, up to now.
+
+    A record is ``<prio>,<seq>,<usec>,<flags>[,...];<message>`` followed by continuation lines
+    (`` KEY=value``) that dmesg does not print either. Records overwritten while we read (EPIPE) are
+    skipped, as dmesg does. Bounded by the deadline and by KMSG_MAX_RECORDS. OSError when the file
+    cannot be opened or read at all."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    out: list[str] = []
+    try:
+        while len(out) < KMSG_MAX_RECORDS:
+            try:
+                record = read(fd, 8192)
+            except BlockingIOError:
+                break  # the end of the buffer: everything logged so far is read
+            except BrokenPipeError:
+                continue  # overwritten before we got to it
+            if not record:
+                break
+            header, sep, message = record.decode("utf-8", "replace").partition(";")
+            fields = header.split(",")
+            if not sep or len(fields) < 3 or not fields[2].isdigit():
+                continue
+            usec = int(fields[2])
+            out.append(f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] {message.split(chr(10), 1)[0]}")
+            if len(out) % 4096 == 0 and time.monotonic() > deadline:
+                break
+    finally:
+        os.close(fd)
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def _kernel_events(opts: LiveOptions, nvidia: bool = True):
@@ -182,7 +227,7 @@ def _host(opts: LiveOptions):
     from .host import probe_host
 
     return probe_host(proc_root=opts.proc_root, sys_root=opts.sysfs_root, services=opts.services,
-                      statvfs=os.statvfs, hostname=opts.node or short_hostname())
+                      statvfs=os.statvfs, hostname=opts.node or short_hostname(), with_processes=opts.processes)
 
 
 def _versions(opts: LiveOptions, snap: Snapshot):

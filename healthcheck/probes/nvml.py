@@ -18,15 +18,13 @@ noted in ``GpuInfo.error`` (``lost`` stays False): nothing is silently swallowed
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 from healthcheck.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id
 
-NVIDIA_VENDOR = "0x10de"
-# PCI class codes: 0x0300xx VGA-compatible controller, 0x0302xx 3D controller (all data-centre GPUs).
-# NVSwitches are 0x0680xx (bridge, other) and must not count as GPUs.
-GPU_CLASS_PREFIXES = ("0x0300", "0x0302")
+from .pcibus import GPU_CLASS_PREFIXES, NVIDIA_VENDOR, nvidia_gpu_present  # noqa: F401 - re-exported
 
 MIB = 1024 * 1024
 
@@ -42,27 +40,7 @@ class _GpuLost(Exception):
 # ------------------------------------------------------------------------------------------ sysfs
 
 
-def nvidia_gpu_present(sysfs_root: str | Path = "/sys") -> list[str]:
-    """PCI addresses ("0000:07:00.0") of NVIDIA GPUs on the PCI bus, sorted; [] when none or no sysfs.
-
-    Reads ``bus/pci/devices/*/vendor`` (``0x10de``) and ``class`` (``0x030000`` VGA or ``0x030200`` 3D
-    controller). Independent of the NVIDIA driver: a GPU that fell off NVML's view still shows here.
-    """
-    devices = Path(sysfs_root) / "bus" / "pci" / "devices"
-    found: list[str] = []
-    try:
-        entries = list(devices.iterdir())
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            vendor = (entry / "vendor").read_text().strip().lower()
-            pci_class = (entry / "class").read_text().strip().lower()
-        except OSError:
-            continue
-        if vendor == NVIDIA_VENDOR and pci_class.startswith(GPU_CLASS_PREFIXES):
-            found.append(normalize_pci_bus_id(entry.name) or entry.name)
-    return sorted(found)
+# nvidia_gpu_present lives in probes/pcibus.py (every prolog calls it; this module is for GPU nodes)
 
 
 # ------------------------------------------------------------------------------------------- NVML

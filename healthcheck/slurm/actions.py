@@ -99,14 +99,15 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
     from ..runner import utc_now_iso
-    from ..spool import SpoolError, append
+    from ..spool import SpoolError, encode
+    from ..spoolwrite import append_line
 
     log(f"applied queued {item.action} of {item.node}" + (f": {item.reason}" if item.reason else ""))
     try:
-        append(spool_dir, {"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": item.run_id,
+        append_line(spool_dir, encode({"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": item.run_id,
                            "node": item.node, "time": utc_now_iso(),
                            "action": item.action, "reason": item.reason, "job_id": None, "context": "queued",
-                           "why": f"applied from the queue (decided {item.created_at})", "checks": []})
+                           "why": f"applied from the queue (decided {item.created_at})", "checks": []}))
     except (SpoolError, ValueError, OSError) as exc:
         log(f"spool not written ({exc})")
 
@@ -260,7 +261,8 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
            config_path: str, log: Log) -> None:
     """One "run" record per run and one "action" record per drain/resume, to the node-local spool."""
     from ..records import run_record
-    from ..spool import SpoolError, append
+    from ..spool import SpoolError, encode
+    from ..spoolwrite import append_line
 
     records = [run_record(verdict, run_id, job_id, config_path)]
     if decision.action != "none":
@@ -277,7 +279,7 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
         pass  # append() reports it
     for rec in records:
         try:
-            append(spool_dir, rec)
+            append_line(spool_dir, encode(rec))
         except (SpoolError, ValueError, OSError) as exc:
             log(f"spool not written ({exc}); run {run_id} is only in this log")
             return

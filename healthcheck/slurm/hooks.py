@@ -184,7 +184,8 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
     from ..runner import sources_needed
 
-    snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context))
+    snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
+                        processes=False)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     events = []
