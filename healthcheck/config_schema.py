@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 from .checks.registry import CONTEXTS
 from .config import Config, ConfigError, NodeClass

@@ -13,7 +13,8 @@ import math
 import re
 from functools import lru_cache
 import os
-from typing import Any
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 SEVERITIES = ("fail", "warn", "ignore")
 COUNTS = ("events", "sum", "repeats")

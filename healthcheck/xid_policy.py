@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 import os
-from typing import Any
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any  # noqa: F401
 
 from .expectations import XidPolicy, XidRule
 

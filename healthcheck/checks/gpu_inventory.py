@@ -8,7 +8,8 @@ other ``gpu_*`` check modules share (:func:`each_gpu`, :data:`ALL_CONTEXTS`).
 """
 from __future__ import annotations
 
-from typing import Callable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Callable  # noqa: F401
 
 from ..expectations import Expectations
 from ..model import Finding, GpuInfo, Snapshot, Status, is_gpu_fault_error, normalize_pci_bus_id

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Callable  # noqa: F401
 
 
 class ParseError(ValueError):

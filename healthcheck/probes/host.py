@@ -12,7 +12,8 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Any, Callable, Iterable  # noqa: F401
 
 from ..model import HostInfo, Mount
 
@@ -31,7 +32,7 @@ MAX_PROCESSES = 100_000
 MAX_STATVFS = 256
 COMM_LEN = 15  # the kernel truncates comm (TASK_COMM_LEN - 1)
 
-StatvfsFn = Callable[[str], Any]
+StatvfsFn = "Callable[[str], Any]"  # os.statvfs or a stand-in (annotations only)
 
 
 def is_real_filesystem(mount: Mount) -> bool:

@@ -4,7 +4,8 @@ the prolog must finish."""
 from __future__ import annotations
 
 import os
-from typing import Callable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Callable  # noqa: F401
 
 from ..model import Verdict
 from .ledger import end_ledger, read_acks, read_ledger, reconcile, remember_drain, slurm_mark_of_ours
@@ -14,7 +15,7 @@ from .settings import SlurmSettings
 from ..records import SCHEMA_VERSION
 from ..safety import make_private  # noqa: F401 - used here and re-exported
 
-Log = Callable[[str], None]
+Log = "Callable[[str], None]"  # a log function (annotations only)
 
 
 def backend_for(settings: SlurmSettings):

@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Callable
+if False:  # annotations only (typing is not imported on the hot path)
+    from typing import Callable  # noqa: F401
 
 from .reasons import is_ours
 
-Log = Callable[[str], None]
+Log = "Callable[[str], None]"  # a log function (annotations only)
 
 LEDGER = "drained-by-us.json"
 ACKS = "events-acknowledged.json"

@@ -1,0 +1,85 @@
+"""The prolog's import graph is explicit (issue 15): on a healthy node, the hook imports nothing beyond
+the interpreter's own start-up but the modules listed here. Not a timing: a new import on the path
+fails this test until it is added here, on purpose, with its reason (docs/performance.md).
+
+Run as slurmd runs it (``python -I -c ...guarded_main()`` with the job's environment), judging this
+machine live (host checks, InfiniBand, the kernel log, the PCI bus), the run recorded in a spool."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ENTRY = "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())"
+
+# Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
+# checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,
+# the spool record and the job's baseline.
+OURS = {
+    "healthcheck", "healthcheck.slurm", "healthcheck.slurm.hooks", "healthcheck.slurm.gate",
+    "healthcheck.slurm.settings", "healthcheck.slurm.actions", "healthcheck.slurm.ledger",
+    "healthcheck.slurm.policy", "healthcheck.slurm.reasons", "healthcheck.slurm.watchdog",
+    "healthcheck.slurm.baseline", "healthcheck.record", "healthcheck.model", "healthcheck.records",
+    "healthcheck.runner", "healthcheck.expectations", "healthcheck.config", "healthcheck.config_schema",
+    "healthcheck.safety", "healthcheck.tomlcache", "healthcheck.xid_policy", "healthcheck.host_event_policy",
+    "healthcheck.checks", "healthcheck.checks.registry", "healthcheck.checks._index",
+    "healthcheck.checks.host", "healthcheck.checks.host_events", "healthcheck.checks.infiniband",
+    "healthcheck.checks.gpu_xid", "healthcheck.checks.gpu_inventory", "healthcheck.checks.gpu_responsive",
+    "healthcheck.throttle", "healthcheck.acquire", "healthcheck.probes", "healthcheck.probes.live",
+    "healthcheck.probes.pcibus", "healthcheck.probes.host", "healthcheck.probes.infiniband",
+    "healthcheck.probes.pcie", "healthcheck.parsers", "healthcheck.parsers.kernel_log",
+    "healthcheck.parsers.host_events", "healthcheck.lazylog", "healthcheck.atomicio",
+    "healthcheck.spoolwrite", "healthcheck.spool", "healthcheck.output",
+}
+# The standard library beyond start-up: regular expressions (checks, parsers, config), json (config
+# cache, spool), threads and select (probe deadlines, the watchdog), signal (the config timer), the C
+# SHA-256 (config hash), datetime (kernel-log event ages), and pathlib (host probe, baselines: on the
+# list to remove, docs/performance.md).
+STDLIB = {
+    "re", "re._casefix", "re._compiler", "re._constants", "re._parser", "_sre", "copyreg", "enum",
+    "functools", "_functools", "collections", "_collections", "operator", "_operator", "keyword",
+    "reprlib", "itertools", "types", "fnmatch", "json", "json.decoder", "json.encoder", "json.scanner",
+    "_json", "threading", "_weakrefset", "select", "signal", "errno", "fcntl", "math", "zlib", "_sha256",
+    "_sha2", "datetime", "_datetime", "__future__", "importlib", "warnings", "pathlib", "ntpath", "nt",
+    "_winapi", "urllib", "urllib.parse", "ipaddress", "collections.abc", "contextlib", "weakref", "pwd",
+}
+FORBIDDEN = {"typing", "dataclasses", "inspect", "ast", "subprocess", "hashlib", "tempfile", "tomllib",
+             "shutil", "uuid", "click", "pandas", "numpy", "sqlalchemy", "rich", "logging", "socket"}
+
+
+def imported(argv: list[str], env: dict[str, str]) -> set[str]:
+    proc = subprocess.run([sys.executable, "-I", "-X", "importtime", *argv], capture_output=True, text=True,
+                          env=env, cwd="/", timeout=120)
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_the_prolog_imports_only_its_allow_list(tmp_path):
+    config = tmp_path / "site.toml"
+    config.write_text(f'[slurm]\nstate_dir = "{tmp_path / "state"}"\nspool_dir = "{tmp_path / "spool"}"\n'
+                      f'scontrol = "/bin/false"\n')
+    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_USER": "root", "SLURM_JOB_UID": "0", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    floor = imported(["-c", "pass"], env)
+    for _ in range(2):  # the second run is the steady state: config, policies and index from the cache
+        modules = imported(["-c", ENTRY, "prolog", "--config", str(config)], env)
+    records = [json.loads(line) for line in (tmp_path / "spool" / "records.jsonl").read_text().splitlines()]
+    assert records[-1]["kind"] == "run" and records[-1]["context"] == "prolog"
+    extra = modules - floor
+    allowed_ours, allowed_std, forbidden = set(OURS), set(STDLIB), set(FORBIDDEN)
+    if not os.access("/dev/kmsg", os.R_OK):  # the kernel log then comes from a dmesg process
+        forbidden -= {"subprocess"}
+        allowed_ours |= {"healthcheck.subproc"}
+        allowed_std |= {m for m in extra if m in {"subprocess", "selectors", "_posixsubprocess", "locale",
+                                                  "_locale", "contextlib", "collections.abc"}}
+    from healthcheck.probes.pcibus import nvidia_gpu_present
+
+    if nvidia_gpu_present():  # a GPU node: NVML and the GPU checks are the prolog's business too
+        allowed_ours |= {m for m in extra if m.startswith(("healthcheck.checks.gpu_", "healthcheck.probes.nvml"))}
+        allowed_std |= {m for m in extra if m.split(".")[0] == "pynvml"}
+    assert not (extra & forbidden), sorted(extra & forbidden)
+    ours = {m for m in extra if m.split(".")[0] == "healthcheck"}
+    assert ours - allowed_ours == set(), f"new modules on the prolog's path: {sorted(ours - allowed_ours)}"
+    unknown = {m for m in extra - ours if m not in allowed_std}
+    assert unknown == set(), f"new standard-library modules on the prolog's path: {sorted(unknown)}"
