@@ -86,11 +86,13 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o600, *,
-                 private_dir: bool = False) -> None:
+                 private_dir: bool = False, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` (str is written as UTF-8) atomically, file mode ``mode`` exactly.
 
     ``private_dir``: as root, refuse (:class:`UnsafePath`) unless the folder passes
-    :func:`check_private_dir` (spool, state and cache folders). OSError for any failure; the target is
+    :func:`check_private_dir` (spool, state and cache folders). ``durable``: fsync the file and the
+    folder (False: still whole-or-nothing for readers, but a crash may leave the old file or none: for
+    state that is cheap to lose, written before every job). OSError for any failure; the target is
     then untouched and no temporary file is left."""
     path = os.fspath(path)
     if isinstance(data, str):
@@ -102,14 +104,16 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o
     try:
         try:
             _write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         _unlink(tmp)
         raise
-    fsync_dir(folder)
+    if durable:
+        fsync_dir(folder)
 
 
 class atomic_file:

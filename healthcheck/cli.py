@@ -108,8 +108,11 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
 
         node = node or short_hostname()
         exp = _expectations(config, node)
-        try:
-            snap = snapshot_for(node, exp, started, sysfs_root, proc_root)
+        from .runner import sources_needed
+
+        try:  # only the sources the chosen checks need are probed (`--only 'host.*'` asks no BMC)
+            snap = snapshot_for(node, exp, started, sysfs_root, proc_root,
+                                sources=sources_needed(exp, context, list(only) or None, list(skip) or None))
         except BundleError as exc:
             raise UsageFailure(f"bundle of {node} (from the config): {exc}") from exc
     try:

@@ -137,7 +137,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     from .cli import _expectations
     from .probes.live import short_hostname
     from .records import new_run_id
-    from .runner import utc_now_iso
+    from .runner import sources_needed, utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
@@ -146,7 +146,8 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     started = utc_now_iso()
     cls = config.node_class(node) if config else None
     ctx = NodeContext(node, settings, refs, job_id, job_nodes,
-                      snapshot=lambda: (snapshot_for(node, exp, started), exp), log=_log,
+                      snapshot=lambda: (snapshot_for(node, exp, started, sources=sources_needed(exp, "burnin")), exp),
+                      log=_log,
                       node_class=cls.name if cls else None)
     verdict = run_node(ctx, started)
     run_id = new_run_id()

@@ -162,7 +162,9 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
                        "counters": clean}, sort_keys=True).encode()
     from ..atomicio import atomic_write
 
-    atomic_write(path, data, 0o600, private_dir=True)  # as root: refused unless the state dir is root's alone
+    # as root: refused unless the state dir is root's alone. Not fsync'ed: written before every job,
+    # and a baseline lost in a crash only means no growth judgement for that job (the node rebooted).
+    atomic_write(path, data, 0o600, private_dir=True, durable=False)
     prune(state_dir, now=now, keep=path)
     return path
 

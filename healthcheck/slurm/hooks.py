@@ -188,13 +188,19 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
                         processes=False)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
+    # the keys of the events a drain now would be for (acknowledged once that drain ends): kernel-log
+    # events (Xid and host events) and BMC SEL records
     events = []
+    snap.acknowledged_events = list(acknowledged)
     if snap.kernel_events:
         from ..checks.gpu_xid import event_key
 
         snap.boot_id = snap.boot_id or _boot_id()
-        snap.acknowledged_events = list(acknowledged)
         events = [event_key(ev, snap.boot_id) for ev in snap.kernel_events]
+    if snap.bmc is not None and snap.bmc.events:
+        from ..checks.bmc import event_keys
+
+        events += event_keys(snap.bmc)
     verdict = judge(snap, exp, context)
     counters = facts = None
     if context == "prolog" and job_id:

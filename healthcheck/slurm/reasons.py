@@ -31,7 +31,7 @@ MAX_REASON = 200
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")  # CSI and OSC sequences
 _WHITESPACE_CONTROLS = "\t\n\r\x0b\x0c"
 _DROPPED = "\"'\\"
-_RUN_TAG = re.compile(r"( \(\d+ unjudged\))?( \[run [A-Za-z0-9-]{1,36}\])?$")
+_RUN_TAG = r"( \(\d+ unjudged\))?( \[run [A-Za-z0-9-]{1,36}\])?$"  # compiled on use (re caches it)
 
 
 def sanitise(text: str, limit: int = MAX_REASON) -> str:
@@ -123,7 +123,7 @@ def without_run(reason: str | None) -> str | None:
     cause compare equal."""
     if reason is None:
         return None
-    return _RUN_TAG.sub("", reason)
+    return re.sub(_RUN_TAG, "", reason)
 
 
 def reason_check(reason: str | None) -> str | None:
