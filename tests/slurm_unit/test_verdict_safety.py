@@ -311,3 +311,21 @@ def test_a_drain_reason_counts_the_checks_that_could_not_judge():
                    state(st="IDLE", flags=("DRAIN",), reason=decision.reason), SlurmSettings(), "fedcba9876543210")
     assert without_run(decision.reason) == without_run(again.reason or decision.reason)
     assert again.action == "none"
+
+
+# -- durability where it matters ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status,action,synced", [(Status.PASS, "none", False), (Status.WARN, "none", False),
+                                                   (Status.FAIL, "none", True), (Status.ERROR, "none", True),
+                                                   (Status.PASS, "resume", True)])
+def test_only_failures_and_actions_are_fsynced(tmp_path, monkeypatch, status, action, synced):
+    from healthcheck import spoolwrite
+    from healthcheck.slurm.policy import Decision
+
+    calls = []
+    monkeypatch.setattr(spoolwrite.os, "fsync", lambda fd: calls.append(fd))
+    verdict = Verdict.of("node1", [Finding("host.disk", status, "x")], "2026-12-03T00:00:00+00:00", 0.1, "prolog")
+    actions.record(str(tmp_path / "spool"), verdict, Decision(action, None, "why"), "r" * 32, "1", None, Recorder())
+    lines = (tmp_path / "spool" / "records.jsonl").read_text().splitlines()
+    assert lines and json.loads(lines[0])["status"] == status.value
+    assert bool(calls) is synced
