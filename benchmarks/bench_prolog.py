@@ -91,6 +91,32 @@ def fast_gate(work: Path, env: dict[str, str]) -> str | None:
     return None
 
 
+def verify(work: Path, label: str, argv: list[str], env: dict[str, str], gpus: bool) -> str:
+    """Run a hook case once and read its spool record: it must have judged (a run that fell back to
+    "config not used, nothing judged" exits 0 too, in a fraction of the time) and passed, with its GPU
+    checks judged on the bundle when ``gpus``. Returns a summary of what it judged."""
+    import json
+
+    spool = work / "spool" / "records.jsonl"
+    if spool.exists():
+        spool.unlink()
+    run_once(argv, env)
+    runs = [r for r in map(json.loads, spool.read_text().splitlines()) if r.get("kind") == "run"] \
+        if spool.exists() else []
+    if not runs:
+        raise SystemExit(f"{label}: no run recorded in the spool: the hook judged nothing (run the wrapper "
+                         f"by hand to see why: {' '.join(argv)})")
+    statuses = [r["status"] for r in runs[-1]["results"]]
+    judged = [r["check"] for r in runs[-1]["results"] if r["status"] != "skip"]
+    if runs[-1]["status"] != "pass" or not judged:
+        raise SystemExit(f"{label}: the run is {runs[-1]['status']} with {len(judged)} checks judged: "
+                         "the benchmark measures a healthy node")
+    if gpus and not any(c.startswith("gpu.") for c in judged):
+        raise SystemExit(f"{label}: no GPU check judged: the bundle was not read")
+    counts = {k: statuses.count(k) for k in sorted(set(statuses))}
+    return f"{label}: {len(statuses)} checks, " + ", ".join(f"{v} {k}" for k, v in counts.items())
+
+
 def report(samples: dict[str, dict[str, list[float]]], pairs: int, load_before: str) -> None:
     floor = median(samples[INTERPRETER]["ms"])
     nhc = median(samples[NHC]["ms"]) if NHC in samples else None
@@ -134,6 +160,8 @@ def main() -> None:
                 cases[NHC] = command(args.nhc, str(work / "nhc"))
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
+        for label, gpus in ((DEFAULT, False), (GPU8, True)):
+            print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
         load_before = loadavg()
         try:
             samples = interleaved(cases, args.pairs)
