@@ -83,6 +83,17 @@ class GpuProcess:
 
 
 @dataclass
+class GpuSample:
+    """One earlier reading of a GPU by HealthCheckProgram, kept between runs in the state directory
+    (``healthcheck.slurm.gpu_samples``): what ``gpu.stalled`` judges over consecutive runs."""
+    taken_at: str  # ISO 8601 UTC
+    utilization_gpu_pct: float | None = None
+    power_draw_w: float | None = None
+    pids: list[int] = field(default_factory=list)  # compute processes on the GPU
+    jobs: list[str] = field(default_factory=list)  # their Slurm job ids (from /proc), where known
+
+
+@dataclass
 class GpuInfo:
     """One GPU as seen by NVML or nvidia-smi. Only ``index`` is always set."""
 
@@ -147,6 +158,24 @@ class GpuInfo:
     temp_tlimit_margin_c: float | None = None
     performance_state: str | None = None  # "P0" (max performance) .. "P12"/"P15" (min); None unknown
     utilization_gpu_pct: float | None = None  # % of the last sample period a kernel was running
+    # SRAM ECC (Ampere+, driver R550+: nvmlDeviceGetSramEccErrorStatus / nvidia-smi -q "SRAM ..."):
+    # uncorrectable SRAM errors (parity + SEC-DED; "SRAM Uncorrectable" where the driver does not split
+    # them), the split where reported, and the driver's "SRAM Threshold Exceeded" (the field
+    # diagnostic's RMA threshold). sram_sources: aggregate uncorrectable count per unit (l2, sm,
+    # microcontroller, pcie, other) where reported.
+    sram_uncorrectable_volatile: int | None = None
+    sram_uncorrectable_aggregate: int | None = None
+    sram_parity_volatile: int | None = None
+    sram_parity_aggregate: int | None = None
+    sram_secded_volatile: int | None = None
+    sram_secded_aggregate: int | None = None
+    sram_threshold_exceeded: bool | None = None
+    sram_sources: dict[str, int] | None = None
+    # HealthCheckProgram only (None elsewhere): this GPU's earlier readings, oldest first, the current
+    # one last, and the lowest power it drew with no compute process (its idle power), both kept in the
+    # state directory between runs by healthcheck.slurm.gpu_samples.
+    samples: list[GpuSample] | None = None
+    idle_power_w: float | None = None
     # Fields the tool answered with an error instead of a value: field name -> the tool's words
     # ({"ecc_mode_current": "Unknown Error"}); the field itself stays None. Unlike None alone ("not
     # reported / not supported"), a field here is judged: see GPU_FAULT_ERRORS and docs/gpu-errors.md.

@@ -1,6 +1,7 @@
 """GPU memory error checks: ECC mode, ECC counters, page retirement (pre-Ampere), row remapping.
 
-Checks: gpu.ecc.mode, gpu.ecc.uncorrected, gpu.ecc.corrected, gpu.retired_pages, gpu.row_remap.
+Checks: gpu.ecc.mode, gpu.ecc.uncorrected, gpu.ecc.corrected, gpu.ecc.sram, gpu.retired_pages,
+gpu.row_remap.
 
 Sources for the defaults:
 - NVIDIA "GPU Memory Error Management" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt): Ampere and
@@ -14,7 +15,13 @@ Sources for the defaults:
   "to match the field diag"), DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT 15.
 - NVML: nvmlDeviceGetEccMode (current/pending), nvmlDeviceGetTotalEccErrors (volatile = since
   driver load, aggregate = lifetime in the InfoROM), nvmlDeviceGetRemappedRows
-  (corrRows, uncRows, isPending, failureOccurred).
+  (corrRows, uncRows, isPending, failureOccurred), nvmlDeviceGetSramEccErrorStatus
+  (nvmlEccSramErrorStatus_v1_t, Ampere and newer, R550+: uncorrectable parity and SEC-DED counts,
+  per-unit buckets, ``bThresholdExceeded`` "if the error threshold of field diag is exceeded";
+  nvidia-smi -q prints it as "SRAM Threshold Exceeded").
+- The count rule of gpu.ecc.sram for drivers without that flag: "more than 4 aggregate SRAM
+  uncorrectable errors is usually a reason to RMA that GPU" (S. Bekman, ML Engineering, "Troubleshooting
+  NVIDIA GPUs", section "uncorrectable ECC error encountered"): a practitioner's rule, not NVIDIA's.
 
 All read already-probed NVML state: every context.
 """
@@ -242,3 +249,69 @@ def row_remap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         return finding(name, Status.PASS, counts, g.component, **metrics)
 
     return each_gpu(name, snap, judge, ("remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure"))
+
+
+# ------------------------------------------------------------------------------ gpu.ecc.sram
+
+SRAM_RMA_ADVICE = ("RMA the GPU: the SRAM error threshold of NVIDIA's field diagnostic is exceeded "
+                   "(run the field diagnostic or dcgmi diag -r 3 and open an RMA with nvidia-bug-report)")
+
+
+@check("gpu.ecc.sram", needs=("gpus",), contexts=ALL_CONTEXTS,
+       thresholds={"max_aggregate_uncorrectable": 4, "fail_over_count_with_flag": False},
+       fails_by_default=True,
+       fails_on="the driver's SRAM Threshold Exceeded flag (RMA), or more than max_aggregate_uncorrectable (4) "
+                "aggregate uncorrectable SRAM errors where the driver reports no flag")
+def ecc_sram(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """On-chip SRAM (L2, SM register files and caches, microcontrollers): the driver's RMA flag and the
+    lifetime count of uncorrectable SRAM errors.
+
+    "SRAM Threshold Exceeded" (NVML ``bThresholdExceeded``, R550+) -> FAIL with the RMA advice, even
+    after a driver reload or GPU reset (the flag lives in the InfoROM). Where the driver does not
+    report the flag (R535/R545: one "SRAM Uncorrectable" count), an aggregate count above
+    ``max_aggregate_uncorrectable`` (4: a practitioner's RMA rule, see the module's sources) -> FAIL;
+    where it reports the flag as No, such a count is a WARN (``fail_over_count_with_flag`` true makes
+    it FAIL). Otherwise PASS with the counts (parity / SEC-DED split and the units, where reported);
+    volatile uncorrectable errors are judged by gpu.ecc.uncorrected (a GPU reset clears them).
+    SKIP when no SRAM figure is reported (pre-Ampere GPUs, consumer boards).
+    """
+    name = "gpu.ecc.sram"
+    limit = t.get("max_aggregate_uncorrectable")
+    fail_with_flag = bool(t.get("fail_over_count_with_flag"))
+
+    def judge(g: GpuInfo) -> Finding:
+        vol, agg, flag = g.sram_uncorrectable_volatile, g.sram_uncorrectable_aggregate, g.sram_threshold_exceeded
+        if vol is None and agg is None and flag is None:
+            return not_reported(name, g, "SRAM ECC status")
+        metrics = {"sram_uncorrectable_volatile": vol, "sram_uncorrectable_aggregate": agg,
+                   "sram_parity_aggregate": g.sram_parity_aggregate,
+                   "sram_secded_aggregate": g.sram_secded_aggregate,
+                   "sram_threshold_exceeded": None if flag is None else int(flag)}
+        text = _sram_text(g)
+        if flag:
+            return finding(name, Status.FAIL, f"SRAM error threshold exceeded; {text}: {SRAM_RMA_ADVICE}",
+                           g.component, **metrics)
+        if agg is not None and limit is not None and agg > limit:
+            rule = f"more than {limit} aggregate uncorrectable SRAM errors"
+            if flag is None or fail_with_flag:
+                why = " (the driver reports no SRAM threshold flag: confirm with the field diagnostic)" \
+                    if flag is None else ""
+                return finding(name, Status.FAIL, f"{text} ({rule}): RMA the GPU{why}", g.component, **metrics)
+            return finding(name, Status.WARN, f"{text} ({rule}, though the driver's SRAM threshold is not "
+                           "exceeded): watch its growth", g.component, **metrics)
+        return finding(name, Status.PASS, text, g.component, **metrics)
+
+    return each_gpu(name, snap, judge, ("sram_uncorrectable_volatile", "sram_uncorrectable_aggregate",
+                                        "sram_parity_volatile", "sram_parity_aggregate", "sram_secded_volatile",
+                                        "sram_secded_aggregate", "sram_threshold_exceeded"))
+
+
+def _sram_text(g: GpuInfo) -> str:
+    parts = [f"uncorrectable SRAM errors: volatile {_n(g.sram_uncorrectable_volatile)}, "
+             f"aggregate {_n(g.sram_uncorrectable_aggregate)}"]
+    if g.sram_parity_aggregate is not None or g.sram_secded_aggregate is not None:
+        parts.append(f"aggregate parity {_n(g.sram_parity_aggregate)}, SEC-DED {_n(g.sram_secded_aggregate)}")
+    units = {k: v for k, v in (g.sram_sources or {}).items() if v}
+    if units:
+        parts.append("in " + ", ".join(f"{k} {v}" for k, v in sorted(units.items())))
+    return "; ".join(parts)

@@ -34,7 +34,7 @@ def _limit(value: float | None, minimum: float) -> float | None:
 
 @check("gpu.temperature", needs=("gpus",), contexts=ALL_CONTEXTS,
        thresholds={"fail_margin_c": 2, "warn_margin_c": 5, "max_c": None,
-                   "min_plausible_limit_c": 30, "tlimit_fail_margin_c": 0})
+                   "min_plausible_limit_c": 30, "tlimit_fail_margin_c": 0, "mem_max_c": 95})
 def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """GPU and memory temperatures stay clear of the GPU's own slowdown and shutdown limits.
 
@@ -44,7 +44,11 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
     When no absolute slowdown limit is reported (Hopper and newer drivers print T.Limit offsets) but
     the T.Limit margin is (degrees below the slowdown limit): FAIL at a margin of
     ``tlimit_fail_margin_c`` (0: at or over the limit) or less, WARN at ``warn_margin_c`` or less.
-    Memory: FAIL at or above its max operating temperature, WARN within ``warn_margin_c`` of it.
+    Memory (HBM): FAIL at or above its max operating temperature, WARN within ``warn_margin_c`` of
+    it. Where the GPU reports a memory temperature but no absolute memory limit (Hopper on R545+
+    prints "Memory Max Operating T.Limit Temp : 0 C", an offset), the limit is ``mem_max_c`` (95 C:
+    the absolute "Memory Max Operating Temp" H100/H800 print on R525 and NVML's MEM_MAX threshold on
+    H100; None: memory not judged without the GPU's own limit).
     SKIP when neither temperature nor margin is reported.
     """
     name = "gpu.temperature"
@@ -53,6 +57,7 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
     max_c = t.get("max_c")
     plausible = float(t.get("min_plausible_limit_c") or 0)
     tlimit_fail = float(t.get("tlimit_fail_margin_c") or 0)
+    mem_default = t.get("mem_max_c")
 
     def judge(g: GpuInfo) -> Finding:
         temp, mem, margin = g.temperature_c, g.mem_temperature_c, g.temp_tlimit_margin_c
@@ -62,6 +67,9 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
         shut = _limit(g.temp_shutdown_c, plausible)
         maxop = _limit(g.temp_max_operating_c, plausible)
         mem_max = _limit(g.mem_temp_max_c, plausible)
+        mem_limit_note = ""
+        if mem_max is None and mem is not None and mem_default is not None:
+            mem_max, mem_limit_note = float(mem_default), " (default HBM limit: the GPU reports none)"
         metrics = {"temperature_c": temp, "mem_temperature_c": mem, "temp_tlimit_margin_c": margin}
         by_margin = slow is None and margin is not None
         fails, warns = [], []
@@ -82,9 +90,9 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
                 warns.append(f"GPU {temp:g} C >= max operating {maxop:g} C")
         if mem is not None and mem_max is not None:
             if mem >= mem_max:
-                fails.append(f"memory {mem:g} C >= max {mem_max:g} C")
+                fails.append(f"memory {mem:g} C >= max {mem_max:g} C{mem_limit_note}")
             elif mem >= mem_max - warn_margin:
-                warns.append(f"memory {mem:g} C within {warn_margin:g} C of max {mem_max:g} C")
+                warns.append(f"memory {mem:g} C within {warn_margin:g} C of max {mem_max:g} C{mem_limit_note}")
         if fails:
             return finding(name, Status.FAIL, "; ".join(fails + warns), g.component, **metrics)
         if warns:
@@ -95,7 +103,8 @@ def gpu_temperature(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
                      else f" (T.Limit margin {margin:g} C)" if by_margin else "")
             parts.append(("GPU" if temp is None else f"GPU {temp:g} C") + limit)
         if mem is not None:
-            parts.append(f"memory {mem:g} C" + (f" (max {mem_max:g} C)" if mem_max is not None else ""))
+            shown = mem_max is not None and not mem_limit_note  # the GPU's own limit, not the default
+            parts.append(f"memory {mem:g} C" + (f" (max {mem_max:g} C)" if shown else ""))
         return finding(name, Status.PASS, ", ".join(parts), g.component, **metrics)
 
     return each_gpu(name, snap, judge, ("temperature_c", "mem_temperature_c", "temp_tlimit_margin_c", "temp_slowdown_c",

@@ -1,6 +1,6 @@
 """GPU usage checks: is the GPU free of leftovers (processes, allocated memory) between jobs?
 
-Checks: gpu.processes, gpu.memory_used.
+Checks: gpu.processes, gpu.memory_used, gpu.stalled.
 
 Contexts: prolog (a job must get clean GPUs: leftover processes or memory from the previous job
 mean out-of-memory errors or shared GPUs), epilog (the job's processes should be gone when it ends:
@@ -14,7 +14,7 @@ left behind is judged in the epilog by ``job.stray_processes`` (killed by defaul
 from __future__ import annotations
 
 from ..expectations import Expectations
-from ..model import Finding, GpuInfo, Snapshot, Status
+from ..model import Finding, GpuInfo, GpuSample, Snapshot, Status
 from .gpu_inventory import each_gpu, not_reported
 from .registry import check, finding
 
@@ -81,3 +81,86 @@ def gpu_memory_used(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
         return finding(name, Status.PASS, text, g.component, **metrics)
 
     return each_gpu(name, snap, judge, ("memory_used_mib",))
+
+
+# ------------------------------------------------------------------------------- gpu.stalled
+
+
+def is_stalled_sample(sample: GpuSample, idle_w: float | None, limit_w: float | None, t: dict) -> bool:
+    """One reading looks like a GPU hung in a collective: a compute process on it, utilisation at or
+    above ``min_util_pct`` and power near idle (within ``idle_margin_fraction`` of the power limit above
+    the GPU's learnt idle power, else at most ``max_power_fraction`` of the limit)."""
+    util, power = sample.utilization_gpu_pct, sample.power_draw_w
+    if util is None or power is None or not sample.pids or not limit_w or limit_w <= 0:
+        return False
+    if util < float(t.get("min_util_pct") or 0):
+        return False
+    if idle_w is not None:
+        return power <= idle_w + float(t.get("idle_margin_fraction") or 0) * limit_w
+    return power <= float(t.get("max_power_fraction") or 0) * limit_w
+
+
+def _shared_jobs(samples: list[GpuSample]) -> tuple[list[str], list[int]]:
+    """The job ids (and pids) every sample shares: the same job stalled throughout."""
+    jobs = set(samples[0].jobs)
+    pids = set(samples[0].pids)
+    for s in samples[1:]:
+        jobs &= set(s.jobs)
+        pids &= set(s.pids)
+    return sorted(jobs), sorted(pids)
+
+
+@check("gpu.stalled", needs=("gpus",), contexts=("slurm-check",),
+       thresholds={"samples": 3, "min_util_pct": 95, "idle_margin_fraction": 0.1, "max_power_fraction": 0.2,
+                   "fail": False},
+       fails_by_default=False,
+       fails_on="threshold fail = true: FAIL for a GPU busy at near-idle power for `samples` runs in a row; "
+                "by default WARN naming the job")
+def gpu_stalled(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
+    """A GPU hung inside a collective (the signature behind NCCL watchdog timeouts): for the last
+    ``samples`` (3) HealthCheckProgram runs in a row, the same job's process on it, utilisation at or above
+    ``min_util_pct`` (95 %: a kernel is resident, spinning) and power near idle: within
+    ``idle_margin_fraction`` (0.1) of the power limit above the idle power learnt for this GPU (the
+    lowest draw seen with no compute process), or at most ``max_power_fraction`` (0.2) of the limit
+    before any idle reading (an H100 SXM idles at 60-75 W of 700 W and draws several hundred under any
+    real kernel). WARN naming the job and its processes (``fail`` true: FAIL): a stalled collective is
+    most often the victim of a peer rank or the network, so by default it does not drain this node.
+    The samples are kept between runs in the state directory (healthcheck.slurm.gpu_samples);
+    SKIP where there is no history (any context but HealthCheckProgram, or the first runs).
+    """
+    name = "gpu.stalled"
+    need = max(1, int(t.get("samples") or 1))
+    bad = Status.FAIL if t.get("fail") else Status.WARN
+
+    def judge(g: GpuInfo) -> Finding:
+        history = g.samples
+        if history is None:
+            return finding(name, Status.SKIP, "no sample history (kept by HealthCheckProgram)", g.component)
+        if len(history) < need:
+            return finding(name, Status.SKIP, f"{len(history)} of {need} samples so far", g.component)
+        recent = history[-need:]
+        stalled = [is_stalled_sample(s, g.idle_power_w, g.power_limit_w, t) for s in recent]
+        metrics = {"stalled_samples": sum(stalled), "utilization_gpu_pct": recent[-1].utilization_gpu_pct,
+                   "power_draw_w": recent[-1].power_draw_w}
+        jobs, pids = _shared_jobs(recent)
+        if all(stalled) and (jobs or pids):
+            who = f"job {', '.join(jobs)}" if jobs else "the same processes"
+            idle = f"idle {g.idle_power_w:g} W" if g.idle_power_w is not None else "no idle reading yet"
+            powers = ", ".join(f"{s.power_draw_w:g}" for s in recent)
+            utils = ", ".join(f"{s.utilization_gpu_pct:g}" for s in recent)
+            return finding(name, bad, f"{who} (pids {', '.join(map(str, pids[:8]))}) looks stalled in a "
+                           f"collective: {need} samples in a row at {utils} % utilisation with power near idle "
+                           f"({powers} W; {idle}, limit {g.power_limit_w:g} W, {recent[0].taken_at} to "
+                           f"{recent[-1].taken_at}); check the job's NCCL logs and its peers",
+                           g.component, **metrics)
+        last = recent[-1]
+        state = "no compute process" if not last.pids else \
+            f"{_num(last.utilization_gpu_pct)} % utilisation at {_num(last.power_draw_w)} W"
+        return finding(name, Status.PASS, f"not stalled ({state}; {sum(stalled)} of the last {need} samples "
+                       "busy at near-idle power)", g.component, **metrics)
+
+    return each_gpu(name, snap, judge, ())
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g}"

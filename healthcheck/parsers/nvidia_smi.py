@@ -369,6 +369,7 @@ def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> 
             setattr(gpu, f"ecc_{kind}_{scope}", value)
             if value is None:
                 _note(errors, f"ecc_{kind}_{scope}", tool_error(tree.get("eccerrors")), _block_error(block))
+    _sram(tree, gpu, errors)
     pending_keys = ("pendingblacklist", "pendingretirement", "pendingpageblacklist", "pendingpageretirement")
     pending = [to_bool(tree.get("retiredpages", k)) for k in pending_keys]
     gpu.retired_pages_pending = True if True in pending else (False if False in pending else None)
@@ -397,6 +398,51 @@ def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> 
     if gpu.remap_pending:  # a pending row remap takes effect only at the next GPU reset (as NVML probe)
         gpu.reset_required = True
     return gpu
+
+
+# "Aggregate Uncorrectable SRAM Sources" (R550+; XML aggregate_uncorrectable_sram_sources) -> sram_sources keys
+_SRAM_SOURCES = (("sraml2", "l2"), ("sramsm", "sm"), ("srammicrocontroller", "microcontroller"),
+                 ("srampcie", "pcie"), ("sramother", "other"))
+
+
+def _sram(tree: Node, gpu: GpuInfo, errors: dict[str, str]) -> None:
+    """SRAM ECC facts of the ECC Errors block: R550+ splits "SRAM Uncorrectable Parity" and
+    "SRAM Uncorrectable SEC-DED" and prints "SRAM Threshold Exceeded" (under Aggregate) and the
+    aggregate sources; R535/R545 print one "SRAM Uncorrectable" count per scope. (These counts are also
+    summed into ecc_uncorrected_*, as nvidia-smi's totals are.)"""
+    ecc = tree.child("eccerrors")
+    if ecc is None:
+        return
+    for scope in ("volatile", "aggregate"):
+        block = ecc.child(scope)
+        if block is None:
+            continue
+        parity, secded = to_int(block.get("sramuncorrectableparity")), to_int(block.get("sramuncorrectablesecded"))
+        setattr(gpu, f"sram_parity_{scope}", parity)
+        setattr(gpu, f"sram_secded_{scope}", secded)
+        total = to_int(block.get("sramuncorrectable"))
+        if total is None and (parity is not None or secded is not None):
+            total = (parity or 0) + (secded or 0)
+        setattr(gpu, f"sram_uncorrectable_{scope}", total)
+        for name, key in ((f"sram_parity_{scope}", "sramuncorrectableparity"),
+                          (f"sram_secded_{scope}", "sramuncorrectablesecded")):
+            if getattr(gpu, name) is None:
+                _note(errors, name, tool_error(block.get(key)))
+        if total is None:
+            _note(errors, f"sram_uncorrectable_{scope}", tool_error(block.get("sramuncorrectable")),
+                  tool_error(block.get("sramuncorrectableparity")), tool_error(block.get("sramuncorrectablesecded")),
+                  tool_error(ecc.value))
+    raw_flag = ecc.get("aggregate", "sramthresholdexceeded") or ecc.get("sramthresholdexceeded") \
+        or ecc.get("volatile", "sramthresholdexceeded")
+    gpu.sram_threshold_exceeded = to_bool(raw_flag)
+    if gpu.sram_threshold_exceeded is None:
+        _note(errors, "sram_threshold_exceeded", tool_error(raw_flag))
+    sources = ecc.child("aggregateuncorrectablesramsources")
+    if sources is not None:
+        found = {name: to_int(sources.get(key)) for key, name in _SRAM_SOURCES}
+        gpu.sram_sources = {k: v for k, v in found.items() if v is not None} or None
+        if gpu.sram_sources is None:
+            _note(errors, "sram_sources", _block_error(sources))
 
 
 def _note(errors: dict[str, str], name: str, *found: str | None) -> None:

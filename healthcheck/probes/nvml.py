@@ -285,6 +285,7 @@ def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
     info.processes = _processes(reader, handle)
     info.nvlinks = _nvlinks(reader, handle)
     info.fabric_state, info.fabric_status = _fabric(reader, handle)
+    _sram(reader, handle, info)
     _field_values(reader, handle, info)
 
 
@@ -378,6 +379,37 @@ def _fabric(reader: _Reader, handle: Any) -> tuple[str | None, str | None]:
             status = "Success" if struct.status == 0 else str(reader.nvml.NVMLError(struct.status))
         return state_name, status
     return None, None
+
+
+SRAM_FIELDS = ("sram_uncorrectable_volatile", "sram_uncorrectable_aggregate", "sram_parity_volatile",
+               "sram_parity_aggregate", "sram_secded_volatile", "sram_secded_aggregate",
+               "sram_threshold_exceeded", "sram_sources")
+# nvmlEccSramErrorStatus_v1_t bucket member -> sram_sources key (nvidia-smi's "SRAM L2", "SRAM SM", ...)
+_SRAM_BUCKETS = (("aggregateUncBucketL2", "l2"), ("aggregateUncBucketSm", "sm"),
+                 ("aggregateUncBucketMcu", "microcontroller"), ("aggregateUncBucketPcie", "pcie"),
+                 ("aggregateUncBucketOther", "other"))
+
+
+def _sram(reader: _Reader, handle: Any, info: GpuInfo) -> None:
+    """SRAM ECC status (``nvmlDeviceGetSramEccErrorStatus``, NVML R550+, Ampere and newer, root only):
+    uncorrectable parity and SEC-DED counts, the per-unit aggregate buckets and the RMA flag
+    (``bThresholdExceeded``: the field diagnostic's threshold). NotSupported on older GPUs and
+    FunctionNotFound on older drivers leave the fields None; any other error is recorded for each."""
+    import ctypes  # noqa: PLC0415 - only once NVML is open
+
+    struct_cls = reader.const("c_nvmlEccSramErrorStatus_v1_t")
+    if struct_cls is None or not hasattr(reader.nvml, "nvmlDeviceGetSramEccErrorStatus"):
+        return  # a pynvml that predates the call
+    status = struct_cls()  # its __init__ sets the version (nvmlEccSramErrorStatus_v1)
+    if reader.get("nvmlDeviceGetSramEccErrorStatus", handle, ctypes.byref(status), fields=SRAM_FIELDS) is None:
+        return
+    info.sram_parity_volatile, info.sram_secded_volatile = int(status.volatileUncParity), int(status.volatileUncSecDed)
+    info.sram_parity_aggregate = int(status.aggregateUncParity)
+    info.sram_secded_aggregate = int(status.aggregateUncSecDed)
+    info.sram_uncorrectable_volatile = info.sram_parity_volatile + info.sram_secded_volatile
+    info.sram_uncorrectable_aggregate = info.sram_parity_aggregate + info.sram_secded_aggregate
+    info.sram_threshold_exceeded = bool(status.bThresholdExceeded)
+    info.sram_sources = {key: int(getattr(status, member)) for member, key in _SRAM_BUCKETS}
 
 
 def _field_values(reader: _Reader, handle: Any, info: GpuInfo) -> None:

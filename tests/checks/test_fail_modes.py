@@ -23,7 +23,7 @@ INFORMATIONAL = {"sw.versions", "ib.port.state", "ib.port.errors", "ib.port.rate
                  "host.cpu", "host.memory", "host.swap", "host.load", "host.services",
                  "gpu.persistence", "gpu.power", "gpu.processes", "gpu.memory_used",
                  "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays",
-                 "storage.count"}
+                 "storage.count", "gpu.stalled"}
 
 
 def test_every_check_says_whether_it_can_fail():

@@ -26,7 +26,8 @@ EXPECTED_NVIDIA_SMI = {
     "unable-to-determine-device-handle": {("gpu.lost", "gpu0", Status.FAIL)},
     "remap-pending": {("gpu.row_remap", "gpu0", Status.FAIL)},
     "fabric-h100-sxm-vm-570.195.03-state-in-progress": {("gpu.fabric", "gpu0", Status.FAIL)},
-    "sram-uncorrectable-vol1-agg5": {("gpu.ecc.uncorrected", "gpu0", Status.FAIL)},
+    # the SRAM FAULT: volatile 1 (gpu.ecc.uncorrected) and aggregate 5 > 4 without a driver flag (gpu.ecc.sram)
+    "sram-uncorrectable-vol1-agg5": {("gpu.ecc.uncorrected", "gpu0", Status.FAIL), ("gpu.ecc.sram", "gpu0", Status.FAIL)},
     "h800-525.105.17": {("gpu.ecc.mode", "gpu0", Status.FAIL)},  # Hopper with ECC disabled
     "pcie-x1-of-x16": {("gpu.pcie.link", "gpu0", Status.FAIL), ("gpu.pcie.link", "gpu1", Status.FAIL)},
 }

@@ -61,6 +61,9 @@ class FakeGpu:
     margin_temperature: int = 56  # degrees below the slowdown threshold (89 - 33)
     pstate: int = real.NVML_PSTATE_0  # H100 stays in P0 at idle with persistence mode on
     utilization: tuple[int, int] = (0, 0)  # gpu %, memory %
+    # nvmlEccSramErrorStatus_v1_t members (aggregateUncParity, volatileUncSecDed, bThresholdExceeded, ...);
+    # unset members read 0. "nvmlDeviceGetSramEccErrorStatus" in `unsupported` answers NotSupported.
+    sram: dict[str, int] = field(default_factory=dict)
     unsupported: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
     lost: bool = False
@@ -86,7 +89,8 @@ def old_gpu() -> FakeGpu:
     return FakeGpu(
         name="Tesla V100-PCIE-32GB", vbios="88.00.80.00.01", pcie=(3, 3, 16, 16), nvlink_states=None,
         fabric_state=None, pstate=real.NVML_PSTATE_8,
-        unsupported={"nvmlDeviceGetRemappedRows", "field:230", "nvmlDeviceGetMarginTemperature"},
+        unsupported={"nvmlDeviceGetRemappedRows", "field:230", "nvmlDeviceGetMarginTemperature",
+                     "nvmlDeviceGetSramEccErrorStatus"},
         retired_pages={real.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: [0x1000, 0x2000],
                        real.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: [0x3000]},
         memory_total=32_510 * 1024 * 1024,
@@ -303,6 +307,15 @@ class FakeNvml:
 
     def nvmlDeviceGetGpuFabricInfo(self, h: FakeGpu, ref: Any) -> int:
         return self._fabric(h, "nvmlDeviceGetGpuFabricInfo", ref, real.c_nvmlGpuFabricInfo_t)
+
+    def nvmlDeviceGetSramEccErrorStatus(self, h: FakeGpu, ref: Any) -> int:
+        g = self._dev(h, "nvmlDeviceGetSramEccErrorStatus")
+        status = getattr(ref, "_obj", ref)  # ctypes.byref(struct) -> struct
+        assert isinstance(status, real.c_nvmlEccSramErrorStatus_v1_t), "expects a c_nvmlEccSramErrorStatus_v1_t"
+        assert status.version == real.nvmlEccSramErrorStatus_v1, "the struct's version must be set"
+        for member, value in g.sram.items():
+            setattr(status, member, value)
+        return real.NVML_SUCCESS
 
     def nvmlDeviceGetFieldValues(self, h: FakeGpu, field_ids: list[Any]) -> Any:
         g = self._dev(h, "nvmlDeviceGetFieldValues")
