@@ -26,6 +26,13 @@ Checks (one finding per device, or per device and direction; component "gpu3" / 
   metrics ``temp_max_c``, ``power_mean_w``,
   ``power_max_w``, ``sm_clock_min_mhz``, ``sm_clock_median_mhz``, ``<reason>_pct``.
 
+- ``burnin.thermal.spread``: the hottest GPU under load vs its siblings at similar power (mean power
+  within ``power_band`` (15 %) of its own): more than ``delta_c`` above their median maximum temperature
+  -> FAIL naming the GPU (a cooling fault local to it: thermal interface, cold plate, heat sink, a fan
+  or airflow path, or a sensor); SKIP with fewer than ``min_peers`` (3) such siblings. ``delta_c`` is
+  data: the SKU's ``thermal_spread_c`` reference (``data/burnin_references.toml``, with its source),
+  else :data:`DEFAULT_SPREAD_C`. Metrics ``temp_max_c``, ``peer_median_temp_c``, ``temp_over_median_c``.
+
 Metrics are always finite floats (a NaN or inf measurement is reported in the message, not stored).
 """
 from __future__ import annotations
@@ -48,6 +55,10 @@ TFLOPS = "burnin.gemm.tflops"
 HBM = "burnin.bandwidth.hbm"
 PCIE = "burnin.bandwidth.pcie"
 TELEMETRY = "burnin.telemetry"
+SPREAD = "burnin.thermal.spread"
+# Used when the SKU has no thermal_spread_c reference; the reasoning is that reference's source in
+# data/burnin_references.toml (a healthy node's GPUs under one load sit within a few degrees).
+DEFAULT_SPREAD_C = 10.0
 # Under load (the throttle table's "load" column): the reasons that FAIL, and those that WARN.
 THERMAL_FAIL = tuple(throttle.reasons_at("load", throttle.FAIL))
 LOAD_WARN = tuple(throttle.reasons_at("load", throttle.WARN))
@@ -287,3 +298,37 @@ def judge_telemetry(summary: dict[int, TelemetrySummary], *, thermal_fail: tuple
             parts.append(f"{len(s.errors)} NVML error(s): {s.errors[0]}")
         findings.append(Finding(TELEMETRY, Status.PASS, f"{comp}: " + ", ".join(parts), comp, metrics))
     return findings
+
+
+# ---------------------------------------------------------------------------------- thermal spread
+
+
+def judge_thermal_spread(summary: dict[int, TelemetrySummary], delta_c: float = DEFAULT_SPREAD_C, *,
+                         power_band: float = 0.15, min_peers: int = 3, source: str = "") -> list[Finding]:
+    """The hottest GPU vs the median of its siblings at similar power (see the module docstring)."""
+    readings = {i: s for i, s in summary.items() if _finite(s.temp_max_c) and _finite(s.power_mean_w)
+                and s.power_mean_w > 0}
+    if len(readings) < min_peers + 1:
+        return [Finding(SPREAD, Status.SKIP, f"{len(readings)} GPU(s) with temperature and power under load: "
+                                             f"too few to compare (needs {min_peers + 1})")]
+    hottest = max(readings, key=lambda i: (readings[i].temp_max_c, -i))
+    hot = readings[hottest]
+    peers = [s for i, s in readings.items() if i != hottest
+             and abs(s.power_mean_w - hot.power_mean_w) <= power_band * hot.power_mean_w]
+    comp = hot.component
+    if len(peers) < min_peers:
+        return [Finding(SPREAD, Status.SKIP, f"{comp} is the hottest ({hot.temp_max_c:.0f} C at {hot.power_mean_w:.0f} W) "
+                                             f"but only {len(peers)} sibling(s) drew within {100 * power_band:g}% of its "
+                                             f"power: not compared", comp, _metrics(temp_max_c=hot.temp_max_c))]
+    median = statistics.median(s.temp_max_c for s in peers)
+    over = hot.temp_max_c - median
+    metrics = _metrics(temp_max_c=hot.temp_max_c, peer_median_temp_c=median, temp_over_median_c=over,
+                       power_mean_w=hot.power_mean_w)
+    why = f" ({source})" if source else ""
+    text = (f"{comp} max {hot.temp_max_c:.0f} C at {hot.power_mean_w:.0f} W mean vs median {median:.0f} C of "
+            f"{len(peers)} sibling(s) at similar power: {over:+.0f} C")
+    if over > delta_c:
+        return [Finding(SPREAD, Status.FAIL, f"{text}, more than {delta_c:g} C above{why}: check its cooling "
+                                             "(thermal interface, heat sink or cold plate, airflow) and its sensor",
+                        comp, metrics)]
+    return [Finding(SPREAD, Status.PASS, f"{text} (limit {delta_c:g} C)", comp, metrics)]

@@ -2,6 +2,10 @@
 findings; one verdict (context ``burnin``) per node, recorded to the spool (history) and to the job's
 results directory (for the allocation step).
 
+After the load phases, the node checks run again over a fresh snapshot (``burnin.recheck``: what got
+worse; ``burnin.load_errors``: new Xids, pending remaps, counter growth under load; see
+:mod:`.judge_recheck`) whenever the checks phase ran and a load phase followed it.
+
 A failing phase does not stop the others; only an unusable node does (a GPU lost or wedged: the
 GPU phases would hang or measure nothing), and then they are SKIPped with that reason. A phase that
 crashes is an ERROR finding of that phase, never a lost run.
@@ -40,6 +44,9 @@ class NodeContext:
     backend_name: str | None = None
     unusable: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # the checks phase's snapshot and findings: what the re-check after the load compares with
+    before: Any = None
+    before_findings: list[Finding] = field(default_factory=list)
 
 
 def _phase_checks(ctx: NodeContext) -> list[Finding]:
@@ -49,6 +56,7 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
         return [Finding("burnin.checks", Status.SKIP, "node checks not configured for this run")]
     snap, exp = ctx.snapshot()
     verdict = judge(snap, exp, "burnin")
+    ctx.before, ctx.before_findings = snap, list(verdict.findings)
     if snap.versions:  # for the fleet's version-drift analysis (the sweep, the report)
         ctx.extra["versions"] = dict(snap.versions)
     if snap.gpus:
@@ -122,7 +130,8 @@ def _phase_gemm(ctx: NodeContext) -> list[Finding]:
     else:
         with Sampler(nvml, indices) as sampler:
             results = run_gemm(backend, indices, duration_s=s.gemm_duration_s, n=n, dtype=dtype, seed=s.seed)
-        telemetry = judge_telemetry(sampler.summary())
+        summary = sampler.summary()
+        telemetry = judge_telemetry(summary) + _thermal_spread(summary, sku or ctx.sku)
     # the digests by fleet key, for the allocation step's comparison across the job's nodes and, through
     # the history, the fleet's (healthcheck.analysis.digests)
     ctx.extra["gemm_digests"] = {r.component: [fleet_key(r), r.digest] for r in results if r.digest}
@@ -131,6 +140,29 @@ def _phase_gemm(ctx: NodeContext) -> list[Finding]:
     if problem:
         out.append(Finding("burnin.gemm.verify", Status.WARN, problem))
     return out
+
+
+def _thermal_spread(summary, sku: Sku | None) -> list[Finding]:
+    """The hottest GPU vs its siblings at similar power, with the SKU's ``thermal_spread_c`` (data)."""
+    from .judge_compute import DEFAULT_SPREAD_C, judge_thermal_spread
+
+    ref = sku.get("thermal_spread_c") if sku is not None else None
+    if ref is None:
+        return judge_thermal_spread(summary, DEFAULT_SPREAD_C, source="default thermal_spread_c")
+    return judge_thermal_spread(summary, ref.value, source=f"{sku.name} thermal_spread_c")
+
+
+def _phase_recheck(ctx: NodeContext) -> list[Finding]:
+    """The node checks again over a fresh snapshot, compared with the checks phase's (pure judges)."""
+    from ..runner import judge
+    from .judge_recheck import judge_load_errors, judge_recheck
+
+    snap, exp = ctx.snapshot()
+    verdict = judge(snap, exp, "burnin")
+    return judge_recheck(ctx.before_findings, verdict.findings) + judge_load_errors(ctx.before, snap)
+
+
+LOAD_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "storage")
 
 
 def _fleet_digests(ctx: NodeContext) -> tuple[dict[str, str] | None, str | None]:
@@ -300,6 +332,12 @@ def run_node(ctx: NodeContext, started_at: str) -> Verdict:
         out = _bounded(ctx, name, phase, limit) if limit is not None else _guarded(ctx, name, phase)
         ctx.extra.setdefault("phase_seconds", {})[name] = round(time.monotonic() - p0, 3)
         findings.extend(out)
+    ran_load = any(ctx.settings.phase_on(n) for n in LOAD_PHASES)
+    if ctx.before is not None and ctx.snapshot is not None and ran_load and not ctx.extra.get("hung"):
+        ctx.log(f"{ctx.node}: node checks again after the load")
+        p0 = time.monotonic()
+        findings.extend(_guarded(ctx, "recheck", _phase_recheck))
+        ctx.extra.setdefault("phase_seconds", {})["recheck"] = round(time.monotonic() - p0, 3)
     return Verdict.of(ctx.node, findings, started_at, time.monotonic() - t0, "burnin")
 
 
