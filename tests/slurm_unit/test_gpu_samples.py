@@ -169,3 +169,20 @@ def test_the_keeper_is_lean_enough_for_the_hooks():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                          check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_planted_link_is_neither_read_nor_written_through_and_a_huge_file_is_refused(tmp_path, proc):
+    state = tmp_path / "s"
+    state.mkdir(mode=0o700)
+    victim = tmp_path / "victim.json"
+    snap = _snap(TIMES[0], 100.0, 100.0)
+    planted = {"version": 1, "gpus": {snap.gpus[0].uuid: {"idle_power_w": 1.0, "samples": []}}}
+    victim.write_text(json.dumps(planted))
+    (state / "gpu-samples.json").symlink_to(victim)
+    assert gpu_samples.keep_samples(str(state), snap, proc_root=str(proc)) is None
+    assert snap.gpus[0].idle_power_w is None  # the link's content was not read
+    assert json.loads(victim.read_text()) == planted  # nor written through
+    assert not (state / "gpu-samples.json").is_symlink()
+    (state / "gpu-samples.json").write_text(" " * (gpu_samples.MAX_FILE_BYTES + 10))
+    note = gpu_samples.keep_samples(str(state), _snap(TIMES[1], 100.0, 100.0), proc_root=str(proc))
+    assert note and "over" in note and "started afresh" in note
