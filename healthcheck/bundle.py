@@ -13,6 +13,7 @@ Layout (every file optional; checks whose sources are absent report skip)::
     versions.json         the versions probe's result (library versions cannot be re-read offline)
     nvme-smart-log-<dev>.json, smartctl-<dev>.json (or .txt), storage-devices.json   storage health
     ipmitool-sel.txt, ipmitool-sdr.txt   `ipmitool sel elist` / `sdr elist` (BMC)
+    mlxlink-<dev>.txt     `mlxlink -d <dev> -m -c -e` per HCA port (``-p<N>`` suffix for ports past 1)
     sys/...  proc/...     the sysfs and procfs files the probes read, same relative paths, no symlinks
 
 GPU facts come from nvml.json, else the XML, else the text output, in that order.
@@ -193,6 +194,7 @@ def _read(root: Path, label: str, services: tuple[str, ...],
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
     guarded("versions", lambda: _versions(root, sys_root, proc_root, snap))
     _storage_and_bmc(root, meta, guarded)
+    _host_counters(root, sys_root, guarded)
     recorded = meta.get("probe_errors") or {}
     if not isinstance(recorded, dict):
         raise BundleError(f"{label}: meta.json probe_errors must be an object")
@@ -312,6 +314,23 @@ def _storage_and_bmc(root: Path, meta: dict, guarded) -> None:
     guarded("bmc", lambda: bmc_from_bundle(names, lambda name: _text(root, name), meta))
 
 
+def _host_counters(root: Path, sys_root: Path, guarded) -> None:
+    """EDAC and AER sysfs files (sys/devices/system/edac, sys/bus/pci/devices/*/aer_dev_*) and the
+    mlxlink-<dev>.txt outputs: read like the live probes (healthcheck.probes.host_counters / .mlxlink).
+    A bundle without them (older, or a node without EDAC/AER) leaves the source absent."""
+    from .probes.host_counters import EDAC_MC, probe_edac, probe_pcie_aer
+    from .probes.mlxlink import mlxlink_from_bundle
+
+    if (sys_root / EDAC_MC).is_dir():
+        guarded("edac", lambda: probe_edac(str(sys_root)))
+    devices = sys_root / "bus" / "pci" / "devices"
+    if devices.is_dir() and any(devices.glob("*/aer_dev_*")):
+        guarded("pcie_aer", lambda: probe_pcie_aer(str(sys_root)))
+    names = [p.name for p in root.iterdir() if p.is_file() and p.name.startswith("mlxlink-")]
+    if names:
+        guarded("mlxlink", lambda: mlxlink_from_bundle(names, lambda name: _text(root, name)))
+
+
 # ------------------------------------------------------------------------------------ writing
 
 
@@ -363,6 +382,9 @@ def _fill_bundle(folder: Path, snap: Snapshot, raw: dict[str, str], sysfs_root: 
     from .bundle_files import copy_proc, copy_sys
 
     copy_sys(Path(sysfs_root), folder / "sys")
+    from .probes.host_counters import copy_for_bundle
+
+    copy_for_bundle(Path(sysfs_root), folder / "sys")  # EDAC and AER counters
     copy_proc(Path(proc_root), folder / "proc")
     for name, text in raw.items():
         (folder / name).write_text(text)

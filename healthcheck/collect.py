@@ -28,12 +28,13 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
     opts = options or LiveOptions(sysfs_root, proc_root, services)
     # storage and BMC are read below, every tool's output kept (the live probe stops at the first)
     every = frozenset(SOURCES) | frozenset(DEFAULT_DEADLINES_S)
-    snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc"})
+    snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc", "mlxlink"})
     raw: dict[str, str] = {}
     notes: list[str] = []
     meta_extra = {"collected_by": "healthcheck collect"}
     _storage(snap, opts, raw, notes)
     _bmc(snap, opts, raw, notes, meta_extra)
+    _mlxlink(snap, opts, raw, notes)
     for name, (argv, timeout) in TOOLS.items():
         if subproc.which(argv[0]) is None:
             continue
@@ -100,3 +101,18 @@ def _bmc(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str], meta_ex
     for err in (info.sel_error, info.sdr_error):
         if err:
             notes.append(f"bmc: {err}")
+
+
+MLXLINK_TIMEOUT_S = 60.0  # every HCA port, concurrently
+
+
+def _mlxlink(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> None:
+    """mlxlink-<dev>.txt per HCA port where mlxlink is installed (what ib.mlxlink judges)."""
+    from .probes.mlxlink import read_mlxlink
+
+    ports, outputs = read_mlxlink(opts.sysfs_root, MLXLINK_TIMEOUT_S)
+    raw.update(outputs)
+    snap.mlxlink = ports
+    for port in ports or []:
+        if port.error:
+            notes.append(f"mlxlink {port.component}: {port.error}")

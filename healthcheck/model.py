@@ -430,6 +430,90 @@ class BmcInfo:
     sdr_error: str | None = None
 
 
+# ------------------------------------------------------------------ Host error counters (sysfs)
+
+
+@dataclass
+class EdacDimm:
+    """One DIMM (``dimmN``) or rank (``rankN``) of an EDAC memory controller."""
+    name: str  # dimm0, rank3
+    label: str | None = None  # dimm_label: "CPU_SrcID#0_MC#0_Chan#2_DIMM#0" (BIOS/DMI naming)
+    ce_count: int | None = None
+    ue_count: int | None = None
+
+
+@dataclass
+class EdacController:
+    """An EDAC memory controller, ``/sys/devices/system/edac/mc/mcN``: error counts since the driver
+    loaded or the counters were reset (``seconds_since_reset`` ago)."""
+    name: str  # mc0
+    mc_name: str | None = None  # "Skylake Socket#0 IMC#0"
+    ce_count: int | None = None  # corrected errors (those without a location included)
+    ue_count: int | None = None  # uncorrected errors
+    ce_noinfo_count: int | None = None
+    ue_noinfo_count: int | None = None
+    seconds_since_reset: int | None = None
+    dimms: list[EdacDimm] = field(default_factory=list)
+
+    @property
+    def component(self) -> str:
+        return self.name
+
+
+@dataclass
+class PcieAer:
+    """A PCI function's AER counters since boot (``aer_dev_fatal``/``aer_dev_nonfatal``/
+    ``aer_dev_correctable``: per error type, ``TOTAL_ERR_*`` the sum) and what the function is."""
+    pci_bus_id: str
+    vendor: str | None = None  # "0x10de"
+    device: str | None = None
+    pci_class: str | None = None  # "0x030200"
+    kind: str | None = None  # gpu, hca, nic, nvme, storage, nvswitch, bridge, ... (from the class)
+    name: str | None = None  # mlx5_0, nvme0 where sysfs names it
+    fatal: dict[str, int] | None = None
+    nonfatal: dict[str, int] | None = None
+    correctable: dict[str, int] | None = None
+
+    @property
+    def component(self) -> str:
+        return self.pci_bus_id
+
+
+@dataclass
+class MlxlinkPort:
+    """What ``mlxlink -d DEV -m -c -e`` says of one HCA port: link, FEC, BER counters, module.
+    ``error``: why it could not be read (then the other fields are None)."""
+    device: str  # mlx5_0
+    port: int = 1
+    error: str | None = None
+    state: str | None = None
+    physical_state: str | None = None
+    speed: str | None = None
+    width: str | None = None
+    fec: str | None = None
+    status_opcode: int | None = None
+    recommendation: str | None = None
+    time_since_clear_min: float | None = None
+    effective_errors: int | None = None
+    effective_ber: float | None = None
+    symbol_errors: int | None = None
+    symbol_ber: float | None = None
+    raw_errors_per_lane: list[int] | None = None
+    raw_ber: float | None = None
+    link_down: int | None = None
+    link_error_recovery: int | None = None
+    module_identifier: str | None = None
+    cable_type: str | None = None
+    module_part: str | None = None
+    module_temperature_c: float | None = None
+    module_temp_low_c: float | None = None  # the module's own alarm range, where printed
+    module_temp_high_c: float | None = None
+
+    @property
+    def component(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
 # -------------------------------------------------------------------------------------- Snapshot
 
 
@@ -460,6 +544,10 @@ class Snapshot:
     # NVMe/SATA devices and their SMART health; the BMC's event log and sensors (None: not probed)
     storage: list[StorageDevice] | None = None
     bmc: BmcInfo | None = None
+    # EDAC memory controllers, PCIe AER counters (sysfs, since boot), mlxlink's view of the HCA ports
+    edac: list[EdacController] | None = None
+    pcie_aer: list[PcieAer] | None = None
+    mlxlink: list[MlxlinkPort] | None = None
     # The boot the kernel events belong to (/proc/sys/kernel/random/boot_id) and the keys of events the
     # node's hooks already acted on (a drain that has ended since): gpu.xid passes over those.
     boot_id: str | None = None

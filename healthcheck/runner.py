@@ -21,6 +21,9 @@ _ABSENT = {
     "job": "no job (runs in the epilog of a Slurm job)",
     "storage": "no storage data (not probed in this context, or none recorded in the bundle)",
     "bmc": "no BMC data (not probed in this context, or none recorded in the bundle)",
+    "edac": "no EDAC memory-controller data (EDAC driver not loaded, or none recorded in the bundle)",
+    "pcie_aer": "no PCIe AER data (not probed, or none recorded in the bundle)",
+    "mlxlink": "no mlxlink data (not probed in this context, or none recorded in the bundle)",
 }
 
 

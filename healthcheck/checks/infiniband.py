@@ -17,7 +17,11 @@ link_downed = link failed its recovery and went down; port_rcv_errors = received
 marked bad (EBP) upstream; local_link_integrity_errors = times the local physical errors exceeded the
 LocalPhyErrors threshold; excessive_buffer_overrun_errors = consecutive flow-control update periods with
 overruns. UFM raises its alarms on *rates* over a TTL; here the values are totals since the last reset
-(or boot), so the defaults are deliberately loose and only WARN. Growth is judged elsewhere.
+(or boot). WARN thresholds are totals; FAIL thresholds are counts *per 24 h of uptime*: a total at or
+above ``fail * max(1, uptime / 24 h)`` (``snapshot.host.uptime_s``; unknown uptime judges the total).
+The kernel never clears these counters (only ``perfquery -x``, a port reset or a driver reload do), so
+the total since boot over the uptime is a lower bound of the port's average rate: a cleared counter
+can only make it pass, never fail. The growth during a job is judged by ``job.counter_growth``.
 """
 from __future__ import annotations
 
@@ -39,14 +43,24 @@ ERROR_THRESHOLDS: dict[str, int | None] = {
     "excessive_buffer_overrun_errors_warn": 1,
     "local_link_integrity_errors_warn": 1,
     "port_rcv_remote_physical_errors_warn": 10,
-    "symbol_error_fail": None,
-    "link_downed_fail": None,
-    "link_error_recovery_fail": None,
-    "port_rcv_errors_fail": None,
-    "excessive_buffer_overrun_errors_fail": None,
-    "local_link_integrity_errors_fail": None,
+    # FAIL: per 24 h of uptime (see the module docstring). link_downed: Azure's HPC health checks fail a
+    # node whose IB link flapped 5 times in 24 h. symbol_error / port_rcv_errors: on HDR/NDR links the
+    # symbol errors are what is left *after* FEC (NVIDIA ibdiagnet manual, "Bit Error Rate"), ~0 on a
+    # good link; 10,000 a day is a sustained post-FEC BER of ~3e-13 at 400 Gb/s full load, i.e. a link
+    # out of the 1e-12 class that shows as retransmissions and NCCL slowdowns. link_error_recovery:
+    # each is a retrain that stalls the link; 25 a day is 5x the flap rule for a link that recovered.
+    # local_link_integrity / excessive_buffer_overrun: each already means a threshold of physical
+    # errors / overruns was passed; 10 a day is a failing link or HCA. port_rcv_remote_physical_errors
+    # counts packets marked bad *upstream*: another link's fault, so it never fails this node.
+    "symbol_error_fail": 10000,
+    "link_downed_fail": 5,
+    "link_error_recovery_fail": 25,
+    "port_rcv_errors_fail": 10000,
+    "excessive_buffer_overrun_errors_fail": 10,
+    "local_link_integrity_errors_fail": 10,
     "port_rcv_remote_physical_errors_fail": None,
 }
+DAY_S = 86400.0
 # Counters that are traffic volumes, not errors (kept out of the metrics).
 _TRAFFIC = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
                       "unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
@@ -214,7 +228,7 @@ def ib_port_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     return out
 
 
-@check("ib.port.rate", needs=("ib_ports",), fails_by_default=False,
+@check("ib.port.rate", needs=("ib_ports",), contexts=CONTEXTS, fails_by_default=False,
        fails_on="a port's recorded rate (ib.per_port, written by `config generate`) or ib.rate_gbps: FAIL "
                 "below it (cable, transceiver, switch port trained slower); without them a port slower than "
                 "its peers only WARNs")
@@ -222,7 +236,8 @@ def ib_port_rate(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Active ports run at least at their expected rate: the port's own recorded rate
     (``ib.per_port``), else ``ib.rate_gbps`` for ports of the judged link layer (FAIL below it: a
     cable, transceiver or switch port that trained at a lower speed). Without an expectation, a port
-    slower than the fastest active port of the same HCA type and link layer only WARNs."""
+    slower than the fastest active port of the same HCA type and link layer only WARNs. Runs in the
+    prolog and epilog too (one sysfs file per port, already read for ib.port.state)."""
     name = "ib.port.rate"
     ports = snap.ib_ports or []
     if not ports:
@@ -276,21 +291,29 @@ def _limits(t: dict) -> dict[str, tuple[int | None, int | None]]:
     return {k: (v[0], v[1]) for k, v in limits.items()}
 
 
-@check("ib.port.errors", needs=("ib_ports",), thresholds=ERROR_THRESHOLDS, fails_by_default=False,
-       fails_on="a <counter>_fail threshold (e.g. symbol_error_fail): FAIL at or above it; by default "
-                "counter totals only WARN")
+@check("ib.port.errors", needs=("ib_ports",), thresholds=ERROR_THRESHOLDS, fails_by_default=True,
+       fails_on="a port error counter at or above its <counter>_fail rate per 24 h of uptime (link_downed 5, "
+                "link_error_recovery 25, symbol_error and port_rcv_errors 10000, local_link_integrity_errors and "
+                "excessive_buffer_overrun_errors 10); lower totals WARN")
 def ib_port_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """Port error counters (totals since the last counter reset) stay below their thresholds:
-    by default WARN at symbol_error >= 10, link_downed >= 1, link_error_recovery >= 10,
-    port_rcv_errors >= 10, excessive_buffer_overrun_errors >= 1, local_link_integrity_errors >= 1,
-    port_rcv_remote_physical_errors >= 10; FAIL thresholds are unset unless configured
-    (``<counter>_fail``), so by default this check is informational. Totals since the last reset
-    cannot tell an old burst from a live fault; the epilog's per-job growth and the history's trends do."""
+    """Port error counters (totals since the last counter reset) stay below their thresholds.
+
+    FAIL: a counter at or above ``<counter>_fail`` per 24 h of uptime (the total against
+    ``fail * max(1, uptime days)``): link_downed 5 (Azure's flap rule, 5 in 24 h), link_error_recovery
+    25, symbol_error 10000 and port_rcv_errors 10000 (post-FEC errors on HDR/NDR: ~0 on a good link),
+    local_link_integrity_errors 10, excessive_buffer_overrun_errors 10; remote physical errors never
+    fail (another link's fault). WARN on totals: symbol_error >= 10, link_downed >= 1,
+    link_error_recovery >= 10, port_rcv_errors >= 10, excessive_buffer_overrun_errors >= 1,
+    local_link_integrity_errors >= 1, port_rcv_remote_physical_errors >= 10. The epilog's
+    ``job.counter_growth`` judges the growth during a job."""
     name = "ib.port.errors"
     ports = snap.ib_ports or []
     if not ports:
         return skip(name, "no InfiniBand/RoCE ports")
     limits = _limits(t)
+    uptime = snap.host.uptime_s if snap.host is not None else None
+    days = max(1.0, uptime / DAY_S) if isinstance(uptime, (int, float)) and uptime > 0 else 1.0
+    per = f" per 24 h over {days:.1f} days of uptime" if days > 1.0 else " in 24 h"
     out: list[Finding] = []
     for port in ports:
         if not port.counters:
@@ -303,9 +326,9 @@ def ib_port_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             warn, fail = limits[counter]
             if value is None:
                 continue
-            if fail is not None and value >= fail:
+            if fail is not None and value >= fail * days:
                 status = Status.FAIL
-                notes.append(f"{counter}={value} (fail at {fail:g})")
+                notes.append(f"{counter}={value} (fail at {fail:g}{per})")
             elif warn is not None and value >= warn:
                 if status is Status.PASS:
                     status = Status.WARN

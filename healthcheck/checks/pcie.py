@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..expectations import Expectations, PcieExpect
 from ..model import Finding, PcieLink, Snapshot, Status, normalize_pci_bus_id
-from .registry import check, finding, skip
+from .registry import CONTEXTS, check, finding, skip
 
 
 def _expectation(link: PcieLink, exp: Expectations) -> PcieExpect | None:
@@ -44,12 +44,13 @@ def link_problems(link: PcieLink, want: PcieExpect | None) -> list[str]:
     return problems
 
 
-@check("pcie.hca.link", needs=("pcie_links",), fails_by_default=True,
+@check("pcie.hca.link", needs=("pcie_links",), contexts=CONTEXTS, fails_by_default=True,
        fails_on="an HCA's PCIe link below its own maximum speed or width (reseat, riser, slot, upstream "
                 "switch); with pcie: below the expected generation or width")
 def pcie_hca_link(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Every HCA's PCIe link runs at its maximum speed and width (HCAs do not down-train at idle),
-    and at least at the generation and width the node class expects."""
+    and at least at the generation and width the node class expects. Runs in the prolog and epilog
+    too: four sysfs files per HCA (the PCI bus walk reads vendor and class of every function)."""
     name = "pcie.hca.link"
     hcas = [link for link in snap.pcie_links or [] if link.kind == "hca"]
     if not hcas:

@@ -26,7 +26,7 @@ from ..record import field, record as dataclass
 CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
 # Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.
 SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions", "job",
-           "storage", "bmc")
+           "storage", "bmc", "edac", "pcie_aer", "mlxlink")
 # Contexts a check runs in unless it says otherwise / the config overrides: everything but the prolog,
 # whose budget is tens of milliseconds.
 DEFAULT_CONTEXTS = frozenset({"check", "slurm-check", "burnin"})

@@ -23,6 +23,9 @@ DEFAULT_DEADLINES_S = {
     "versions": 3.0,
     "storage": 10.0,  # nvme smart-log / smartctl per device, all calls inside it
     "bmc": 20.0,  # ipmitool sel elist + sdr elist: BMCs are slow (HealthCheckProgram only, see below)
+    "edac": 2.0,  # sysfs: a few files per memory controller
+    "pcie_aer": 3.0,  # sysfs: three files per PCI function
+    "mlxlink": 15.0,  # mlxlink -m -c -e per HCA port, concurrently (HealthCheckProgram/check only)
 }
 
 
@@ -103,6 +106,9 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
     # (the prolog) never asks for them (``sources``); each subprocess ends inside its deadline.
     jobs["storage"] = lambda: _storage(opts)
     jobs["bmc"] = lambda: _bmc(opts)
+    jobs["mlxlink"] = lambda: _mlxlink(opts)
+    jobs["edac"] = lambda: _edac(opts)
+    jobs["pcie_aer"] = lambda: _pcie_aer(opts)
     # the kernel log on every node: NVIDIA events where there are GPUs, host events everywhere
     jobs["kernel_events"] = lambda: _kernel_events(opts, has_gpu)
     if has_gpu:
@@ -246,3 +252,21 @@ def _bmc(opts: LiveOptions):
     from .bmc import probe_bmc
 
     return probe_bmc(deadline_s=0.9 * opts.deadlines_s.get("bmc", 20.0), dev_root=opts.dev_root)
+
+
+def _edac(opts: LiveOptions):
+    from .host_counters import probe_edac
+
+    return probe_edac(opts.sysfs_root)
+
+
+def _pcie_aer(opts: LiveOptions):
+    from .host_counters import probe_pcie_aer
+
+    return probe_pcie_aer(opts.sysfs_root)
+
+
+def _mlxlink(opts: LiveOptions):
+    from .mlxlink import probe_mlxlink
+
+    return probe_mlxlink(opts.sysfs_root, deadline_s=0.9 * opts.deadlines_s.get("mlxlink", 15.0))

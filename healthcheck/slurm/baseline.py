@@ -9,6 +9,9 @@
   set below, mlx5 ``hw_out_of_buffer``/``hw_out_of_sequence``, and any other counter, including the
   driver's ``hw_*`` ones, whose name says err/discard/drop, except the CQE ``*flush*`` counters);
   traffic volumes and ``port_xmit_wait`` (congestion, not an error) are left out;
+- per EDAC memory controller ``mc0``: ce_count, ue_count;
+- per PCI function with AER counters ``0000:1a:00.0``: aer_dev_fatal, aer_dev_nonfatal,
+  aer_dev_correctable (the TOTAL_ERR_* lines);
 - node-level ``xid_events``: how many Xid events the kernel log holds.
 
 A field that is ``None`` (not reported by this source or hardware) is omitted, never 0: growth is then
@@ -73,9 +76,30 @@ def counters_of(snapshot: Snapshot) -> dict[str, float]:
         out.update(_gpu_counters(gpu))
     for port in snapshot.ib_ports or []:
         out.update(_ib_counters(port))
+    for mc in snapshot.edac or []:
+        for name in ("ce_count", "ue_count"):
+            value = getattr(mc, name)
+            if value is not None:
+                out[f"{mc.component}.{name}"] = float(value)
+    for dev in snapshot.pcie_aer or []:
+        for name in ("fatal", "nonfatal", "correctable"):
+            value = _aer_total(getattr(dev, name))
+            if value is not None:
+                out[f"{dev.component}.aer_dev_{name}"] = float(value)
     if snapshot.kernel_events is not None:
         out["xid_events"] = float(sum(1 for e in snapshot.kernel_events if e.kind == "xid"))
     return out
+
+
+def _aer_total(counts: dict[str, int] | None) -> int | None:
+    """The TOTAL_ERR_* line of an aer_dev_* file, else the sum (as probes.host_counters.aer_total,
+    without importing the probe here)."""
+    if counts is None:
+        return None
+    for key, value in counts.items():
+        if key.startswith("TOTAL_ERR"):
+            return value
+    return sum(counts.values())
 
 
 def _gpu_counters(gpu: GpuInfo) -> dict[str, float]:

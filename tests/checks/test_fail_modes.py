@@ -19,7 +19,7 @@ from healthcheck.runner import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checks of this examples: informational until configured.
-INFORMATIONAL = {"sw.versions", "ib.port.state", "ib.port.errors", "ib.port.rate", "ib.hca.firmware",
+INFORMATIONAL = {"sw.versions", "ib.port.state", "ib.port.rate", "ib.hca.firmware",
                  "host.cpu", "host.memory", "host.swap", "host.load", "host.services",
                  "gpu.persistence", "gpu.power", "gpu.processes", "gpu.memory_used",
                  "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays",
@@ -80,10 +80,10 @@ def test_informational_checks_do_not_fail_with_the_defaults():
     verdict = judge(_bad_node(), default_expectations(), only=sorted(INFORMATIONAL))
     judged = {f.check for f in verdict.findings if f.status is not Status.SKIP}
     assert {"host.cpu", "host.memory", "host.swap", "host.load", "sw.versions", "ib.port.state",
-            "ib.port.errors", "ib.port.rate", "ib.hca.firmware"} <= judged
+            "ib.port.rate", "ib.hca.firmware"} <= judged
     assert [f for f in verdict.findings if f.status is Status.FAIL] == []
     assert {f.check for f in verdict.findings if f.status is Status.WARN} >= {
-        "host.memory", "host.swap", "host.load", "ib.port.state", "ib.port.errors", "ib.port.rate",
+        "host.memory", "host.swap", "host.load", "ib.port.state", "ib.port.rate",
         "ib.hca.firmware"}
 
 
@@ -150,7 +150,7 @@ def test_generated_expectations_make_informational_checks_fail_on_a_deviating_si
 def test_generated_file_names_what_stays_informational():
     text = generate_toml(_golden(), "h100", "gpu[01-99]")
     tail = text.split("# Still informational", 1)[1]
-    for name in ("host.load", "ib.port.errors", "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays"):
+    for name in ("host.load", "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays"):
         assert name in tail
     for made_real in ("host.cpu", "host.memory", "host.swap", "sw.versions", "gpu.persistence", "gpu.power"):
         assert made_real not in tail

@@ -46,8 +46,9 @@ def test_contexts():
         assert "prolog" in _REGISTRY[name].contexts, name
     for name in ("host.cpu", "host.load", "host.swap", "sw.versions"):
         assert "prolog" not in _REGISTRY[name].contexts, name
-    # (host.events judges the kernel log: its source is kernel_events)
-    assert all(_REGISTRY[n].needs == ("host",) for n in _REGISTRY if n.startswith("host.") and n != "host.events")
+    # (host.events judges the kernel log: its source is kernel_events; host.edac the EDAC counters)
+    assert all(_REGISTRY[n].needs == ("host",) for n in _REGISTRY
+               if n.startswith("host.") and n not in ("host.events", "host.edac"))
 
 
 # ------------------------------------------------------------------------------------------- cpu

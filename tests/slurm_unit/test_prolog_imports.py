@@ -32,6 +32,9 @@ OURS = {
     "healthcheck.probes.pcie", "healthcheck.parsers", "healthcheck.parsers.kernel_log",
     "healthcheck.parsers.host_events", "healthcheck.lazylog", "healthcheck.atomicio",
     "healthcheck.spoolwrite", "healthcheck.spool", "healthcheck.output",
+    # issue 21: the EDAC and AER counters (os-only sysfs reads; uncorrectable errors since boot FAIL before
+    # a job) and the HCA PCIe link, judged in the prolog; their check modules where there is data
+    "healthcheck.probes.host_counters", "healthcheck.checks.host_counters", "healthcheck.checks.pcie",
 }
 # The standard library beyond start-up: regular expressions (checks, parsers, config), json (config
 # cache, spool), threads and select (probe deadlines, the watchdog), signal (the config timer), the C
