@@ -225,3 +225,51 @@ def test_the_corpus_cases_name_files_of_the_host_corpus():
     listed = {line.split("\t", 1)[0]: line for line in sources.read_text("utf-8").splitlines()}
     for rel in CORPUS_CASES:
         assert rel in listed and "\tFAULT" in listed[rel], rel
+
+
+def _healthy_host_recordings() -> list:
+    sources = CORPUS / "host" / "SOURCES-host.tsv"
+    if not sources.is_file():
+        return [pytest.param(None, marks=pytest.mark.skip(reason="corpus host/ absent"))]
+    rows = [line.split("\t") for line in sources.read_text("utf-8").splitlines() if line and not line.startswith("#")]
+    return [pytest.param(row[0], id=row[0].split("__")[0]) for row in rows
+            if len(row) >= 5 and row[4].startswith("HEALTHY")]
+
+
+def _feed(n: N.FixtureNode, rel: str, text: str) -> None:
+    """Put a healthy recording where the node would have it: kernel log, a drive's tool output, the
+    BMC's event log or sensor listing."""
+    family, name = rel.split("/", 1)
+    if family == "benign":
+        n.kernel_log = N.HEALTHY_KERNEL_LOG + text
+    elif family == "smart":
+        tool = "smartctl-nvme1.json" if "smartctl" in name else "nvme-smart-log-nvme1.txt"
+        n.storage["nvme1"] = {tool: text}
+    elif family == "ipmi" and "-sel-" in name:
+        n.bmc_sel = text
+    elif family == "ipmi" and "-sdr-" in name:
+        n.bmc_sdr = text
+    else:
+        raise AssertionError(f"no seam for {rel}: say where it goes")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("rel", _healthy_host_recordings())
+def test_healthy_host_recordings_give_no_fail_on_the_fixture_node(rel, tmp_path):
+    """Not one false FAIL: each HEALTHY host recording in its place on the otherwise healthy fixture
+    node, judged in every context, FAILs nothing (a WARN is allowed: a worn drive at 73 % says so)."""
+    text = (CORPUS / "host" / rel).read_text("utf-8", "replace")
+    n = N.node(tmp_path)
+    _feed(n, rel, text)
+    snap = n.snapshot()
+    # the recording was read where it was put (judged, not skipped or unreadable)
+    read = {"benign": ("host.events", None), "smart": ("storage.health", "nvme1")}.get(rel.split("/")[0]) or \
+        (("bmc.sel" if "-sel-" in rel else "bmc.sdr"), None)
+    judged = [f for f in judge(snap, default_expectations(), "check").findings if f.check == read[0]
+              and (read[1] is None or f.component == read[1])]
+    assert judged and all(f.status in (Status.PASS, Status.WARN) for f in judged), \
+        [(f.status.value, f.message[:120]) for f in judged]
+    for context in ("check", "prolog", "epilog", "slurm-check", "burnin"):
+        failing = [(f.check, f.component, f.message[:120]) for f in judge(snap, default_expectations(), context).findings
+                   if f.status is Status.FAIL]
+        assert failing == [], (context, failing)
