@@ -188,6 +188,12 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
                         processes=False)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
+    if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled
+        from .gpu_samples import keep_samples
+
+        note = keep_samples(state_dir, snap)
+        if note:
+            log(f"slurm-check on {node}: {note}")
     # the keys of the events a drain now would be for (acknowledged once that drain ends): kernel-log
     # events (Xid and host events) and BMC SEL records
     events = []

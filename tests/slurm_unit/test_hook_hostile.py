@@ -61,3 +61,17 @@ def test_a_hung_scontrol_cannot_stretch_the_hook_past_its_budget(tmp_path, bundl
     queued = (tmp_path / "state" / "node1" / "pending-actions.jsonl").read_text()
     assert "gpu.ecc.uncorrected" in queued
     assert time.monotonic() - start < 60
+
+
+def test_health_checks_keep_the_gpu_samples_gpu_stalled_judges(tmp_path, bundles):  # noqa: F811
+    """HealthCheckProgram keeps each GPU's earlier readings in the state folder (gpu.stalled needs
+    consecutive runs); with them, gpu.stalled is judged rather than skipped."""
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    for _ in range(3):  # gpu.stalled judges three consecutive readings
+        proc, _ = hook("slurm-check", config, job=None)
+        assert proc.returncode == 0, proc.stderr
+    kept = json.loads((tmp_path / "state" / "node1" / "gpu-samples.json").read_text())
+    assert kept, kept
+    run = [r for r in spool(tmp_path) if r["kind"] == "run"][-1]
+    stalled = [r for r in run["results"] if r["check"] == "gpu.stalled"]
+    assert stalled and all(r["status"] != "skip" for r in stalled), stalled
