@@ -37,7 +37,7 @@ GPU, HBM, SOFTWARE, CABLE, MAINTENANCE = "faulty GPU", "GPU HBM3", "software bug
     "host maintenance"
 SRAM, GSP, NIC, NCCL, SDC = "GPU SRAM", "GPU system processor", "NIC", "NCCL watchdog timeouts", \
     "silent data corruption"
-THERMAL, SSD, PSU, CHASSIS, IO_BOARD = "GPU thermal interface + sensor", "SSD", "power supply", "server chassis", \
+THERMAL, SSD, PSU, CHASSIS, IO_BOARD = "GPU thermal interface/sensor", "SSD", "power supply", "server chassis", \
     "IO expansion board"
 DEPENDENCY, CPU, MEMORY = "dependency", "CPU", "system memory"
 

@@ -25,7 +25,7 @@ DOC = ROOT / "docs" / "fault-coverage.md"
 PAPER = {
     "faulty GPU": 148, "GPU HBM3": 72, "software bug": 54, "network switch/cable": 35, "host maintenance": 32,
     "GPU SRAM": 19, "GPU system processor": 17, "NIC": 7, "NCCL watchdog timeouts": 7, "silent data corruption": 6,
-    "GPU thermal interface + sensor": 6, "SSD": 3, "power supply": 3, "server chassis": 2, "IO expansion board": 2,
+    "GPU thermal interface/sensor": 6, "SSD": 3, "power supply": 3, "server chassis": 2, "IO expansion board": 2,
     "dependency": 2, "CPU": 2, "system memory": 2,
 }
 NOT_VISIBLE = {"software bug", "host maintenance", "dependency"}
