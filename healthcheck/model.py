@@ -613,6 +613,20 @@ class Verdict:
         }
 
 
+def parse_iso_utc(text: str | None):
+    """ISO 8601 -> an aware datetime (a time without offset is taken as UTC); None when unparsable.
+    For the checks that age events against the snapshot's time (datetime imported on first use)."""
+    if not text:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
 def normalize_pci_bus_id(bus_id: str | None) -> str | None:
     """'00000000:07:00.0' (NVML), '0000:07:00.0' (sysfs), '07:00.0' (lspci/kernel) -> '0000:07:00.0'."""
     if not bus_id:

@@ -47,20 +47,9 @@ def make_private(path: str) -> None:
     """Create ``path`` and every missing parent with mode 0700, whatever the umask (``os.makedirs``
     gives the parents 0777 & ~umask: a world-writable state directory under umask 0). Directories that
     already exist are left as they are. OSError when one cannot be created (read-only or full /var)."""
-    missing = []
-    current = os.path.abspath(path)
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(folder, 0o700)
+    from .atomicio import make_dirs
+
+    make_dirs(path, 0o700)
 
 
 MAX_TRUSTED_FILE_BYTES = 4 << 20  # a site config, Xid policy or references file: real ones are < 64 KiB

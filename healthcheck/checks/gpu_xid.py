@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from datetime import datetime, timezone
+if False:  # annotations only
+    from datetime import datetime  # noqa: F401
 
 from ..expectations import Expectations, XidRule
-from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, worst
+from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, parse_iso_utc, worst
 from .gpu_inventory import ALL_CONTEXTS
 from .registry import check, finding
 
@@ -50,7 +51,7 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     else:
         n_acked = 0
     policy = exp.xid_policy
-    now = _parse_time(snap.taken_at)
+    now = parse_iso_utc(snap.taken_at)
     by_pci = _gpu_components(snap)
 
     groups: dict[str, list[tuple[Status, str, str, int]]] = defaultdict(list)
@@ -132,20 +133,10 @@ def _component(pci: str | None, by_pci: dict[str, str]) -> str:
     return by_pci.get(pci, pci)
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    """ISO 8601 -> aware datetime; a naive time is taken as UTC; unparsable -> None."""
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
 
 def _age_s(ev: KernelEvent, now: datetime | None, snap: Snapshot) -> float | None:
     if ev.time and now is not None:
-        when = _parse_time(ev.time)
+        when = parse_iso_utc(ev.time)
         if when is not None:
             return (now - when).total_seconds()
     host_uptime = snap.host.uptime_s if snap.host else None

@@ -8,9 +8,10 @@ this check passes over them.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+if False:  # annotations only
+    from datetime import datetime  # noqa: F401
 
-from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, worst
+from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, parse_iso_utc, worst
 from .gpu_inventory import ALL_CONTEXTS
 from .gpu_xid import event_key
 from .registry import check, finding
@@ -129,21 +130,12 @@ def _clear(groups: dict, policy, events: list[KernelEvent]) -> None:
         evs[:] = [ev for ev in evs if order[id(ev)] > last_clear]
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
 
 def _reference(snap: Snapshot, events: list[KernelEvent]) -> tuple[datetime | None, float | None]:
     """'Now' as a wall time and as seconds since boot: the snapshot's time and the host's uptime; a
     recorded log without them is judged as of its newest line."""
-    times = [t for t in (_parse_time(ev.time) for ev in events) if t is not None]
-    now_time = _parse_time(snap.taken_at) or (max(times) if times else None)
+    times = [t for t in (parse_iso_utc(ev.time) for ev in events) if t is not None]
+    now_time = parse_iso_utc(snap.taken_at) or (max(times) if times else None)
     ups = [ev.uptime_s for ev in events if ev.uptime_s is not None]
     newest_up = max(ups) if ups else None
     host_up = snap.host.uptime_s if snap.host else None
@@ -157,7 +149,7 @@ def _in_window(ev: KernelEvent, window_s: float, now_time, now_up) -> bool:
         return True
     age = None
     if ev.time and now_time is not None:
-        when = _parse_time(ev.time)
+        when = parse_iso_utc(ev.time)
         if when is not None:
             age = (now_time - when).total_seconds()
     if age is None and ev.uptime_s is not None and now_up is not None:

@@ -13,23 +13,12 @@ A reason time that cannot be read counts (the cap errs on the side of draining l
 from __future__ import annotations
 
 import math
-from datetime import datetime
-
-from .reasons import reason_check
+from .reasons import reason_check, slurm_time_epoch
 
 
 def _partitions(state) -> set[str]:
     text = (state.fields or {}).get("Partitions") or ""
     return {p for p in text.split(",") if p and p != "(null)"}
-
-
-def _epoch(reason_time: str | None) -> float | None:
-    if not reason_time:
-        return None
-    try:
-        return datetime.fromisoformat(reason_time).timestamp()
-    except (ValueError, OverflowError, OSError):
-        return None
 
 
 def cap_for(population: int, settings) -> int:
@@ -53,7 +42,7 @@ def held_back(node: str, checks: list[str], nodes: dict, settings, now_epoch: fl
         check = reason_check(state.reason)
         if check is None or check not in checks:
             continue
-        when = _epoch(state.reason_time)
+        when = slurm_time_epoch(state.reason_time)
         if when is not None and now_epoch - when > settings.drain_cap_window_s:
             continue
         counts.setdefault(check, []).append(state.name)

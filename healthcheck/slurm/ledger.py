@@ -23,7 +23,7 @@ import time
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
-from .reasons import is_ours
+from .reasons import is_ours, slurm_time_epoch
 
 Log = "Callable[[str], None]"  # a log function (annotations only)
 
@@ -122,18 +122,6 @@ def end_ledger(state_dir: str, ledger: dict | None, why: str, log: Log) -> None:
     log(f"our drain is over ({why}); {len(events)} kernel events acknowledged")
 
 
-def _reason_epoch(reason_time: str | None) -> float | None:
-    """Slurm prints reason times as local ISO 8601 without offset."""
-    if not reason_time:
-        return None
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(reason_time).timestamp()
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
 def slurm_mark_of_ours(state, ledger: dict | None) -> bool:
     """Slurm's "Prolog error"/"Epilog error" on the node stands for our own hook's drain: the ledger says
     our prolog/epilog drained it, and Slurm set its reason right after (when the time is known)."""
@@ -141,7 +129,7 @@ def slurm_mark_of_ours(state, ledger: dict | None) -> bool:
         return False
     if ledger.get("context") not in ("prolog", "epilog", "queued"):
         return False
-    when, ours = _reason_epoch(state.reason_time), ledger.get("epoch")
+    when, ours = slurm_time_epoch(state.reason_time), ledger.get("epoch")
     if when is None or not isinstance(ours, (int, float)):
         return True  # no times to compare: trust the ledger (the drain is not over: nothing resumed it)
     return ours - CLAIM_BEFORE_S <= when <= ours + CLAIM_AFTER_S

@@ -133,3 +133,16 @@ def reason_check(reason: str | None) -> str | None:
         return None
     head = reason[len(REASON_PREFIX):].strip().split(":", 1)[0].split(" ", 1)[0]
     return head or None
+
+
+def slurm_time_epoch(text: str | None) -> float | None:
+    """A time as Slurm prints it (local ISO 8601 without offset: ``2026-12-03T14:00:00``) -> epoch
+    seconds; None when absent or unreadable."""
+    if not text:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
