@@ -43,7 +43,7 @@ CHECKS = {
     'ib.port.state': ('infiniband', ('ib_ports',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), True, {}),
     'job.counter_growth': ('job', ('job',), ('epilog',), False, {'fail_counters': ['ecc_uncorrected_volatile', 'retired_pages_dbe', 'remap_uncorrectable'], 'ignore_counters': [], 'link_downed_fail': 1, 'ue_count_fail': 1, 'aer_dev_fatal_fail': 1, 'aer_dev_nonfatal_fail': 1, 'link_error_recovery_fail': 10, 'symbol_error_fail': 1000, 'port_rcv_errors_fail': 1000, 'local_link_integrity_errors_fail': 1, 'excessive_buffer_overrun_errors_fail': 1, 'ce_count_fail': 100}),
     'job.stray_processes': ('job', ('job',), ('epilog',), False, {}),
-    'pcie.aer': ('host_counters', ('pcie_aer',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {'fatal_fail': 1, 'nonfatal_fail': 1, 'correctable_warn': 100, 'correctable_fail': None}),
+    'pcie.aer': ('host_counters', ('pcie_aer',), ('burnin', 'check', 'epilog', 'slurm-check'), False, {'fatal_fail': 1, 'nonfatal_fail': 1, 'correctable_warn': 100, 'correctable_fail': None}),
     'pcie.hca.link': ('pcie', ('pcie_links',), ('burnin', 'check', 'epilog', 'prolog', 'slurm-check'), False, {}),
     'storage.count': ('storage', ('storage',), ('check', 'slurm-check'), False, {}),
     'storage.health': ('storage', ('storage',), ('check', 'slurm-check'), False, {'max_media_errors': 0, 'warn_percentage_used': 80, 'fail_percentage_used': 100, 'warn_spare_pct': 20, 'warn_pending_sectors': 1, 'warn_reallocated_sectors': 1}),

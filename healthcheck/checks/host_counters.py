@@ -5,7 +5,8 @@ since the driver loaded or the counters were reset and says how long ago (``seco
 AER counts since the device was enumerated (boot or hot-plug) and is never reset. An uncorrected
 memory error or an uncorrectable PCIe error at any time since then is a fault now (the page or link
 that saw it is suspect until the node is serviced), so the level alone decides, in every context,
-the prolog included (a few sysfs reads). Corrected errors are judged as a rate over the kernel's own
+the prolog included for EDAC (a few sysfs reads; AER, a few hundred, runs in the epilog, right after
+each job, and HealthCheckProgram). Corrected errors are judged as a rate over the kernel's own
 window. Growth during a job is judged by ``job.counter_growth`` in the epilog, from the prolog's
 baseline (``healthcheck.slurm.baseline.counters_of`` includes these counters): no state of ours.
 """
@@ -111,7 +112,13 @@ def _types(counts: dict[str, int] | None) -> str:
     return f" ({', '.join(named)})" if named else ""
 
 
-@check("pcie.aer", needs=("pcie_aer",), contexts=CONTEXTS, thresholds=AER_THRESHOLDS, fails_by_default=True,
+# Not in the prolog: a function's AER files are three reads, and a node has a few hundred PCI functions
+# (10-25 ms measured on a fixture of 230 functions): the epilog reads them right after each job and
+# HealthCheckProgram between jobs, so an error is judged before the next job all the same.
+AER_CONTEXTS = ("check", "slurm-check", "burnin", "epilog")
+
+
+@check("pcie.aer", needs=("pcie_aer",), contexts=AER_CONTEXTS, thresholds=AER_THRESHOLDS, fails_by_default=True,
        fails_on="an uncorrectable PCIe error (fatal or non-fatal) counted by AER on any device since boot, "
                 "naming the device and what it is (GPU, HCA, NVMe, root/switch port)")
 def pcie_aer(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:

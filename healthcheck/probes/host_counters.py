@@ -27,7 +27,7 @@ import os
 
 from ..model import EdacController, EdacDimm, PcieAer, normalize_pci_bus_id
 from ..parsers import ParseError
-from .pcie import list_dir, parse_or_none, read_text, resolve_in_root
+from .pcie import device_dir, list_dir, parse_or_none, read_text, resolve_in_root
 
 EDAC_MC = "devices/system/edac/mc"
 EDAC_MC_FILES = ("ce_count", "ue_count", "ce_noinfo_count", "ue_noinfo_count", "mc_name",
@@ -152,8 +152,12 @@ def probe_pcie_aer(sysfs_root: str = "/sys") -> list[PcieAer]:
     base = resolve_in_root(root, "bus/pci/devices")
     out: list[PcieAer] = []
     for addr in list_dir(base):
-        dev = resolve_in_root(root, f"bus/pci/devices/{addr}")
-        counts = [parse_or_none(parse_aer, read_text(os.path.join(dev, f))) for f in AER_FILES]
+        dev = device_dir(root, base, addr)
+        first = read_text(os.path.join(dev, AER_FILES[0]))
+        if first is None and not any(os.path.exists(os.path.join(dev, f)) for f in AER_FILES[1:]):
+            continue  # no AER capability: one failed open (or three) for the function
+        counts = [parse_or_none(parse_aer, first)] + \
+            [parse_or_none(parse_aer, read_text(os.path.join(dev, f))) for f in AER_FILES[1:]]
         if all(c is None for c in counts):
             continue
         vendor = (read_text(os.path.join(dev, "vendor")) or "").lower() or None

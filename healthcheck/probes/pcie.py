@@ -29,6 +29,7 @@ _KINDS = {
     (MELLANOX_VENDOR, 0x0200): "hca",  # Ethernet controller (ConnectX in Ethernet / RoCE mode)
 }
 
+_VENDORS = frozenset({f"0x{NVIDIA_VENDOR:04x}", f"0x{MELLANOX_VENDOR:04x}"})
 # "16.0 GT/s PCIe" (kernel >= 5.2, pci_speed_string), "8 GT/s" / "5 GT/s" / "2.5 GT/s" (older kernels),
 # also tolerated: "8.0GT/s" (no space, as lspci and amdgpu's pp_dpm_pcie print it).
 _SPEED_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?$", re.IGNORECASE)
@@ -134,6 +135,20 @@ def resolve_in_root(root: str, relpath: str) -> str:
     return os.path.join(root, *done)
 
 
+def device_dir(root: str, base: str, addr: str) -> str:
+    """The folder of ``bus/pci/devices/<addr>`` (``base``), cheaply: the entry itself when it is a folder
+    or a relative link (the kernel's ``../../../devices/...``: open() follows it, a few µs, where
+    :func:`resolve_in_root` costs ~20 µs a device), resolved inside ``root`` when it is an absolute
+    link (a tree copied with ``/sys/...`` links). A bundle folder with a link leading out of it is
+    refused before any probe reads it (bundle_files.vet_tree)."""
+    path = os.path.join(base, addr)
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return path  # not a link
+    return resolve_in_root(root, f"bus/pci/devices/{addr}") if target.startswith("/") else path
+
+
 def read_text(path: str) -> str | None:
     """A sysfs attribute's content, stripped; None when absent or unreadable (EINVAL, EACCES, ...)."""
     try:
@@ -164,14 +179,17 @@ def probe_pcie_links(sysfs_root: str = "/sys") -> list[PcieLink]:
     """PCIe links of NVIDIA GPUs / NVSwitches and Mellanox HCAs (physical functions only: a device
     with a ``physfn`` link is an SR-IOV virtual function and is skipped). No PCI bus in sysfs -> []."""
     root = os.path.abspath(sysfs_root)
-    if not os.path.isdir(resolve_in_root(root, "bus/pci/devices")):
+    base = resolve_in_root(root, "bus/pci/devices")
+    if not os.path.isdir(base):
         return []
     links: list[PcieLink] = []
-    for addr in list_dir(resolve_in_root(root, "bus/pci/devices")):
-        dev = resolve_in_root(root, f"bus/pci/devices/{addr}")
+    for addr in list_dir(base):
+        dev = device_dir(root, base, addr)
         vendor = read_text(os.path.join(dev, "vendor"))
+        if vendor is None or vendor.strip().lower() not in _VENDORS:
+            continue  # the prolog reads this for every function: one file for the ones we do not judge
         klass = read_text(os.path.join(dev, "class"))
-        if vendor is None or klass is None:
+        if klass is None:
             continue
         try:
             kind = classify_pci(vendor, klass)

@@ -200,17 +200,20 @@ def test_epilog_growth_below_the_amounts_only_warns():
 
 def test_cheap_sysfs_checks_run_in_the_prolog_and_mlxlink_does_not():
     specs = registry.load_all()
-    for name in ("ib.port.state", "ib.port.rate", "pcie.hca.link", "host.edac", "pcie.aer"):
+    for name in ("ib.port.state", "ib.port.rate", "pcie.hca.link", "host.edac"):
         assert {"prolog", "epilog"} <= specs[name].contexts, name
+    # AER: a few hundred reads, after each job (epilog) and between jobs (HealthCheckProgram)
+    assert "prolog" not in specs["pcie.aer"].contexts and {"epilog", "slurm-check"} <= specs["pcie.aer"].contexts
     assert not {"prolog", "epilog"} & specs["ib.mlxlink"].contexts
     prolog = sources_needed(default_expectations(), "prolog")
-    assert {"ib_ports", "pcie_links", "edac", "pcie_aer"} <= prolog and "mlxlink" not in prolog
-    assert "mlxlink" in sources_needed(default_expectations(), "slurm-check")
+    assert {"ib_ports", "pcie_links", "edac"} <= prolog and not {"mlxlink", "pcie_aer"} & prolog
+    assert {"mlxlink", "pcie_aer", "edac"} <= sources_needed(default_expectations(), "slurm-check")
+    assert {"pcie_aer", "edac"} <= sources_needed(default_expectations(), "epilog")
 
 
-def test_prolog_fails_a_node_with_a_fatal_aer_error(tmp_path):
+def test_epilog_fails_a_node_with_a_fatal_aer_error_before_the_next_job(tmp_path):
     snap = _snap(pcie_aer=probe_pcie_aer(str(_aer_tree(tmp_path))))
-    verdict = judge(snap, default_expectations(), "prolog", only=["pcie.aer"])
+    verdict = judge(snap, default_expectations(), "epilog", only=["pcie.aer"])
     assert verdict.status is Status.FAIL
 
 
