@@ -242,3 +242,21 @@ def test_snapshot_json_round_trip_keeps_the_new_sources():
     snap = _snap(edac=[EdacController("mc0", ce_count=1, ue_count=0, seconds_since_reset=5)],
                  pcie_aer=[PcieAer("0000:18:00.0", kind="gpu", fatal={"DLP": 1, "TOTAL_ERR_FATAL": 1})])
     assert Snapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_pci_probes_follow_an_absolute_link_inside_the_root(tmp_path):
+    """A tree copied with absolute ``/sys/devices/...`` links: the fast path re-roots them, as before."""
+    import os
+
+    from healthcheck.probes.pcie import probe_pcie_links
+
+    build_sysfs(tmp_path, gpus=0, hcas=1, nvswitches=0)
+    entry = tmp_path / "bus" / "pci" / "devices" / HCA_ADDRS[0]
+    real = entry.resolve()
+    add_aer(tmp_path, HCA_ADDRS[0], fatal={"DLP": 1})
+    entry.unlink()
+    os.symlink("/sys/" + str(real.relative_to(tmp_path)), entry)
+    (link,) = probe_pcie_links(str(tmp_path))
+    assert link.pci_bus_id == HCA_ADDRS[0] and link.kind == "hca" and link.width_current == 16
+    (aer,) = probe_pcie_aer(str(tmp_path))
+    assert aer.kind == "hca" and aer.fatal["DLP"] == 1
