@@ -11,11 +11,11 @@ import os
 import re
 import threading
 import time
-from pathlib import Path
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
 from ..model import HostInfo, Mount
+from ..paths import Path  # pathlib's "/" without its import cost (every prolog probes the host)
 
 # Filesystem types that hold no user data and must never be statvfs'd (autofs would even trigger a mount).
 PSEUDO_FSTYPES = frozenset({
@@ -171,7 +171,7 @@ def _sysfs_topology(sys_: Path) -> tuple[int | None, int | None, int | None]:
     online = parse_cpu_list(online_text) if online_text is not None else None
     if online is None:
         try:
-            online = sorted(int(p.name[3:]) for p in cpu_dir.glob("cpu[0-9]*") if p.name[3:].isdigit())
+            online = sorted(int(n[3:]) for n in os.listdir(cpu_dir) if n.startswith("cpu") and n[3:].isdigit())
         except OSError:
             online = []
     packages: set[int] = set()

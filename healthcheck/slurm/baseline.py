@@ -35,7 +35,7 @@ import math
 import os
 import re
 import time
-from pathlib import Path
+from ..paths import Path  # pathlib's operations without its import cost (the prolog saves here)
 
 from ..lazylog import LazyLog
 from ..model import GpuInfo, IbPort, Snapshot

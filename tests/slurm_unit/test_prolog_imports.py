@@ -31,24 +31,23 @@ OURS = {
     "healthcheck.probes.pcibus", "healthcheck.probes.host", "healthcheck.probes.infiniband",
     "healthcheck.probes.pcie", "healthcheck.parsers", "healthcheck.parsers.kernel_log",
     "healthcheck.parsers.host_events", "healthcheck.lazylog", "healthcheck.atomicio",
-    "healthcheck.spoolwrite", "healthcheck.spool", "healthcheck.output",
+    "healthcheck.spoolwrite", "healthcheck.spool", "healthcheck.output", "healthcheck.paths",
     # issue 21: the EDAC and AER counters (os-only sysfs reads; uncorrectable errors since boot FAIL before
     # a job) and the HCA PCIe link, judged in the prolog; their check modules where there is data
     "healthcheck.probes.host_counters", "healthcheck.checks.host_counters", "healthcheck.checks.pcie",
 }
 # The standard library beyond start-up: regular expressions (checks, parsers, config), json (config
 # cache, spool), threads and select (probe deadlines, the watchdog), signal (the config timer), the C
-# SHA-256 (config hash), datetime (kernel-log event ages), and pathlib (host probe, baselines: on the
-# list to remove, docs/performance.md).
+# SHA-256 (config hash), datetime (kernel-log event ages). Not pathlib (healthcheck.paths stands in).
 STDLIB = {
     "re", "re._casefix", "re._compiler", "re._constants", "re._parser", "_sre", "copyreg", "enum",
     "functools", "_functools", "collections", "_collections", "operator", "_operator", "keyword",
     "reprlib", "itertools", "types", "fnmatch", "json", "json.decoder", "json.encoder", "json.scanner",
     "_json", "threading", "_weakrefset", "select", "signal", "errno", "fcntl", "math", "zlib", "_sha256",
-    "_sha2", "datetime", "_datetime", "__future__", "importlib", "warnings", "pathlib", "ntpath", "nt",
-    "_winapi", "urllib", "urllib.parse", "ipaddress", "collections.abc", "contextlib", "weakref", "pwd",
+    "_sha2", "datetime", "_datetime", "__future__", "importlib", "warnings", "collections.abc",
+    "contextlib", "weakref", "pwd",
 }
-FORBIDDEN = {"typing", "dataclasses", "inspect", "ast", "subprocess", "hashlib", "tempfile", "tomllib",
+FORBIDDEN = {"typing", "dataclasses", "inspect", "ast", "subprocess", "hashlib", "tempfile", "tomllib", "pathlib",
              "shutil", "uuid", "click", "pandas", "numpy", "sqlalchemy", "rich", "logging", "socket"}
 
 
