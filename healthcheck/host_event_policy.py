@@ -6,6 +6,11 @@ source). :func:`load_host_event_policy` validates it (unknown keys, severities, 
 pattern: anchored, compilable, no nested quantifier) and raises only :class:`ValueError` naming the class
 and key at fault. ``overrides`` (``{class: {"severity", "min_count", "warn_count", "window_s"}}``) change
 single entries the way the site config's ``[xid]`` table changes the Xid policy.
+
+Severity per context: an entry may add ``severity_by_context = { prolog = "warn", ... }`` (contexts of
+:data:`healthcheck.checks.registry.CONTEXTS`, severities as ``severity``); ``severity`` applies in the
+contexts it does not name. The check learns its context from the runner (threshold key ``"_context"``)
+and asks :meth:`HostEventRule.severity_in`.
 """
 from __future__ import annotations
 
@@ -19,9 +24,9 @@ if False:  # annotations only (typing is not imported on the hot path)
 SEVERITIES = ("fail", "warn", "ignore")
 COUNTS = ("events", "sum", "repeats")
 _ENTRY_KEYS = {"class", "what", "literal", "patterns", "severity", "min_count", "warn_count", "window_s",
-               "count", "cleared_by", "when_corrected", "source", "note"}
+               "count", "cleared_by", "when_corrected", "source", "note", "severity_by_context"}
 _TOP_KEYS = {"drivers", "event"}
-_OVERRIDE_KEYS = {"severity", "min_count", "warn_count", "window_s"}
+_OVERRIDE_KEYS = {"severity", "severity_by_context", "min_count", "warn_count", "window_s"}
 _GROUPS = {"pci", "dev", "driver", "n", "status"}
 _MAX_PATTERN = 1000
 
@@ -32,11 +37,11 @@ class HostEventRule:
     """One class of host event and how it is judged."""
 
     __slots__ = ("event_class", "what", "literal", "_patterns", "_texts", "severity", "min_count", "warn_count",
-                 "window_s", "count", "cleared_by", "when_corrected", "source")
+                 "window_s", "count", "cleared_by", "when_corrected", "source", "by_context")
 
     def __init__(self, event_class: str, what: str, literal: str, patterns: tuple, severity: str,
                  min_count: int, warn_count: int, window_s: float, count: str, cleared_by: str,
-                 when_corrected: str, source: str):
+                 when_corrected: str, source: str, by_context: dict[str, str] | None = None):
         # compiled patterns, or their texts (a policy read back from the cache, validated when it was
         # written): compiled on first use, so a log without the class's literal never compiles them
         texts = all(isinstance(p, str) for p in patterns)
@@ -45,6 +50,12 @@ class HostEventRule:
         self.event_class, self.what, self.literal = event_class, what, literal
         self.severity, self.min_count, self.warn_count, self.window_s = severity, min_count, warn_count, window_s
         self.count, self.cleared_by, self.when_corrected, self.source = count, cleared_by, when_corrected, source
+        self.by_context = dict(by_context or {})  # context -> severity, where it differs from ``severity``
+
+    def severity_in(self, context: str | None) -> str:
+        """The class's severity in ``context`` (``severity`` where the policy names no other for it,
+        or where the context is unknown: a direct call of the check)."""
+        return self.by_context.get(context, self.severity) if context else self.severity
 
     @property
     def patterns(self) -> tuple:
@@ -57,8 +68,9 @@ class HostEventRule:
         return self._texts if self._texts is not None else tuple(p.pattern for p in self._patterns)
 
     def __repr__(self) -> str:
+        by = f", by_context={self.by_context}" if self.by_context else ""
         return (f"HostEventRule({self.event_class!r}, {self.severity}, min_count={self.min_count}, "
-                f"warn_count={self.warn_count}, window_s={self.window_s:g})")
+                f"warn_count={self.warn_count}, window_s={self.window_s:g}{by})")
 
 
 class HostEventPolicy:
@@ -120,7 +132,8 @@ def load_host_event_policy(text: str | None = None, overrides: dict | None = Non
 
 def describe(policy: HostEventPolicy) -> list[dict[str, Any]]:
     """One row per class, in policy order, for docs."""
-    return [{"class": r.event_class, "what": r.what, "severity": r.severity, "min_count": r.min_count,
+    return [{"class": r.event_class, "what": r.what, "severity": r.severity,
+             "severity_by_context": dict(r.by_context), "min_count": r.min_count,
              "warn_count": r.warn_count, "window_s": r.window_s, "count": r.count,
              "cleared_by": r.cleared_by, "source": r.source} for r in policy.rules.values()]
 
@@ -192,6 +205,7 @@ def _build(data: dict[str, Any], validated: bool = False) -> HostEventPolicy:
             cleared_by=_text(entry.get("cleared_by", ""), where, "cleared_by"),
             when_corrected=_text(entry.get("when_corrected", ""), where, "when_corrected"),
             source=_text(entry.get("source", ""), where, "source"),
+            by_context=_by_context(entry.get("severity_by_context", {}), where),
         )
         if rules[name].pattern_texts and not rules[name].literal:
             raise ValueError(f"host-event policy: {where}: 'literal' must not be empty")
@@ -219,13 +233,15 @@ def _override(base: HostEventRule, change: Any) -> HostEventRule:
     if unknown:
         raise ValueError(f"host-event policy override: {where}: unknown key(s) "
                          f"{', '.join(map(repr, unknown))} (allowed: {', '.join(sorted(_OVERRIDE_KEYS))})")
+    # A site's "severity" applies in every context unless it names contexts too (severity_by_context).
+    by_context = change.get("severity_by_context", {} if "severity" in change else base.by_context)
     rule = HostEventRule(
         base.event_class, base.what, base.literal, base.pattern_texts,
         _severity(change.get("severity", base.severity), where),
         _count(change.get("min_count", base.min_count), where, "min_count", 1),
         _count(change.get("warn_count", base.warn_count), where, "warn_count", 0),
         _window(change.get("window_s", base.window_s), where),
-        base.count, base.cleared_by, base.when_corrected, "site override")
+        base.count, base.cleared_by, base.when_corrected, "site override", _by_context(by_context, where))
     if rule.warn_count and rule.warn_count >= rule.min_count:
         raise ValueError(f"host-event policy override: {where}: warn_count must be below min_count")
     return rule
@@ -296,6 +312,22 @@ def _nested_quantifier(pattern: str) -> str | None:
 
 def _severity(value: Any, where: str) -> str:
     return _choice(value, SEVERITIES, where, "severity")
+
+
+def _by_context(value: Any, where: str) -> dict[str, str]:
+    """``severity_by_context``: a table of known contexts to severities."""
+    from .checks.registry import CONTEXTS
+
+    if not isinstance(value, dict):
+        raise ValueError(f"host-event policy: {where}: key 'severity_by_context' must be a table of "
+                         f"context = severity, got {type(value).__name__}")
+    out = {}
+    for context, severity in value.items():
+        if context not in CONTEXTS:
+            raise ValueError(f"host-event policy: {where}: severity_by_context: unknown context {context!r} "
+                             f"(known: {', '.join(CONTEXTS)})")
+        out[context] = _choice(severity, SEVERITIES, where, f"severity_by_context.{context}")
+    return out
 
 
 def _choice(value: Any, allowed: tuple, where: str, key: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import time
 
-from .checks.registry import CheckSpec, IndexEntry, index, select, spec as load_spec
+from .checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, select, spec as load_spec
 from .expectations import Expectations
 from .model import Finding, Snapshot, Status, Verdict
 
@@ -94,13 +94,16 @@ def _without_its_sources(entry: CheckSpec | IndexEntry, snap: Snapshot) -> list[
     return None
 
 
-def run_check(spec: CheckSpec, snap: Snapshot, exp: Expectations) -> list[Finding]:
-    """One check on one snapshot; never raises (a checker bug becomes an ERROR finding)."""
+def run_check(spec: CheckSpec, snap: Snapshot, exp: Expectations, context: str = "check") -> list[Finding]:
+    """One check on one snapshot in ``context``; never raises (a checker bug becomes an ERROR finding).
+    The check's thresholds carry the context under the reserved key ``"_context"`` (CONTEXT_KEY)."""
     early = _without_its_sources(spec, snap)
     if early is not None:
         return early
+    thresholds = exp.thresholds_for(spec.name, spec.thresholds)
+    thresholds[CONTEXT_KEY] = context
     try:
-        findings = list(spec.func(snap, exp, exp.thresholds_for(spec.name, spec.thresholds)))
+        findings = list(spec.func(snap, exp, thresholds))
     except Exception as exc:  # a checker bug must not stop the other checks
         return [Finding(spec.name, Status.ERROR, f"check crashed: {type(exc).__name__}: {exc}")]
     if not findings:
@@ -129,6 +132,6 @@ def judge(snap: Snapshot, exp: Expectations, context: str = "check", only: list[
     findings: list[Finding] = []
     for entry in entries:  # a check's module is imported only when the check is to run
         early = _without_its_sources(entry, snap)
-        findings.extend(early if early is not None else run_check(load_spec(entry.name), snap, exp))
+        findings.extend(early if early is not None else run_check(load_spec(entry.name), snap, exp, context))
     return Verdict.of(snap.node, findings, started_at or snap.taken_at,
                       time.monotonic() - started_monotonic, context)

@@ -31,12 +31,14 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
     the policy (``healthcheck/data/host_events.toml``, see docs/host-events.md): the events no older
     than its window (0 = the whole log) are counted (EDAC lines count the errors they report; link
     "up" lines count their repeats) and give the class's severity from ``min_count`` on, WARN from
-    ``warn_count``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
+    ``warn_count``; the severity is the class's in the context judged (``severity_by_context``, from the
+    runner's ``"_context"`` threshold key), else its ``severity``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
     the log; an event of unknown age is counted. Events the hooks acknowledged after an ended drain are
     passed over.
     """
     name = "host.events"
     policy = _policy(exp)
+    context = t.get("_context")  # the runner's (checks.registry.CONTEXT_KEY); None in a direct call
     events = [ev for ev in (snap.kernel_events or []) if ev.kind == "host" and ev.event_class]
     acked = set(snap.acknowledged_events or ())
     n_acked = 0
@@ -54,7 +56,8 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
     per_component: dict[str, list[tuple[Status, str, str, int]]] = {}
     for (event_class, component), evs in groups.items():
         rule = policy.rule(event_class)
-        if rule is None or rule.severity == "ignore" or not evs:
+        severity = rule.severity_in(context) if rule is not None else "ignore"
+        if severity == "ignore" or not evs:
             continue
         counted = [ev for ev in evs if _in_window(ev, rule.window_s, now_time, now_up)]
         if rule.count == "repeats":
@@ -66,7 +69,7 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
         window = f" in {rule.window_s:g} s" if rule.window_s else ""
         label = f"{rule.what} x{n}{window}"
         if n >= rule.min_count:
-            status = _SEVERITY[rule.severity]
+            status = _SEVERITY[severity]
         elif rule.warn_count and n >= rule.warn_count:
             status = Status.WARN
         else:

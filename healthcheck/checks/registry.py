@@ -2,7 +2,10 @@
 
 A check is a pure function ``fn(snapshot, expectations, thresholds) -> list[Finding]``:
 no I/O, no clock (the snapshot carries ``taken_at``), no globals. ``thresholds`` is the decorator's
-defaults overlaid with the config's overrides for this check. Adding a check = one decorated function in
+defaults overlaid with the config's overrides for this check, plus one reserved key: ``"_context"``
+(:data:`CONTEXT_KEY`), the context the runner judges in (one of :data:`CONTEXTS`; read it with
+``t.get("_context")``, absent when a test calls the function directly). No check may declare a
+threshold of that name, and the config refuses one. Adding a check = one decorated function in
 one module of ``healthcheck/checks/`` + its test, then ``python -m healthcheck.checks
 --write-index`` (a test fails while the index is stale).
 
@@ -24,6 +27,8 @@ from ..model import Finding, Snapshot, Status
 from ..record import field, record as dataclass
 
 CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
+# The reserved threshold key under which the runner passes the context to every check.
+CONTEXT_KEY = "_context"
 # Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.
 SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions", "job",
            "storage", "bmc", "edac", "pcie_aer", "mlxlink")
@@ -66,6 +71,8 @@ def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_
     for source in needs:
         if source not in SOURCES:
             raise ValueError(f"check {name}: unknown source {source!r}")
+    if thresholds and CONTEXT_KEY in thresholds:
+        raise ValueError(f"check {name}: threshold name {CONTEXT_KEY!r} is reserved (the runner's context)")
     contexts = frozenset(contexts)
     if not contexts <= set(CONTEXTS):
         raise ValueError(f"check {name}: unknown contexts {sorted(contexts - set(CONTEXTS))}")

@@ -262,3 +262,114 @@ def test_a_storm_keeps_the_newest_events_and_oversized_input_is_refused():
         parse_host_events("x\n" * 2_000_001)
     with pytest.raises(ParseError):
         parse_host_events(12345)
+
+
+# --------------------------------------------------------------------------- severity per context
+
+FLAPS = "".join(f"[{100 + 10 * i}.0] mlx5_core 0000:17:00.0 ib0: Link down\n"
+                f"[{105 + 10 * i}.0] mlx5_core 0000:17:00.0 ib0: Link up\n" for i in range(5))
+# An example class whose severity differs per context (the packaged policy has none today: see
+# docs/host-events.md): link flaps only WARN in the prolog and are passed over in the burn-in.
+EXAMPLE_POLICY = """
+[[event]]
+class = "link_down"
+literal = "ink"
+patterns = ['^(?P<driver>[\\w.-]{1,32}) (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]) (?P<dev>[\\w.-]{1,32}): Link down\\b']
+severity = "fail"
+severity_by_context = { prolog = "warn", burnin = "ignore" }
+min_count = 5
+window_s = 86400
+"""
+
+
+class _Exp:
+    def __init__(self, policy):
+        self.host_event_policy = policy
+
+
+def test_severity_by_context_applies_in_its_contexts_only():
+    exp = _Exp(load_host_event_policy(EXAMPLE_POLICY))
+    rule = exp.host_event_policy.rule("link_down")
+    assert rule.by_context == {"prolog": "warn", "burnin": "ignore"}
+    snap = _snap(FLAPS)
+    got = {ctx: [f.status for f in host_events(snap, exp, {"_context": ctx})]
+           for ctx in ("prolog", "epilog", "slurm-check", "check", "burnin", None)}
+    assert got == {"prolog": [WARN], "epilog": [FAIL], "slurm-check": [FAIL], "check": [FAIL],
+                   "burnin": [PASS], None: [FAIL]}  # None: a direct call, the class's severity
+
+
+def test_the_runner_tells_host_events_its_context(monkeypatch):
+    """judge() passes its context down (threshold key "_context"); the packaged policy is swapped for
+    the example one where the check looks it up."""
+    from healthcheck import host_event_policy as hp
+
+    policy = load_host_event_policy(EXAMPLE_POLICY)
+    monkeypatch.setattr(hp, "_default_policy", lambda: policy)
+    snap = _snap(FLAPS, taken_at="2024-01-01T00:00:00+00:00")
+    status = {ctx: judge(snap, default_expectations(), ctx, only=["host.events"]).status
+              for ctx in ("prolog", "slurm-check", "epilog")}
+    assert status == {"prolog": WARN, "slurm-check": FAIL, "epilog": FAIL}
+
+
+def test_packaged_policy_judges_flaps_and_fatal_mce_alike_in_every_context():
+    """The decision of docs/host-events.md: no packaged class differs by context today, and the
+    classes where the question is live say why in their note."""
+    policy = load_host_event_policy()
+    assert {name: r.by_context for name, r in policy.rules.items() if r.by_context} == {}
+    snap = _snap(FLAPS, taken_at="2024-01-01T00:00:00+00:00")
+    for ctx in ("prolog", "epilog", "slurm-check", "check", "burnin"):
+        assert judge(snap, default_expectations(), ctx, only=["host.events"]).status is FAIL, ctx
+    import tomllib
+    from healthcheck.host_event_policy import default_policy_text
+
+    notes = {e["class"]: e.get("note", "") for e in tomllib.loads(default_policy_text())["event"]}
+    assert all(notes[c] for c in ("mce_fatal", "edac_ce", "link_down", "link_up_repeated"))
+
+
+@pytest.mark.parametrize("value, words", [
+    ('{ pro-log = "warn" }', "unknown context 'pro-log'"),
+    ('{ prolog = "drain" }', "severity_by_context.prolog"),
+    ('"warn"', "must be a table"),
+])
+def test_bad_severity_by_context_is_refused(value, words):
+    text = EXAMPLE_POLICY.replace('{ prolog = "warn", burnin = "ignore" }', value)
+    with pytest.raises(ValueError, match=words):
+        load_host_event_policy(text)
+
+
+def test_overrides_set_or_drop_severity_by_context():
+    flaps = load_host_event_policy(overrides={"link_down": {"severity_by_context": {"prolog": "warn"}}})
+    assert flaps.rule("link_down").severity_in("prolog") == "warn"
+    assert flaps.rule("link_down").severity_in("slurm-check") == "fail"
+    base = load_host_event_policy(EXAMPLE_POLICY)
+    from healthcheck.host_event_policy import _override
+
+    kept = _override(base.rule("link_down"), {"min_count": 3})
+    assert kept.by_context == {"prolog": "warn", "burnin": "ignore"}
+    # a site's severity alone applies in every context
+    assert _override(base.rule("link_down"), {"severity": "warn"}).by_context == {}
+    with pytest.raises(ValueError, match="unknown context"):
+        load_host_event_policy(overrides={"link_down": {"severity_by_context": {"nowhere": "warn"}}})
+
+
+def test_the_cached_policy_keeps_severity_by_context():
+    """The cached path (_build(data, validated=True)) reads severity_by_context back as the file did."""
+    import json
+    import tomllib
+
+    from healthcheck.host_event_policy import _build
+
+    data = json.loads(json.dumps(tomllib.loads(EXAMPLE_POLICY)))
+    rule = _build(data, validated=True).rule("link_down")
+    assert rule._patterns is None and rule.severity_in("prolog") == "warn" and rule.severity_in("epilog") == "fail"
+
+
+def test_the_context_key_is_reserved():
+    from healthcheck.checks import registry
+    from healthcheck.config import ConfigError, loads
+
+    assert registry.CONTEXT_KEY == "_context"
+    with pytest.raises(ValueError, match="reserved"):
+        registry.check("x.reserved", needs=("host",), thresholds={"_context": "prolog"})
+    with pytest.raises(ConfigError, match="threshold name '_context' is reserved"):
+        loads('[defaults.thresholds."host.events"]\n_context = "prolog"\n', "site.toml")

@@ -47,7 +47,9 @@ def test_thresholds_are_passed_merged():
         seen.update(t)
         return [Finding("t.check", Status.PASS, "ok")]
     run_check(_spec(spy), _snap(gpus=[]), default_expectations())
-    assert seen == {"limit": 1}
+    assert seen == {"limit": 1, "_context": "check"}  # the context under the reserved key
+    run_check(_spec(spy), _snap(gpus=[]), default_expectations(), "prolog")
+    assert seen == {"limit": 1, "_context": "prolog"}
 
 
 def test_gpu_hang_fails_gpu_responsive_and_errors_other_gpu_checks():
