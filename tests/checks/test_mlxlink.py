@@ -130,3 +130,18 @@ def test_bundle_names_round_trip(fixtures_dir):
     assert set(ports) == {"mlx5_0:1", "mlx5_4:2", "mlx5_9:1"}
     assert ports["mlx5_4:2"].error is None and "not an mlxlink port report" in ports["mlx5_9:1"].error
     assert mlxlink_from_bundle(["dmesg.txt"], files.get) is None
+
+
+def test_a_device_name_that_looks_like_an_option_is_never_passed_to_mlxlink(tmp_path):
+    build_sysfs(tmp_path, gpus=0, hcas=1, nvswitches=0)
+    evil = tmp_path / "class" / "infiniband" / "--port_state=dn" / "ports" / "1"
+    evil.mkdir(parents=True)
+    (evil / "state").write_text("4: ACTIVE\n")
+    calls = []
+
+    def run(args, timeout, deadline=None, max_output=None):
+        calls.append(args)
+        return Result(args, 1, "", "", 0.1)
+
+    ports, _ = read_mlxlink(str(tmp_path), 5.0, run=run, which=lambda tool: "/usr/bin/" + tool)
+    assert [c[2] for c in calls] == ["mlx5_0"] and [p.device for p in ports] == ["mlx5_0"]
