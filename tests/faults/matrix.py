@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pynvml
 
 from healthcheck.model import Finding, Snapshot, Status
 from healthcheck.xid_policy import load_xid_policy
 from tests.fakes.fake_pynvml import old_gpu
+from tests.fixtures.host_counters_builder import add_aer, add_edac, add_pci_function
 from tests.fixtures.proc_builder import DEFAULT_MOUNTS, GIB
-from tests.fixtures.sysfs_builder import SysfsFaults
+from tests.fixtures.sysfs_builder import GPU_ADDRS, HCA_ADDRS, SysfsFaults
 from tests.faults import node as N
 from tests.faults.hung import hung_prolog
 
@@ -512,6 +513,105 @@ FAULTS += [
           failure_class=GPU),
 ]
 
+# ------------------------------------------------------------------- host error counters (sysfs, mlxlink)
+
+
+def _edac(**changes) -> Callable[[Path], Any]:
+    """Two memory controllers of ten days (mc0, mc1); ``changes`` go to mc1."""
+    def edit(sys_root: Path) -> None:
+        add_edac(sys_root, 0)
+        add_edac(sys_root, 1, **changes)
+    return edit
+
+
+def _aer(addr: str, bridge: bool = False, **counts) -> Callable[[Path], Any]:
+    """AER files on ``addr`` (``bridge``: a PCIe switch downstream port added for it first) and clean
+    ones on gpu0."""
+    def edit(sys_root: Path) -> None:
+        if bridge:
+            add_pci_function(sys_root, addr, vendor="0x10b5", klass="0x060400", device="0xc030")
+        add_aer(sys_root, addr, **counts)
+        if addr != GPU_ADDRS[0]:
+            add_aer(sys_root, GPU_ADDRS[0])
+    return edit
+
+
+def _counters(*edits: Callable[[Path], Any], **changes) -> Callable[[Path], Snapshot]:
+    return lambda root: N.node(root, sysfs_edits=edits, **changes).snapshot()
+
+
+def _counter_growth(before: tuple, after: tuple, **after_changes) -> Callable[[Path], Snapshot]:
+    """The prolog's baseline on a node with the ``before`` sysfs edits, the epilog's reading with
+    ``after`` (and ``after_changes``): the growth in between is the job's."""
+    def inject(root: Path) -> Snapshot:
+        baseline = N.node(root / "prolog", sysfs_edits=before).snapshot()
+        return N.epilog(root, baseline, N.node(root / "epilog", sysfs_edits=after, **after_changes))
+    return inject
+
+
+def _mlxlink(name: str, device: str) -> Callable[[Path], Snapshot]:
+    from tests.conftest import FIXTURES
+
+    text = (FIXTURES / "mlxlink" / name).read_text()
+    healthy = (FIXTURES / "mlxlink" / "ndr-healthy.txt").read_text()
+    outputs = {f"mlxlink-mlx5_{i}.txt": healthy for i in range(8)}
+    outputs[f"mlxlink-{device}.txt"] = text
+    return lambda root: N.node(root, mlxlink=outputs).snapshot()
+
+
+_HCA3 = HCA_ADDRS[3]  # mlx5_3
+_DAYS = N.UPTIME_S / 86400.0  # the fixture node's uptime in days (IB counters are judged per 24 h of it)
+
+FAULTS += [
+    Fault("edac-ue-counter", "Uncorrected memory error counted by EDAC (sysfs, no log line)",
+          "sysfs: devices/system/edac/mc/mc1/ue_count 1 (dimm0 CPU_SrcID#0_MC#1_Chan#2_DIMM#0), ten days since reset",
+          _counters(_edac(ue=1, ce=3, dimms={"CPU_SrcID#0_MC#1_Chan#2_DIMM#0": (3, 1)})), "host.edac", Status.FAIL,
+          "mc1", EVERY_HOOK, "drain", "memory error", failure_class=MEMORY),
+    Fault("edac-ce-rate-counter", "Corrected memory errors past the socket rate (EDAC sysfs)",
+          "sysfs: mc1 ce_count 2500 over 5 days since reset (500 per 24 h; FAIL at 100)",
+          _counters(_edac(ce=2500, seconds=86400 * 5)), "host.edac", Status.FAIL, "mc1", EVERY_HOOK, "drain",
+          "memory error", failure_class=MEMORY),
+    Fault("aer-counter-fatal-gpu", "Uncorrectable fatal PCIe errors counted on a GPU (AER sysfs)",
+          f"sysfs: {GPU_ADDRS[1]} (gpu1) aer_dev_fatal SDES 1 (surprise down), TOTAL_ERR_FATAL 1",
+          _counters(_aer(GPU_ADDRS[1], fatal={"SDES": 1})), "pcie.aer", Status.FAIL, GPU_ADDRS[1],
+          ("epilog", "slurm-check"), "drain", "uncorrected PCIe error", failure_class=GPU),
+    Fault("aer-counter-nonfatal-switch", "Uncorrectable non-fatal PCIe errors on a PCIe switch port (IO board)",
+          f"sysfs: PCIe switch downstream port {_SWITCH_PORT} aer_dev_nonfatal CmpltTO 2",
+          _counters(_aer(_SWITCH_PORT, bridge=True, nonfatal={"CmpltTO": 2})), "pcie.aer", Status.FAIL,
+          _SWITCH_PORT, ("epilog", "slurm-check"), "drain", "uncorrected PCIe error", failure_class=IO_BOARD),
+    Fault("aer-counter-fatal-hca", "Uncorrectable fatal PCIe errors counted on an HCA (AER sysfs)",
+          f"sysfs: {_HCA3} (mlx5_3) aer_dev_fatal DLP 1",
+          _counters(_aer(_HCA3, fatal={"DLP": 1})), "pcie.aer", Status.FAIL, _HCA3, ("epilog", "slurm-check"),
+          "drain", "uncorrected PCIe error", failure_class=NIC),
+    Fault("ib-link-downed-rate", "IB link went down 6 times a day (port counter)",
+          f"sysfs: mlx5_6 port 1 counters/link_downed {round(6 * _DAYS)} over {_DAYS:.1f} days of uptime "
+          "(FAIL at 5 per 24 h)",
+          _sysfs(counters={6: {"link_downed": round(6 * _DAYS)}}), "ib.port.errors", Status.FAIL, "mlx5_6:1",
+          PERIODIC, "drain", "link flaps", failure_class=CABLE),
+    Fault("ib-symbol-errors-rate", "IB symbol errors past their daily rate (port counter)",
+          f"sysfs: mlx5_2 port 1 counters/symbol_error {round(20000 * _DAYS)} (20,000 per 24 h; FAIL at 10,000)",
+          _sysfs(counters={2: {"symbol_error": round(20000 * _DAYS)}}), "ib.port.errors", Status.FAIL, "mlx5_2:1",
+          PERIODIC, "drain", "IB symbol errors", failure_class=CABLE),
+    Fault("link-downed-growth", "IB link went down during a job (epilog growth)",
+          "epilog: mlx5_4 port 1 link_downed 0 -> 1 over the prolog's baseline (FAIL at +1)",
+          _growth(sysfs_faults=SysfsFaults(counters={4: {"link_downed": 1}})), "job.counter_growth", Status.FAIL,
+          "mlx5_4:1", EPILOG, "drain", "counter growth during a job", failure_class=CABLE),
+    Fault("edac-ue-growth", "Uncorrected memory error during a job (epilog growth)",
+          "epilog: mc1 ue_count 0 -> 1 over the prolog's baseline (host.edac FAILs the level too)",
+          _counter_growth((_edac(),), (_edac(ue=1),)), "job.counter_growth", Status.FAIL, "mc1", EPILOG, "drain",
+          "counter growth during a job", co_detectors=("host.edac",), failure_class=MEMORY),
+    Fault("aer-fatal-growth", "Uncorrectable fatal PCIe error on a GPU during a job (epilog growth)",
+          f"epilog: {GPU_ADDRS[5]} (gpu5) aer_dev_fatal 0 -> 1 over the prolog's baseline (pcie.aer FAILs the "
+          "level too)",
+          _counter_growth((_aer(GPU_ADDRS[5]),), (_aer(GPU_ADDRS[5], fatal={"SDES": 1}),)),
+          "job.counter_growth", Status.FAIL, GPU_ADDRS[5], EPILOG, "drain", "counter growth during a job",
+          co_detectors=("pcie.aer",), failure_class=GPU),
+    Fault("mlxlink-high-ber", "IB link with a high post-FEC BER and a hot module (mlxlink)",
+          "mlxlink -d mlx5_3 -m -c -e: effective BER 4E-11 (FAIL at 1E-12), raw BER 2E-5, module 77 C over 75 C",
+          _mlxlink("ndr-high-ber-hot-module.txt", "mlx5_3"), "ib.mlxlink", Status.FAIL, "mlx5_3:1", PERIODIC,
+          "drain", "high BER", failure_class=CABLE),
+]
+
 # The root-cause class of each Xid the policy acts on (a test requires every fail and storm Xid here):
 # memory (48 DBE, 64 remap failure, 95 uncontained, 140 ECC unrecovered, 156 resource retirement) ->
 # HBM; GSP and micro-controller (62, 119, 120) -> GSP; 54 (auxiliary power not connected) -> power
@@ -552,4 +652,6 @@ ISSUE_CLASSES = (
     "machine check", "memory error", "uncorrected PCIe error", "NVMe controller reset", "HCA health",
     "link flaps", "cable unplugged", "drive health", "power supply", "fan", "SRAM errors", "stalled collective",
     "silent data corruption", "thermal spread", "errors under load",
+    # issue 21, point 2: counters from sysfs and mlxlink
+    "IB symbol errors", "counter growth during a job", "high BER",
 )

@@ -6,9 +6,11 @@ tree (:mod:`tests.fixtures.proc_builder`), the fake ``pynvml`` module (:mod:`tes
 and a kernel log. :meth:`FixtureNode.snapshot` probes it through the LIVE probes
 (``snapshot_live``), so a fault travels the real path: fixture file / NVML answer -> probe -> Snapshot.
 The host's statvfs figures come from ``make_statvfs`` (never the machine running the tests).
-Storage health and the BMC are tool outputs (``nvme smart-log -o json``, ``ipmitool sel elist`` /
+Host error counters the kernel keeps in sysfs (EDAC per memory controller, PCIe AER per function) are
+fixture files added to the sysfs tree after it is built (``sysfs_edits``, with
+:mod:`tests.fixtures.host_counters_builder`). Storage health, the BMC and mlxlink are tool outputs (``nvme smart-log -o json``, ``ipmitool sel elist`` /
 ``sdr elist`` texts) read through the functions that turn a bundle's recordings into the snapshot
-(``judge_outputs``, ``bmc_from_files``): the probes' own subprocess calls are the one part left out,
+(``judge_outputs``, ``bmc_from_files``, ``mlxlink_from_bundle``): the probes' own subprocess calls are the one part left out,
 and the machine running the tests is never asked (its /dev is not the node's).
 
 Epilog facts (the job's stray processes, counter growth since the prolog's baseline) are computed
@@ -28,6 +30,7 @@ from healthcheck.probes.bmc import bmc_from_files
 from healthcheck.probes.host import probe_host
 from healthcheck.probes.jobprocs import find_job_processes
 from healthcheck.probes.live import DEFAULT_DEADLINES_S, LiveOptions, snapshot_live
+from healthcheck.probes.mlxlink import mlxlink_from_bundle
 from healthcheck.probes.storage import judge_outputs
 from healthcheck.slurm.baseline import counters_of, growth
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml, h100_node
@@ -114,6 +117,10 @@ class FixtureNode:
         d: {f"nvme-smart-log-{d}.json": nvme_smart()} for d in NVME_DEVICES})
     bmc_sel: str | None = SEL_HEALTHY
     bmc_sdr: str | None = SDR_HEALTHY
+    # edits of the built sysfs tree (EDAC / AER counter files: tests.fixtures.host_counters_builder)
+    sysfs_edits: tuple[Callable[[Path], Any], ...] = ()
+    # `mlxlink -m -c -e` outputs by bundle file name (mlxlink-mlx5_0.txt); None: no mlxlink on the node
+    mlxlink: dict[str, str] | None = None
     deadlines_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEADLINES_S))
 
     @property
@@ -124,6 +131,8 @@ class FixtureNode:
         sys_root, proc_root = self.root / "sys", self.proc_root
         build_sysfs(sys_root, faults=self.sysfs_faults)
         build_sys(sys_root, hcas={}, cpu_topology=False, nvidia_driver=self.driver)
+        for edit in self.sysfs_edits:
+            edit(sys_root)
         build_proc(proc_root, hostname=NODE, nvidia_driver=self.driver, mounts=self.mounts,
                    extra_processes=self.extra_processes)
         for pid, env in self.environ.items():
@@ -148,6 +157,9 @@ class FixtureNode:
                                                         model="SAMSUNG MZQL23T8HCLS-00A07"), outputs, None)
                             for name, outputs in self.storage.items()]
         snap.bmc = bmc_from_files(self.bmc_sel, self.bmc_sdr)
+        if self.mlxlink is not None:
+            outputs = dict(self.mlxlink)
+            snap.mlxlink = mlxlink_from_bundle(sorted(outputs), outputs.get)
         return snap
 
 
