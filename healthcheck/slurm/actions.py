@@ -186,7 +186,10 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
         state = dataclasses.replace(state, reason=ledger["reason"])
     failed = failures(verdict)
     held = {}
-    if failed and settings.on_fail(context) == "drain":
+    # the cap decides whether to drain a node that is not drained yet; one already held (by us, or by
+    # anyone) is left to the ownership rules
+    in_service = state is None or not (state.drained or state.down)
+    if failed and settings.on_fail(context) == "drain" and in_service:
         held = _capped(node, sorted({check for check, _, _ in failed}), backend, settings, log)
     if held:
         kept = [f for f in failed if f[0] not in held]

@@ -329,3 +329,15 @@ def test_only_failures_and_actions_are_fsynced(tmp_path, monkeypatch, status, ac
     lines = (tmp_path / "spool" / "records.jsonl").read_text().splitlines()
     assert lines and json.loads(lines[0])["status"] == status.value
     assert bool(calls) is synced
+
+
+def test_a_node_already_drained_is_not_said_to_be_held_back(tmp_path):
+    reason = "healthcheck: gpu.count: expected 16 GPUs, found 8"
+    nodes = fleet(8, {"node1": reason, "node2": reason, "node3": reason})
+    backend = FakeBackend(nodes)
+    verdict = Verdict.of("node3", [Finding("gpu.count", Status.FAIL, "expected 16 GPUs, found 8")],
+                         "2026-12-03T00:00:00+00:00", 0.1, "slurm-check")
+    decision = actions.decide_and_act("slurm-check", verdict, "node3", settings(), backend, str(tmp_path / "s"),
+                                      "run-1", Recorder())
+    assert decision.action == "none" and decision.held == () and backend.drained == []
+    assert not [f for f in verdict.findings if f.check == "slurm.drain_cap"]
