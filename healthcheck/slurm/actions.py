@@ -8,7 +8,8 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
 from ..model import Verdict
-from .ledger import end_ledger, read_acks, read_ledger, reconcile, remember_drain, slurm_mark_of_ours
+from .ledger import (add_events, end_ledger, read_acks, read_ledger, reconcile, remember_drain,
+                     slurm_mark_of_ours)
 from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi, reason_check
 from .settings import SlurmSettings
@@ -179,6 +180,8 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
         log(f"cannot read node {node}: {exc}")
         return Decision("none", None, f"node state unreadable: {exc}")
     ledger = reconcile(state, state_dir, read_ledger(state_dir, log), log)
+    if state is not None and ledger is not None:  # our drain stands: what this run saw joins it
+        add_events(state_dir, ledger, events, log)
     claimed = slurm_mark_of_ours(state, ledger)
     if claimed:
         import dataclasses

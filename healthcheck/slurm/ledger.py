@@ -105,6 +105,19 @@ def remember_drain(state_dir: str, reason: str, context: str, events: list[str] 
         log("drain not remembered locally: a 'Prolog error' reason will not be recognised as ours")
 
 
+def add_events(state_dir: str, ledger: dict | None, events: list[str] | None, log: Log) -> None:
+    """While our drain stands, the events a later run sees join it: when an admin resumes the node,
+    everything logged up to then is old (only what comes after the resume is new)."""
+    if ledger is None or not events:
+        return
+    have = [e for e in ledger.get("events") or [] if isinstance(e, str)]
+    known = set(have)
+    fresh = [e for e in events if isinstance(e, str) and e not in known]
+    if fresh:
+        ledger["events"] = (have + fresh)[-MAX_ACKS:]
+        _write_json(os.path.join(state_dir, LEDGER), ledger, log, "drain ledger")
+
+
 def end_ledger(state_dir: str, ledger: dict | None, why: str, log: Log) -> None:
     """The drain is over: its kernel events are acknowledged, the ledger removed."""
     if ledger is None:

@@ -341,3 +341,20 @@ def test_a_node_already_drained_is_not_said_to_be_held_back(tmp_path):
                                       "run-1", Recorder())
     assert decision.action == "none" and decision.held == () and backend.drained == []
     assert not [f for f in verdict.findings if f.check == "slurm.drain_cap"]
+
+
+def test_events_seen_while_our_drain_stands_are_old_once_it_ends(tmp_path):
+    """Drained for one Xid; more Xids are logged while the node sits drained; the admin resumes it:
+    all of them are old then, only later ones count."""
+    state_dir = str(tmp_path / "s")
+    log = Recorder()
+    ledger.remember_drain(state_dir, REASON, "slurm-check", ["k-first"], log)
+    drained = FakeBackend({"node1": state("node1", "IDLE", ("DRAIN",), REASON)})
+    verdict = Verdict.of("node1", [Finding("gpu.xid", Status.FAIL, "Xid 79", "gpu0")],
+                         "2026-12-03T00:00:00+00:00", 0.1, "slurm-check")
+    actions.decide_and_act("slurm-check", verdict, "node1", settings(), drained, state_dir, "run-2", log,
+                           ["k-first", "k-while-drained"])
+    assert ledger.read_ledger(state_dir, log)["events"] == ["k-first", "k-while-drained"]
+    resumed = FakeBackend({"node1": state("node1")})
+    actions.reconcile_before_checks(resumed, "node1", state_dir, log)
+    assert ledger.read_acks(state_dir, log) == ["k-first", "k-while-drained"]
