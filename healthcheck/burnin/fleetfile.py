@@ -39,13 +39,14 @@ def write(path: str, keys: Mapping[str, Mapping[str, Any]], generated_at: str, s
 
 def read(path: str) -> dict[str, str]:
     """fleet key -> majority digest (lower-case hex); FleetFileError when the file is unusable."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+    from ..safety import NotARegularFile, read_regular
+
+    try:  # a regular file only: a FIFO put at the path must not hang the burn-in
+        raw = read_regular(path, "fleet digests file", MAX_BYTES)
+    except NotARegularFile as exc:
+        raise FleetFileError(f"{path}: {exc}") from None
     except OSError as exc:
         raise FleetFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise FleetFileError(f"{path}: larger than {MAX_BYTES >> 20} MiB: not a fleet digests file")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -5,6 +5,7 @@ report's "sdc" finding; end to end with real NumPy burn-in runs ingested into a 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -115,7 +116,14 @@ def test_oversized_fleet_file_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(fleetfile, "MAX_BYTES", 64)
     path = tmp_path / "fleet.json"
     path.write_text(json.dumps({"schema": 1, "digests": {KEY: {"digest": GOOD}}}))
-    with pytest.raises(fleetfile.FleetFileError, match="larger than"):
+    with pytest.raises(fleetfile.FleetFileError, match="over the limit"):
+        fleetfile.read(str(path))
+
+
+def test_a_fifo_at_the_fleet_file_is_refused_not_waited_on(tmp_path):
+    path = tmp_path / "fleet.json"
+    os.mkfifo(path)
+    with pytest.raises(fleetfile.FleetFileError, match="a FIFO"):
         fleetfile.read(str(path))
 
 
