@@ -1,5 +1,5 @@
-"""Writes that a planted link cannot redirect and a umask cannot loosen (os, stat and errno only: the
-prolog imports this).
+"""Writes that a planted link cannot redirect and a umask cannot loosen (os, stat, errno and the os-only
+healthcheck.safety: the prolog imports this).
 
 Every file the suite writes goes through here:
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+
+from .safety import UntrustedFile, check_trusted, make_dirs  # noqa: F401 - make_dirs re-exported
 
 TEMP_SUFFIX = ".tmp"
 
@@ -222,30 +224,9 @@ def check_private_dir(folder: str | os.PathLike[str], what: str = "directory") -
                                       f"(fix: name the real directory, {os.path.realpath(folder)})")
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePath(errno.ENOTDIR, f"{what} {folder} is not a directory")
-    from .safety import UntrustedFile, check_trusted
-
     try:
         check_trusted(folder, what)
     except UntrustedFile as exc:
         raise UnsafePath(errno.EPERM, str(exc)) from None
 
 
-def make_dirs(path: str | os.PathLike[str], mode: int = 0o755) -> None:
-    """Create ``path`` and every missing parent with ``mode`` exactly, whatever the umask (existing
-    folders are left as they are). OSError when one cannot be created."""
-    missing = []
-    current = os.path.abspath(os.fspath(path))
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, mode & 0o777)
-        except FileExistsError:
-            if os.path.isdir(folder):
-                continue
-            raise
-        os.chmod(folder, mode & 0o777)

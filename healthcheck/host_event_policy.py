@@ -18,6 +18,8 @@ import math
 import re
 from functools import lru_cache
 import os
+
+from .policyfile import packaged, parse
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
@@ -92,25 +94,14 @@ def default_policy_text() -> str:
 @lru_cache(maxsize=1)
 def _default_policy() -> HostEventPolicy:
     """The packaged policy, read and validated once per process."""
-    from .safety import UntrustedFile, check_trusted, running_as_root
-
-    if running_as_root():  # the policy decides what drains: as root it must be root's alone
-        try:
-            check_trusted(str(DEFAULT_POLICY_FILE), "host-event policy")
-        except (UntrustedFile, OSError) as exc:
-            raise ValueError(str(exc)) from exc
-    from . import tomlcache
-
-    data = tomlcache.get(DEFAULT_POLICY_FILE)  # parsed and validated once, then read as JSON by every run
-    if data is not None:
+    data, cached = packaged(DEFAULT_POLICY_FILE, "host-event policy", _read_valid)
+    if cached:  # parsed and validated when the cache entry was written: patterns compiled on use
         try:
             return _build(data, validated=True)
         except (ValueError, TypeError, KeyError):
             pass  # an entry that does not fit: read the file afresh
-    data = _read(default_policy_text())
-    policy = _build(data)
-    tomlcache.put(DEFAULT_POLICY_FILE, data)
-    return policy
+        data = _read(default_policy_text())
+    return _build(data)
 
 
 def load_host_event_policy(text: str | None = None, overrides: dict | None = None) -> HostEventPolicy:
@@ -142,20 +133,13 @@ def describe(policy: HostEventPolicy) -> list[dict[str, Any]]:
 
 
 def _read(text: str) -> dict[str, Any]:
-    import tomllib
+    return parse(text, "host-event policy", _TOP_KEYS)
 
-    if not isinstance(text, str):
-        raise ValueError(f"host-event policy must be TOML text, got {type(text).__name__}")
-    try:
-        data = tomllib.loads(text)
-    except RecursionError as exc:
-        raise ValueError("host-event policy: TOML nested too deeply") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"host-event policy: invalid TOML: {exc}") from exc
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ValueError(f"host-event policy: unknown top-level key(s) {', '.join(map(repr, unknown))} "
-                         f"(allowed: {', '.join(sorted(_TOP_KEYS))})")
+
+def _read_valid(text: str) -> dict[str, Any]:
+    """Parsed and validated (every pattern compiled and checked): what the parse cache may keep."""
+    data = _read(text)
+    _build(data)
     return data
 
 

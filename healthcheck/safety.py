@@ -43,12 +43,31 @@ def running_as_root() -> bool:
     return os.geteuid() == 0
 
 
+def make_dirs(path: str | os.PathLike[str], mode: int = 0o755) -> None:
+    """Create ``path`` and every missing parent with ``mode`` exactly, whatever the umask (existing
+    folders are left as they are). OSError when one cannot be created."""
+    missing = []
+    current = os.path.abspath(os.fspath(path))
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, mode & 0o777)
+        except FileExistsError:
+            if os.path.isdir(folder):
+                continue
+            raise
+        os.chmod(folder, mode & 0o777)
+
+
 def make_private(path: str) -> None:
     """Create ``path`` and every missing parent with mode 0700, whatever the umask (``os.makedirs``
     gives the parents 0777 & ~umask: a world-writable state directory under umask 0). Directories that
     already exist are left as they are. OSError when one cannot be created (read-only or full /var)."""
-    from .atomicio import make_dirs
-
     make_dirs(path, 0o700)
 
 

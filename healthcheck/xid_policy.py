@@ -19,6 +19,7 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
 from .expectations import XidPolicy, XidRule
+from .policyfile import packaged, parse
 
 ACTIONS = ("fail", "warn", "ignore")
 _ENTRY_KEYS = {"number", "name", "action", "window_s", "min_count", "bucket", "source", "note"}
@@ -38,19 +39,7 @@ def default_policy_text() -> str:
 @lru_cache(maxsize=1)
 def _default_data() -> dict[str, Any]:
     """The packaged policy, parsed once per process (and cached across runs: every run judges it)."""
-    from . import tomlcache
-    from .safety import UntrustedFile, check_trusted, running_as_root
-
-    if running_as_root():  # the policy decides what drains: as root it must be root's alone
-        try:
-            check_trusted(str(DEFAULT_POLICY_FILE), "Xid policy")
-        except (UntrustedFile, OSError) as exc:
-            raise ValueError(str(exc)) from exc
-    data = tomlcache.get(str(DEFAULT_POLICY_FILE))
-    if data is None:
-        data = _read(default_policy_text())
-        tomlcache.put(str(DEFAULT_POLICY_FILE), data)
-    return data
+    return packaged(DEFAULT_POLICY_FILE, "Xid policy", _read)[0]
 
 
 def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> XidPolicy:
@@ -108,21 +97,7 @@ def describe(policy: XidPolicy) -> list[dict[str, Any]]:
 
 
 def _read(text: str) -> dict[str, Any]:
-    import tomllib
-
-    if not isinstance(text, str):
-        raise ValueError(f"xid policy must be TOML text, got {type(text).__name__}")
-    try:
-        data = tomllib.loads(text)
-    except RecursionError as exc:  # absurdly nested arrays
-        raise ValueError("xid policy: TOML nested too deeply") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"xid policy: invalid TOML: {exc}") from exc
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ValueError(f"xid policy: unknown top-level key(s) {', '.join(map(repr, unknown))} "
-                         f"(allowed: {', '.join(sorted(_TOP_KEYS))})")
-    return data
+    return parse(text, "xid policy", _TOP_KEYS)
 
 
 def _entries(data: dict[str, Any]) -> dict[int, tuple[XidRule, dict[str, str]]]:

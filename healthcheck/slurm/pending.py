@@ -67,10 +67,6 @@ class PendingAction:
                              datetime.now(timezone.utc).isoformat(timespec="seconds"), run_id)
 
 
-def _from_json(line: str) -> PendingAction | None:
-    return _parse(line)[0]
-
-
 def _parse(line: str) -> tuple[PendingAction | None, str]:
     """One queued line -> (action, "") or (None, why it is refused). Refused: not JSON of the right
     shape, a node that is not one plain node name, a drain whose reason is not ours."""

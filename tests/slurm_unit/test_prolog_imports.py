@@ -24,6 +24,7 @@ OURS = {
     "healthcheck.slurm.baseline", "healthcheck.record", "healthcheck.model", "healthcheck.records",
     "healthcheck.runner", "healthcheck.expectations", "healthcheck.config", "healthcheck.config_schema",
     "healthcheck.safety", "healthcheck.tomlcache", "healthcheck.xid_policy", "healthcheck.host_event_policy",
+    "healthcheck.policyfile",
     "healthcheck.checks", "healthcheck.checks.registry", "healthcheck.checks._index",
     "healthcheck.checks.host", "healthcheck.checks.host_events", "healthcheck.checks.infiniband",
     "healthcheck.checks.gpu_xid", "healthcheck.checks.gpu_inventory", "healthcheck.checks.gpu_responsive",

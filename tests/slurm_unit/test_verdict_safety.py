@@ -358,3 +358,31 @@ def test_events_seen_while_our_drain_stands_are_old_once_it_ends(tmp_path):
     resumed = FakeBackend({"node1": state("node1")})
     actions.reconcile_before_checks(resumed, "node1", state_dir, log)
     assert ledger.read_acks(state_dir, log) == ["k-first", "k-while-drained"]
+
+
+def test_a_pyslurm_rpc_that_never_answers_is_abandoned_at_the_deadline(monkeypatch):
+    """pyslurm's RPCs cannot be interrupted: with a deadline the call runs in a thread that is given
+    up on, so the hook still returns within its budget (docs/slurm-actions.md)."""
+    from healthcheck.slurm.pyslurm_backend import PyslurmBackend
+    from tests.fakes import fake_pyslurm as fp
+
+    fp.reset({"node1": "IDLE"})
+    monkeypatch.setattr(fp.Node, "load", staticmethod(lambda name: time.sleep(30)))
+    backend = PyslurmBackend(module=fp, retries=2)
+    backend.deadline = time.monotonic() + 0.5
+    start = time.monotonic()
+    with pytest.raises(SlurmUnreachable):
+        backend.node("node1")
+    assert time.monotonic() - start < 3.0  # 0.5 s deadline; without it: 30 s, three times
+
+
+def test_the_config_is_loaded_under_a_timer(monkeypatch):
+    """Whatever makes loading the config slow (not only a FIFO, which the loader refuses itself), the
+    hook gives up at its timer and judges nothing."""
+    from healthcheck.slurm import hooks
+
+    monkeypatch.setattr(hooks, "_load", lambda path, node: time.sleep(30))
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="not loaded within"):
+        hooks._load_within("/etc/healthcheck/site.toml", "node1", 0.3)
+    assert time.monotonic() - start < 3.0
