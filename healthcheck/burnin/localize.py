@@ -95,6 +95,7 @@ class _Run:
     failed_pairs: set[frozenset] = field(default_factory=set)
     partners_of: dict[str, set[str]] = field(default_factory=dict)
     trusted_set: set[str] = field(default_factory=set)
+    unit: str = "GB/s"  # of the values, for the evidence lines (the RDMA pair phase measures Gb/s)
 
     def __post_init__(self) -> None:
         self.trusted_set = set(self.trusted)
@@ -112,10 +113,10 @@ class _Run:
         if value is None or math.isnan(value):
             return "failed to run"
         if cls == PASS:
-            return f"{value:.1f} GB/s >= {self.threshold:.1f}"
+            return f"{value:.1f} {self.unit} >= {self.threshold:.1f}"
         if cls == FAIL:
-            return f"{value:.1f} GB/s < {self.threshold:.1f}"
-        return f"{value:.1f} GB/s within ±{self.margin:.0%} of {self.threshold:.1f} (unsure)"
+            return f"{value:.1f} {self.unit} < {self.threshold:.1f}"
+        return f"{value:.1f} {self.unit} within ±{self.margin:.0%} of {self.threshold:.1f} (unsure)"
 
     def note(self, node: str, line: str) -> None:
         self.evidence.setdefault(node, []).append(line)
@@ -319,7 +320,7 @@ class _Run:
 
 def localise(nodes: Sequence[str], measure: Measure, threshold: float, *, known_good: Sequence[str] = (),
              margin: float = 0.05, max_rounds: int = 6, seed: int = 0,
-             full_group_value: float | None = None) -> Localisation:
+             full_group_value: float | None = None, unit: str = "GB/s") -> Localisation:
     """Find the nodes that drag a collective below ``threshold`` (GB/s); see the module docstring."""
     nodes = list(nodes)
     if len(set(nodes)) != len(nodes):
@@ -333,7 +334,7 @@ def localise(nodes: Sequence[str], measure: Measure, threshold: float, *, known_
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds!r}")
     trusted = list(dict.fromkeys(known_good))
-    run = _Run(nodes, measure, float(threshold), margin, max_rounds, trusted, random.Random(seed))
+    run = _Run(nodes, measure, float(threshold), margin, max_rounds, trusted, random.Random(seed), unit=unit)
     for n in nodes:
         if n in run.trusted_set:
             run.state[n] = "cleared"
