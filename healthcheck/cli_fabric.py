@@ -1,0 +1,123 @@
+"""`healthcheck fabric generate|check` and `healthcheck parse ibnetdiscover`: the fabric's cabling
+against its declared design. The I/O shell around the pure modules (parsers.ibnetdiscover,
+fabric.design, fabric.compare); wired into `healthcheck` by the CLI.
+
+Exit codes: 0 the fabric matches (or the command did its job), 1 deviations found, 2 bad input (an
+unreadable or invalid topology file, an output that is not ibnetdiscover's, a bad option).
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+MAX_INPUT = 128 * 1024 * 1024
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class FabricUsageError(click.ClickException):
+    exit_code = 2  # usage or input error, as in healthcheck.cli
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT + 1)
+    except OSError as exc:
+        raise FabricUsageError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT:
+        raise FabricUsageError(f"{path}: larger than {MAX_INPUT >> 20} MiB; not a {what}")
+    return data
+
+
+def _fabric(path: str):
+    from .parsers import ParseError
+    from .parsers.ibnetdiscover import parse_ibnetdiscover
+
+    try:
+        return parse_ibnetdiscover(_read(path, "ibnetdiscover output"))
+    except ParseError as exc:
+        raise FabricUsageError(f"{path}: {exc}") from None
+
+
+def _describe(fabric) -> str:
+    lines = [f"ibnetdiscover ({fabric.format} format): {len(fabric.switches())} switches, {len(fabric.hosts())} host CAs, "
+             f"{sum(1 for d in fabric.devices.values() if d.aggregation)} SHARP aggregation nodes, "
+             f"{len(fabric.links)} links, {len(fabric.unconnected)} unconnected ports"]
+    names = {d.guid: d.description or f"0x{d.guid}" for d in fabric.devices.values()}
+    for link in fabric.links:
+        lines.append(f"{names.get(link.a.guid)} [{link.a.port}] <-> {names.get(link.b.guid)} [{link.b.port}] {link.rate}")
+    for port in fabric.unconnected:
+        lines.append(f"{names.get(port.end.guid)} [{port.end.port}] unconnected ({port.width} {port.speed})")
+    lines += [f"warning: {w}" for w in fabric.warnings]
+    return "\n".join(lines)
+
+
+@click.command("ibnetdiscover", context_settings=_CONTEXT)
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def parse_ibnetdiscover(path, fmt):
+    """`ibnetdiscover` or `ibnetdiscover -p` output -> switches, CAs, links (width, speed).
+
+    \b
+    Example:
+      ibnetdiscover > fabric.txt; healthcheck parse ibnetdiscover fabric.txt --format json
+    """
+    fabric = _fabric(path)
+    click.echo(json.dumps(fabric.to_dict(), indent=1) if fmt == "json" else _describe(fabric))
+
+
+@click.group(context_settings=_CONTEXT)
+def fabric():
+    """The InfiniBand fabric against its declared design (topology.toml).
+
+    \b
+    Example:
+      ibnetdiscover > golden.txt; healthcheck fabric generate --ibnetdiscover golden.txt > topology.toml
+      ibnetdiscover > now.txt; healthcheck fabric check --topology topology.toml --ibnetdiscover now.txt
+    """
+
+
+@fabric.command(context_settings=_CONTEXT)
+@click.option("--ibnetdiscover", "source", required=True, type=click.Path(dir_okay=False),
+              help="ibnetdiscover (or -p) output of a known-good fabric.")
+@click.option("--hca-regex", default=None,
+              help="How a node description names node and HCA (named groups node, hca). "
+                   "Default: '^(?P<node>\\S+)\\s+(?P<hca>\\S+)$' (\"gpu017 mlx5_3\").")
+def generate(source, hca_regex):
+    """Write the declared design (topology.toml) of a known-good fabric to stdout.
+
+    Switches are named by node description (GUID when not unique), tiers inferred (leaf: has host
+    CAs; spine: above the leaves; core: above the spines), rails declared when every leaf carries one
+    HCA name. Edit the file by hand, then check fabrics against it.
+    """
+    from .fabric.design import DEFAULT_HCA_REGEX, DesignError, generate_design
+
+    try:
+        click.echo(generate_design(_fabric(source), hca_regex or DEFAULT_HCA_REGEX), nl=False)
+    except DesignError as exc:
+        raise FabricUsageError(str(exc)) from None
+
+
+@fabric.command(context_settings=_CONTEXT)
+@click.option("--topology", required=True, type=click.Path(dir_okay=False), help="The declared design (TOML).")
+@click.option("--ibnetdiscover", "source", required=True, type=click.Path(dir_okay=False),
+              help="ibnetdiscover (or -p) output of the fabric now.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def check(topology, source, fmt):
+    """Compare the fabric with its design: exit 0 when it matches, 1 with every deviation named.
+
+    Deviations: missing_link, missing_switch, swapped, wrong_port, wrong_rail, wrong_switch,
+    degraded_width, degraded_speed, unexpected_device, unexpected_link, too_few_uplinks; and per tier:
+    links expected / found / misplaced / missing / degraded.
+    """
+    from .fabric.compare import compare
+    from .fabric.design import DesignError, load_design
+
+    try:
+        design = load_design(_read(topology, "topology file"), source=topology)
+    except DesignError as exc:
+        raise FabricUsageError(str(exc)) from None
+    result = compare(design, _fabric(source))
+    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.to_text())
+    raise SystemExit(0 if result.ok else 1)
