@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..model import Finding, Status, Verdict, worst
-from .judge_nccl import judge_run, large_busbw
+from .judge_nccl import judge_fit, judge_run, large_busbw
 from .references import References
 from .settings import BurninSettings
 
@@ -189,8 +189,12 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
             log(f"{collective} across {len(nodes)} nodes")
             run = run_across(list(settings.launcher), settings.nccl_dir, collective, nodes, tasks, sweep,
                              settings.nccl_timeout_s)
-            finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None, unjudged)
+            finding = judge_run(run, ref, line, f"fabric {settings.fabric}" if fabric else None, unjudged,
+                                section=fabric)
             outcome.collective.append(finding)
+            fitted = judge_fit(run, fabric, f"fabric {settings.fabric}" if fabric else None)
+            if fitted is not None:  # the latency of the fabric: a job finding, not a node's
+                outcome.collective.append(fitted)
             if collective == "all_reduce" and finding.status is Status.FAIL and ref is not None \
                     and ref.low_bound and settings.localise and not run.missing:
                 _attribute(outcome, _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log))

@@ -84,3 +84,46 @@ def efficiency(busbw_gbps: float, line_rate_gbps: float) -> float:
     if not (line_rate_gbps > 0 and math.isfinite(line_rate_gbps)):
         raise ValueError(f"line rate must be a positive number of GB/s, got {line_rate_gbps!r}")
     return 100.0 * busbw_gbps / line_rate_gbps
+
+
+# nccl-tests' bus factor (busbw = algbw x factor) per collective, for n ranks (its src/*.cu, described
+# in its PERFORMANCE.md): what a rank's link carries relative to the algorithm bandwidth.
+_BUS_FACTORS = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+def bus_factor(rows: Sequence[NcclRow], collective: str | None = None, nranks: int | None = None) -> float | None:
+    """``busbw / algbw`` as nccl-tests printed it: the median ratio over the (up to 5) rows with the
+    largest out-of-place algbw (the most significant digits); else the collective's formula for
+    ``nranks``; else None."""
+    pairs = sorted(((r.oop.algbw_gbps, r.oop.busbw_gbps) for r in rows
+                    if r.oop.algbw_gbps and r.oop.busbw_gbps is not None and r.oop.algbw_gbps >= 0.1
+                    and math.isfinite(r.oop.algbw_gbps) and math.isfinite(r.oop.busbw_gbps)), reverse=True)[:5]
+    if pairs:
+        ratios = sorted(bus / alg for alg, bus in pairs)
+        return ratios[len(ratios) // 2]
+    formula = _BUS_FACTORS.get(collective or "")
+    if formula is not None and nranks and nranks >= 1:
+        return formula(nranks)
+    return None
+
+
+# What a sweep must cover for its fit to judge: alpha needs small sizes (their times are mostly
+# latency), beta large ones (mostly bandwidth), and the model must describe the sweep at all.
+SMALL_BYTES = 64 << 10
+MIN_SMALL_POINTS = 3
+LARGE_BYTES = 64 << 20
+MIN_R2 = 0.5
+
+
+def coverage(rows: Sequence[NcclRow], side: str = "oop") -> tuple[int, int]:
+    """(points at or below SMALL_BYTES, points at or above LARGE_BYTES) among the usable fit points."""
+    points = _points(rows, side)
+    return (sum(1 for s, _ in points if s <= SMALL_BYTES), sum(1 for s, _ in points if s >= LARGE_BYTES))

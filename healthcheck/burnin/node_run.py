@@ -227,7 +227,7 @@ def _phase_nccl(ctx: NodeContext) -> list[Finding]:
             return None, None
         return sku.get(f"nccl_{collective}_busbw_gbps"), sku.get("line_rate_gbps")
 
-    return judge_runs(runs, refs_for, sku.name if sku else ctx.gpu_name)
+    return judge_runs(runs, refs_for, sku.name if sku else ctx.gpu_name, section=sku)
 
 
 def _learn_gpus(ctx: NodeContext) -> None:

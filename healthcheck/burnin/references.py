@@ -4,6 +4,14 @@ from a site file. Pure apart from reading the two files.
 
 A measurement is judged ``low`` below ``value * (1 + lower)``, ``high`` above ``value * (1 + upper)``
 (the test probably did not do what it claims), else ``ok``; a missing bound never judges.
+
+Three kinds of named sections: ``[sku.NAME]`` (a GPU model, found by ``match``), ``[fabric.NAME]``
+(the network between nodes, chosen by ``[burnin] fabric``) and ``[link.NAME]`` (a type of link:
+NVLink generation, PCIe generation, InfiniBand rate). A SKU or a fabric names its link type with
+``link = "NAME"`` and inherits the link's entries it does not set itself: the per-collective
+line-rate efficiency (``nccl_<collective>_efficiency_pct``), the alpha-beta references
+(``nccl_alpha_us``, ``nccl_<collective>_alpha_us``, ``nccl_beta_efficiency_pct``) and, where the
+section has none, ``line_rate_gbps``. ``Sku.get`` answers with the section's own entry first.
 """
 from __future__ import annotations
 
@@ -17,7 +25,9 @@ _ENTRY_KEYS = {"value", "lower", "upper", "unit", "peak", "source"}
 # Ranges (every number must also be finite): value and peak in (0, 1e12], lower in [-1, 0], upper in
 # [0, 100] (a measurement 101 times its reference is no measurement), gpus_per_node in [1, 1024].
 MAX_VALUE, MAX_UPPER, MAX_GPUS_PER_NODE = 1e12, 100.0, 1024
-_SECTION_KEYS = {"match", "description", "gpus_per_node"}
+_SECTION_KEYS = {"match", "description", "gpus_per_node", "link"}
+# every collective nccl-tests has a binary for, in the order reports list them
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
 class ReferencesError(ValueError):
@@ -68,9 +78,28 @@ class Sku:
     description: str = ""
     gpus_per_node: int | None = None
     refs: dict[str, Reference] = field(default_factory=dict)
+    link: str = ""  # a [link.NAME] whose entries this section inherits
+    inherited: dict[str, Reference] = field(default_factory=dict)  # the link's entries, resolved at load
 
     def get(self, key: str) -> Reference | None:
-        return self.refs.get(key)
+        """The section's own entry, else the one inherited from its link type."""
+        own = self.refs.get(key)
+        return own if own is not None else self.inherited.get(key)
+
+    def matches(self, gpu_name: str) -> bool:
+        """A ``match`` pattern found in ``gpu_name`` (case-insensitive) where a word starts: "B200"
+        matches "NVIDIA B200" but not "NVIDIA GB200", "H200" not "NVIDIA GH200 120GB"."""
+        lowered = gpu_name.lower()
+        return any(_word_start_find(lowered, m.lower()) for m in self.match)
+
+
+def _word_start_find(text: str, pattern: str) -> bool:
+    start = text.find(pattern)
+    while start >= 0:
+        if start == 0 or not text[start - 1].isalnum():
+            return True
+        start = text.find(pattern, start + 1)
+    return False
 
 
 @dataclass
@@ -79,14 +108,15 @@ class References:
     fabrics: dict[str, Sku]
     sources: list[str]  # files merged, in order
     storage: dict[str, Sku] = field(default_factory=dict)  # [storage.NAME]: read_gbps / write_gbps per path
+    links: dict[str, Sku] = field(default_factory=dict)    # [link.NAME]: per link type (NVLink 4, IB NDR, ...)
 
     def sku_for(self, gpu_name: str | None) -> Sku | None:
-        """The first SKU one of whose ``match`` substrings is in ``gpu_name`` (case-insensitive)."""
+        """The first SKU one of whose ``match`` patterns is in ``gpu_name`` (case-insensitive, at the
+        start of a word: see Sku.matches)."""
         if not gpu_name:
             return None
-        lowered = gpu_name.lower()
         for sku in self.skus:
-            if any(m.lower() in lowered for m in sku.match):
+            if sku.matches(gpu_name):
                 return sku
         return None
 
@@ -145,6 +175,11 @@ def _merge_section(into: dict[str, Sku], table: Any, kind: str, origin: str) -> 
             sku.match = list(match)
         if "description" in data:
             sku.description = str(data["description"])
+        if "link" in data:
+            if kind == "link" or not isinstance(data["link"], str) or not data["link"]:
+                raise ReferencesError(f"{where}.link: " + ("a link type cannot name another" if kind == "link"
+                                                           else "the name of a [link.NAME] section"))
+            sku.link = data["link"]
         if "gpus_per_node" in data:
             gpn = data["gpus_per_node"]
             if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= MAX_GPUS_PER_NODE:
@@ -168,24 +203,41 @@ def merge(base: References | None, text: str, origin: str) -> References:
         raise ReferencesError(f"{origin}: not valid TOML: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise ReferencesError(f"{origin}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"sku", "fabric", "storage"}
+    unknown = set(data) - {"sku", "fabric", "storage", "link"}
     if unknown:
         raise ReferencesError(f"{origin}: unknown top-level table(s) {', '.join(sorted(unknown))} "
-                              "(allowed: sku, fabric, storage)")
+                              "(allowed: sku, fabric, storage, link)")
     skus = {s.name: _copy(s) for s in (base.skus if base else [])}
     fabrics = {n: _copy(s) for n, s in (base.fabrics.items() if base else [])}
     _merge_section(skus, data.get("sku", {}), "sku", origin)
     _merge_section(fabrics, data.get("fabric", {}), "fabric", origin)
     storage = {n: _copy(s) for n, s in (base.storage.items() if base else [])}
     _merge_section(storage, data.get("storage", {}), "storage", origin)
+    links = {n: _copy(s) for n, s in (base.links.items() if base else [])}
+    _merge_section(links, data.get("link", {}), "link", origin)
     # site SKUs are matched before the defaults so that a site can refine one (e.g. "H100 80GB HBM3 PCIe")
     order = [n for n in data.get("sku", {}) if n not in {s.name for s in (base.skus if base else [])}]
     ordered = [skus[n] for n in order] + [skus[s.name] for s in (base.skus if base else [])]
-    return References(ordered, fabrics, [*(base.sources if base else []), origin], storage)
+    _resolve_links(links, [*(("sku", s) for s in ordered), *(("fabric", f) for f in fabrics.values())], origin)
+    return References(ordered, fabrics, [*(base.sources if base else []), origin], storage, links)
+
+
+def _resolve_links(links: dict[str, Sku], sections: list[tuple[str, Sku]], origin: str) -> None:
+    """Each section's ``inherited`` entries from its link type; an unknown link name is an error (a
+    typo must not switch the efficiency and latency judgements off)."""
+    for kind, section in sections:
+        if not section.link:
+            section.inherited = {}
+            continue
+        link = links.get(section.link)
+        if link is None:
+            raise ReferencesError(f"{origin}: {kind}.{section.name}.link: no [link.{section.link}] (known: "
+                                  f"{', '.join(sorted(links)) or 'none'})")
+        section.inherited = dict(link.refs)
 
 
 def _copy(sku: Sku) -> Sku:
-    return Sku(sku.name, list(sku.match), sku.description, sku.gpus_per_node, dict(sku.refs))
+    return Sku(sku.name, list(sku.match), sku.description, sku.gpus_per_node, dict(sku.refs), sku.link)
 
 
 def default_text() -> str:
