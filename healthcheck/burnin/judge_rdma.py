@@ -84,16 +84,13 @@ def pair_value(client, server) -> tuple[float | None, str | None, list[str]]:
     """(Gb/s or us, error, warnings) of one bandwidth or latency run from its two parsed sides
     (:class:`healthcheck.parsers.perftest.PerftestResult`, either may be None: not run / no output)."""
     warnings = [w for side in (client, server) if side is not None for w in side.warnings][:5]
-    for side, name in ((client, "client"), (server, "server")):
-        if side is not None and side.error and not side.rows:
-            return None, f"{name}: {side.error}", warnings
-    best = client if client is not None and client.ok else server if server is not None and server.ok else None
+    errors = [f"{name}: {side.error}" for side, name in ((client, "client"), (server, "server"))
+              if side is not None and side.error]
+    best = next((side for side in (client, server) if side is not None and side.ok), None)
     if best is None:
-        return None, "no result from either side", warnings
+        return None, errors[0] if errors else "no output from either side", warnings
     value = best.bw_avg_gbps() if best.kind == "bw" else best.latency_us()
-    error = next((f"{n}: {s.error}" for s, n in ((client, "client"), (server, "server"))
-                  if s is not None and s.error), None)
-    return value, error, warnings
+    return value, errors[0] if errors else None, warnings
 
 
 def attribute(rails: Mapping[int, str], bw: Mapping[int, object], lat: Mapping[int, object] | None = None,
