@@ -101,9 +101,8 @@ def replace(links, end, new_end=None, rate=None) -> list[list]:
         if end in (one, two):
             if new_end is None and rate is None:
                 continue
-            keep = two if one == end else one
-            other = new_end if new_end is not None else (one if one == end else two)
-            out.append([keep, other, rate or old_rate])
+            other = two if one == end else one
+            out.append([end, new_end if new_end is not None else other, rate or old_rate])
         else:
             out.append([one, two, old_rate])
     return out
