@@ -235,7 +235,7 @@ def expectations_from(node: NodeTopology) -> dict:
         out["pairs"] = {f"{i}-{j}": w for (i, j), w in sorted(node.pairs.items())}
     indexes = sorted(node.gpus)
     if indexes and all(node.gpus[g].numa for g in indexes):
-        out["numa"] = [node.gpus[g].numa for g in indexes]
+        out["numa"] = [int(n) if n.isdigit() else n for n in (node.gpus[g].numa for g in indexes)]
     if indexes and all(len(node.gpus[g].nearest_hcas) == 1 for g in indexes):
         out["hca"] = [node.gpus[g].nearest_hcas[0] for g in indexes]
         relations = [node.gpus[g].hca_relation for g in indexes]

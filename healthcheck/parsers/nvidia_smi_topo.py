@@ -102,7 +102,7 @@ def _header(tokens: list[str], line: str) -> list[str] | None:
     for token in tokens:
         if token in ("CPU", "NUMA", "Affinity") or token == "GPU" and devices:
             break
-        if not _DEVICE_NAME.match(token):
+        if not _DEVICE_NAME.match(token) or _is_cell(token, "topo") or _is_cell(token, "p2p"):
             return None
         devices.append(token)
     return devices
@@ -160,6 +160,8 @@ def _scan(text: object, what: str) -> TopoMatrix:
         if tokens[0].rstrip(":").lower() == "legend":
             in_rows = False
             continue
+        if _header(tokens, line) is not None:
+            raise ParseError(f"{where}: a second header line (two outputs pasted together?)")
         name = tokens[0]
         cells = tokens[1:1 + len(columns)]
         if matrix is None:
