@@ -158,3 +158,16 @@ def test_bad_thresholds_file_is_a_clear_error():
         parse_thresholds("[other]\nx = 1\n")
     with pytest.raises(CounterSettingsError, match="broken.toml"):
         parse_thresholds("[counters\n", "broken.toml")
+
+
+def test_far_end_from_a_fabric_graph():
+    from healthcheck.fabric.counters import peers_from_fabric
+    from healthcheck.parsers.ibnetdiscover import parse_ibnetdiscover
+
+    fabric = parse_ibnetdiscover((PERF / "ibnetdiscover-one-leaf-one-ca.txt").read_text())
+    known, unknown = PortKey("gpu03", "mlx5_1", 1), PortKey("gpu04", "mlx5_1", 1)
+    peers = peers_from_fabric(fabric, [known, unknown])
+    assert peers == {known: "leaf03 port 17"}  # a port the graph does not hold is left unnamed, not guessed
+    report = judge_window([Sample(known, 0, {"LinkDownedCounter": 0})], [Sample(known, 60, {"LinkDownedCounter": 1})],
+                          peers=peers)
+    assert report.named()[0].name == "gpu03 mlx5_1 port 1 (-> leaf03 port 17)"
