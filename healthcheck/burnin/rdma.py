@@ -362,7 +362,7 @@ def run_rdma_phase(nodes: Sequence[str], devices: Sequence[str], settings: RdmaS
     tests = list(s.bw_tests) + ([s.latency_test] if s.latency_test else [])
     stride = len(nodes) // 2 + 2
     lock = threading.Lock()
-    rails = [RailResult(k, d) for k, d in enumerate(devices)]
+    rails = result.rails = [RailResult(k, d) for k, d in enumerate(devices)]
     for t_index, test in enumerate(tests):
         lat = test in LAT_TESTS
         threshold, unit = (1.0, "x of the latency reference") if lat else (s.threshold_gbps, "Gb/s")
