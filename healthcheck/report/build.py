@@ -113,7 +113,8 @@ def _drains(stats: pd.DataFrame, intervals: pd.DataFrame) -> list[DrainStat]:
 def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str], str | None] | None = None,
                  slurm_states: Mapping[str, Any] | None = None,
                  progress: Callable[[str], None] | None = None,
-                 topology: Mapping[str, Any] | None = None, drift: list[str] | None = None) -> Report:
+                 topology: Mapping[str, Any] | None = None, drift: list[str] | None = None,
+                 gpu_model: Mapping[str, str] | Callable[[str], Any] | None = None) -> Report:
     """The readiness report of the window [since, now]. ``history`` is a ``summary.Summary`` of that
     window (``dbsummary.load_summary``: the database through its rollups) or the four frames (see the
     module docstring), summarised here in pandas first."""
@@ -159,8 +160,15 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     drain_df = inputs.drain_stats(acts, since, now, flaps)
     drains = _drains(drain_df, intervals)
     step("risk")
-    ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps, drains=drain_df,
-                         reliability=sm.reliability)
+    if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
+        from ..analysis.fleetrank import rank_summary
+        from ..topology import node_groups
+
+        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} if topology else None
+        ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None)
+    else:
+        ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps,
+                             drains=drain_df, reliability=sm.reliability)
     risks = _risks(ranked, state_of, peer)
     findings += _sdc(sm.gemm_digests) + _facility(sm.flagged_results, topology) + [
         Finding("drift", "fleet", "versions", "", "warn", _short(line), None,
@@ -176,8 +184,12 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     if slurm_states is None:
         notes.append("Slurm was not asked: 'drained by us' comes from our own drain/resume records and "
                      "'drained by others' is not known (use --slurm).")
+    from .fleetstate import daily_states
+
+    fleet_days = daily_states(sm.node_days, acts, since, now) if sm.node_days is not None else None
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet, checks, risks,
-                  findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals)
+                  findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
+                  fleet_days)
 
 
 def _sdc(digests: list[Any]) -> list[Finding]:

@@ -2,16 +2,31 @@
 network. Every string that comes from the data (node names, messages, reasons, check and metric names)
 goes through :func:`e` (``html.escape`` with quotes); the only unescaped markup is our own and the SVG
 that :mod:`healthcheck.report.plots` produced from sanitised labels.
+
+Built to be read at fleet scale (1,000-10,000 nodes, docs/report.md): a table of contents, the fleet
+state per day on top, findings grouped by check and action with their nodes folded (``gpu[001-017,033]``,
+:mod:`healthcheck.report.fold`), every long table capped (the first ``PREVIEW_ROWS`` rows shown, up to
+``MAX_ROWS`` behind a closed ``<details>``, all of them in the CSV beside the page when ``csv_base`` is
+given: :mod:`healthcheck.report.tables`, written by :func:`healthcheck.report.files.write_html`), and a
+footer with the tool version, the config hash and the data window.
 """
 from __future__ import annotations
 
 import html
 from typing import Any, Callable, Iterable
 
+from .fold import count_text
 from .model import NODE_STATES, STATE_LABELS, Report, iso
 
-MAX_ROWS = 200
-MAX_NODES_LISTED = 60
+PREVIEW_ROWS = 10
+MAX_ROWS = 50
+EVIDENCE_SHOWN = 2
+NODES_TEXT = 160  # characters of a folded node list in a cell; the CSV has every node
+EXAMPLE_TEXT = 160  # characters of a finding group's example detail (the CSV has every detail)
+SECTIONS = (("fleet-days", "Fleet state per day"), ("fleet", "Fleet summary"), ("findings", "Findings"),
+            ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("perf", "Performance"),
+            ("growth", "Counter growth"), ("drains", "Drains"), ("about", "About this report"))
+KIND_ORDER = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1c2833;background:#f4f6f7}
@@ -31,9 +46,11 @@ th{background:#eaeded}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .nodata{background:#fdedec;border-left:4px solid #c0392b;padding:14px 16px;margin:12px 0;font-size:16px}
 .plot{background:#fff;padding:8px;box-shadow:0 1px 3px rgba(0,0,0,.12);margin:6px 0}
 .plot svg{width:100%;height:auto;display:block}
-code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:break-word}
+code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}
 ul.ev{margin:0;padding-left:18px}details{margin:4px 0}.muted{color:#7f8c8d}
-footer{margin-top:30px;color:#7f8c8d;font-size:12px}
+footer{margin-top:30px;color:#566573;font-size:12px;border-top:1px solid #d5dbdb;padding-top:8px}
+nav.toc{font-size:13px;margin:8px 0 4px}nav.toc a{margin-right:14px;color:#1f4e79}
+details.more>summary{cursor:pointer;color:#1f4e79;font-size:13px}
 """
 
 
@@ -46,13 +63,44 @@ def _num(value: float) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
-def _table(headers: list[str], rows: Iterable[list[str]], total: int, what: str) -> str:
-    """``rows`` cells are already HTML (escaped by the caller)."""
-    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
-    more = f'<p class="muted">{total - MAX_ROWS} more {e(what)} not shown (see --format json).</p>' \
-        if total > MAX_ROWS else ""
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+class _Page:
+    """What every section needs: the report, where its CSVs are (None: not written)."""
+
+    def __init__(self, report: Report, csv_base: str | None) -> None:
+        self.r, self.csv_base = report, csv_base
+
+    def csv_link(self, name: str, text: str = "") -> str:
+        if self.csv_base is None:
+            return ""
+        from .tables import csv_name
+
+        href = e(csv_name(self.csv_base, name))
+        return f'<a href="{href}">{e(text or href)}</a>'
+
+    def table(self, headers: list[str], rows: Iterable[list[str]], total: int, what: str, csv: str) -> str:
+        """The first PREVIEW_ROWS rows, up to MAX_ROWS behind a closed <details>, then where the rest is.
+        ``rows`` cells are already HTML (escaped by the caller); only the first MAX_ROWS are consumed."""
+        head = "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr></thead>"
+        shown = []
+        for row in rows:
+            shown.append("<tr>" + "".join(row) + "</tr>")
+            if len(shown) >= MAX_ROWS:
+                break
+        out = f"<table>{head}<tbody>{''.join(shown[:PREVIEW_ROWS])}</tbody></table>"
+        if len(shown) > PREVIEW_ROWS:
+            out += (f'<details class="more"><summary>{len(shown) - PREVIEW_ROWS} more {e(what)}</summary>'
+                    f"<table>{head}<tbody>{''.join(shown[PREVIEW_ROWS:])}</tbody></table></details>")
+        link = self.csv_link(csv)
+        if total > MAX_ROWS:
+            where = f"all {total:,} in {link}" if link else "see --format json"
+            out += f'<p class="muted">{total - MAX_ROWS:,} more {e(what)} not shown ({where}).</p>'
+        elif link and total > PREVIEW_ROWS:
+            out += f'<p class="muted">All {total:,} {e(what)}: {link}.</p>'
+        return out
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _td(value: Any, cls: str = "") -> str:
@@ -67,7 +115,33 @@ def _plot(svg: str | None, alt: str) -> str:
     return f'<div class="plot" role="img" aria-label="{e(alt)}">{svg}</div>' if svg else ""
 
 
-def _fleet(r: Report) -> str:
+def _nodes(nodes: Iterable[str]) -> str:
+    return f'<td class="mono">{e(count_text(nodes, NODES_TEXT))}</td>'
+
+
+def _toc() -> str:
+    return '<nav class="toc">' + "".join(f'<a href="#{k}">{e(v)}</a>' for k, v in SECTIONS) + "</nav>"
+
+
+def _fleet_days(p: _Page, svg: str | None) -> str:
+    r = p.r
+    from .fleetstate import LABELS, STATES
+
+    title = '<h2 id="fleet-days">Fleet state per day</h2>'
+    if r.fleet_days is None or not len(r.fleet_days):
+        return title + "<p>No day to show.</p>"
+    last = r.fleet_days.iloc[-1]
+    line = ", ".join(f"{int(last[s]):,} {e(LABELS[s])}" for s in STATES)
+    link = p.csv_link("fleet-days", "per day as CSV")
+    return (title + _plot(svg, "fleet state per day")
+            + f'<p class="muted">On {last["day"]:%Y-%m-%d}: {line}. Derived from the runs and our drain records '
+            "at each day's end (the history records no Slurm states): &quot;down&quot; is a node that recorded no "
+            "run that day, &quot;drained by others&quot; is known only from live Slurm states (--slurm), "
+            f"today only.{' ' + link if link else ''}</p>")
+
+
+def _fleet(p: _Page) -> str:
+    r = p.r
     cards = "".join(f'<div class="card {s}"><div class="n">{r.fleet.counts.get(s, 0)}</div>'
                     f'<div class="l">{e(STATE_LABELS[s])}</div></div>' for s in NODE_STATES
                     if s != "unknown" or r.fleet.counts.get(s))
@@ -76,45 +150,88 @@ def _fleet(r: Report) -> str:
         nodes = r.fleet.nodes.get(s, [])
         if s == "ready" or not nodes:
             continue
-        shown = ", ".join(e(n) for n in nodes[:MAX_NODES_LISTED])
-        extra = f" and {len(nodes) - MAX_NODES_LISTED} more" if len(nodes) > MAX_NODES_LISTED else ""
         lists.append(f"<details open><summary>{e(STATE_LABELS[s])} ({len(nodes)})</summary>"
-                     f'<p class="mono">{shown}{extra}</p></details>')
+                     f'<p class="mono">{e(count_text(nodes, NODES_TEXT).split(": ", 1)[-1])}</p></details>')
     slurm = "" if r.fleet.slurm_known else '<p class="muted">Drain states from our own records (Slurm not asked).</p>'
-    return f'<h2 id="fleet">Fleet summary</h2><div class="cards">{cards}</div>{"".join(lists)}{slurm}'
+    link = p.csv_link("nodes", "every node and its state (CSV)")
+    return (f'<h2 id="fleet">Fleet summary</h2><div class="cards">{cards}</div>{"".join(lists)}{slurm}'
+            + (f'<p class="muted">{link}</p>' if link else ""))
 
 
-def _findings(r: Report) -> str:
-    rows = ([_td(f.node, "mono"), _td(f.kind), _td(f.subject, "mono"), _td(f.component, "mono"), _status(f.status),
-             _td(f.detail), _td(f.action)] for f in r.findings[:MAX_ROWS])
-    table = _table(["node", "kind", "check / metric", "component", "status", "detail", "recommended action"],
-                   rows, len(r.findings), "findings") if r.findings else "<p>Nothing to act on.</p>"
-    return f'<h2 id="findings">Findings and recommended actions ({len(r.findings)})</h2>{table}'
+def finding_groups(r: Report) -> list[dict[str, Any]]:
+    """The findings grouped by (kind, check or metric, status, action): nodes and components of each,
+    the first detail as an example; failures first, then by kind, then the most nodes."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for f in r.findings:
+        g = groups.setdefault((f.kind, f.subject, f.status, f.action),
+                              {"kind": f.kind, "subject": f.subject, "status": f.status, "action": f.action,
+                               "nodes": set(), "components": set(), "example": f"{f.node}: {f.detail}", "count": 0})
+        g["nodes"].add(f.node)
+        if f.component:
+            g["components"].add(f.component)
+        g["count"] += 1
+    out = list(groups.values())
+    out.sort(key=lambda g: (g["status"] != "fail", KIND_ORDER.get(g["kind"], 9), -len(g["nodes"]), g["subject"]))
+    return out
 
 
-def _checks(r: Report) -> str:
+def _findings(p: _Page) -> str:
+    r = p.r
+    title = f'<h2 id="findings">Findings and recommended actions ({len(r.findings):,})</h2>'
+    if not r.findings:
+        return title + "<p>Nothing to act on.</p>"
+    groups = finding_groups(r)
+
+    def comps(g: dict) -> str:
+        c = sorted(g["components"])
+        return ", ".join(c[:4]) + (f" (+{len(c) - 4})" if len(c) > 4 else "")
+
+    rows = ([_status(g["status"]), _td(g["kind"]), _td(g["subject"], "mono"), _nodes(g["nodes"]),
+             _td(comps(g), "mono"), _td(_cut(g["example"], EXAMPLE_TEXT) + (f" (+{g['count'] - 1} more)" if g["count"] > 1 else "")),
+             _td(g["action"])] for g in groups)
+    return (title + f'<p class="muted">{len(groups):,} groups: one row per check (or metric) and recommended '
+            "action; the nodes are folded (ClusterShell node sets, as Slurm takes them).</p>"
+            + p.table(["status", "kind", "check / metric", "nodes", "components", "example", "recommended action"],
+                      rows, len(groups), "groups", "findings"))
+
+
+def _checks(p: _Page) -> str:
+    r = p.r
+    if not r.checks:
+        return '<h2 id="checks">Failing checks, ranked</h2><p>No check failed or warned in the window.</p>'
+    from .tables import failing_nodes
+
+    nodes_of = failing_nodes(r)
     rows = ([_td(c.check, "mono"), _td(c.nodes_failing_now, "num"), _td(c.fail_results, "num"),
-             _td(c.warn_results, "num"), _td(", ".join(c.nodes), "mono"), _td(c.last_message), _td(c.action)]
-            for c in r.checks[:MAX_ROWS])
-    table = _table(["check", "nodes failing now", "fail results", "warn results", "failing nodes", "last message",
-                    "recommended action"], rows, len(r.checks), "checks") if r.checks \
-        else "<p>No check failed or warned in the window.</p>"
-    return f'<h2 id="checks">Failing checks, ranked</h2>{table}'
+             _td(c.warn_results, "num"), _nodes(nodes_of.get(c.check, c.nodes)), _td(c.last_message), _td(c.action)]
+            for c in r.checks)
+    return ('<h2 id="checks">Failing checks, ranked</h2>'
+            + p.table(["check", "nodes failing now", "fail results", "warn results", "failing nodes", "last message",
+                       "recommended action"], rows, len(r.checks), "checks", "checks"))
 
 
-def _risks(r: Report) -> str:
+def _risks(p: _Page) -> str:
+    r = p.r
+    if not r.risks:
+        return '<h2 id="risk">Nodes ranked by risk</h2><p>No node shows a risk.</p>'
+
     def evidence(items: list[str]) -> str:
-        return '<td><ul class="ev">' + "".join(f"<li>{e(x)}</li>" for x in items[:12]) + \
-            (f"<li>… {len(items) - 12} more</li>" if len(items) > 12 else "") + "</ul></td>"
+        more = f"<li>… {len(items) - EVIDENCE_SHOWN} more (CSV)</li>" if len(items) > EVIDENCE_SHOWN else ""
+        return '<td><ul class="ev">' + "".join(f"<li>{e(x)}</li>" for x in items[:EVIDENCE_SHOWN]) + more + \
+            "</ul></td>"
 
     rows = ([_td(i + 1, "num"), _td(x.node, "mono"), _td(f"{x.score:g}", "num"), _td(STATE_LABELS.get(x.state, x.state)),
-             _td(x.node_class), evidence(x.evidence)] for i, x in enumerate(r.risks[:MAX_ROWS]))
-    table = _table(["#", "node", "risk", "state", "class", "evidence"], rows, len(r.risks), "nodes") if r.risks \
-        else "<p>No node shows a risk.</p>"
-    return f'<h2 id="risk">Nodes ranked by risk</h2>{table}'
+             _td(x.node_class), evidence(x.evidence)] for i, x in enumerate(r.risks))
+    return ('<h2 id="risk">Nodes ranked by risk</h2>'
+            + p.table(["#", "node", "risk", "state", "class", "evidence"], rows, len(r.risks), "nodes", "risk"))
 
 
-def _distributions(r: Report, svg: str | None) -> str:
+def _num(value: float) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
+
+
+def _distributions(p: _Page, svg: str | None) -> str:
+    r = p.r
     if not r.distributions:
         return '<h2 id="perf">Performance distributions</h2><p>No performance metric in the window.</p>'
     stats = ([_td(d.metric, "mono"), _td(d.count, "num"), _td(_num(d.p5), "num"), _td(_num(d.median), "num"),
@@ -123,59 +240,83 @@ def _distributions(r: Report, svg: str | None) -> str:
     out = [o | {"metric": d.metric} for d in r.distributions for o in d.outliers]
     rows = ([_td(o["metric"], "mono"), _td(o["node"], "mono"), _td(o["component"], "mono"),
              _td(_num(o["value"]), "num"), _td(_num(o["median"]), "num"), _td(f"{o['z']:.1f}", "num"),
-             _td(o["peer_group"])] for o in out[:MAX_ROWS])
-    outliers = _table(["metric", "node", "component", "value", "peer median", "robust z", "peers"], rows, len(out),
-                      "outliers") if out else "<p>No outlier.</p>"
+             _td(o["peer_group"])] for o in out)
+    outliers = p.table(["metric", "node", "component", "value", "peer median", "robust z", "peers"], rows, len(out),
+                       "outliers", "outliers") if out else "<p>No outlier.</p>"
     return ('<h2 id="perf">Performance distributions</h2>' + _plot(svg, "performance distributions")
-            + _table(["metric", "values", "p5", "median", "p95", "bad side", "outliers"], stats,
-                     len(r.distributions), "metrics") + "<h3>Outliers among peers</h3>" + outliers)
+            + p.table(["metric", "values", "p5", "median", "p95", "bad side", "outliers"], stats,
+                      len(r.distributions), "metrics", "outliers") + "<h3>Outliers among peers</h3>" + outliers)
 
 
-def _growth(r: Report, svg: str | None) -> str:
+def _growth(p: _Page, svg: str | None) -> str:
+    r = p.r
     if not r.growth:
         return '<h2 id="growth">Error counter growth</h2><p>No error counter grew in the window.</p>'
     rows = ([_td(g.node, "mono"), _td(g.component, "mono"), _td(g.metric, "mono"), _td(_num(g.increase), "num"),
              _td(f"{g.rate_per_h:.3g}", "num"), _td(_num(g.last), "num"), _td(iso(g.last_at))] for g in r.growth)
     return ('<h2 id="growth">Error counter growth</h2>' + _plot(svg, "counter growth")
-            + _table(["node", "component", "counter", "increase", "per hour", "now", "last sample"], rows,
-                     len(r.growth), "counters"))
+            + p.table(["node", "component", "counter", "increase", "per hour", "now", "last sample"], rows,
+                      len(r.growth), "counters", "growth"))
 
 
-def _drains(r: Report, svg: str | None) -> str:
+def _drains(p: _Page, svg: str | None) -> str:
+    r = p.r
     if not r.drains:
         return '<h2 id="drains">Drain timeline</h2><p>No drain recorded in the window.</p>'
     rows = ([_td(d.node, "mono"), _td(d.drains, "num"), _td(f"{d.drained_hours:g}", "num"),
              _td("yes" if d.open else "no"), _td("yes" if d.flapping else ""), _td(d.last_reason, "mono")]
-            for d in r.drains[:MAX_ROWS])
+            for d in r.drains)
     return ('<h2 id="drains">Drain timeline</h2>' + _plot(svg, "drain timeline")
-            + _table(["node", "drains", "drained hours", "still drained", "flapping", "last reason"], rows,
-                     len(r.drains), "nodes"))
+            + p.table(["node", "drains", "drained hours", "still drained", "flapping", "last reason"], rows,
+                      len(r.drains), "nodes", "drains"))
 
 
-def render_html(report: Report, plots: bool = True, step: Callable[[str], None] | None = None) -> str:
-    """The whole report page. ``plots=False`` leaves the SVG plots out (smaller page)."""
+def _footer(p: _Page) -> str:
+    from .. import __version__
+
+    r = p.r
+    links = ""
+    if p.csv_base is not None:
+        from .tables import NAMES
+
+        links = " · full tables (CSV): " + ", ".join(p.csv_link(n, n) for n in NAMES)
+    config = e(r.config_hash) if r.config_hash else "not given (no --config)"
+    return (f'<footer id="about">healthcheck {e(__version__)} · config hash {config} · data window '
+            f"{e(iso(r.since))} to {e(iso(r.until))} ({r.counts.get('runs', 0):,} runs, "
+            f"{r.counts.get('actions', 0):,} drain/resume records) · generated {e(iso(r.generated_at))} · "
+            f"analyses: {e(r.source)}{links}</footer>")
+
+
+def render_html(report: Report, plots: bool = True, step: Callable[[str], None] | None = None,
+                csv_base: str | None = None) -> str:
+    """The whole report page. ``plots=False`` leaves the SVG plots out (smaller page). ``csv_base``: the
+    file name stem (no folder) of the CSVs written beside the page (``tables.csv_name``); the capped
+    tables then link them (``files.write_html`` writes both)."""
     r = report
-    svgs: dict[str, str | None] = {"dist": None, "growth": None, "drains": None}
+    p = _Page(r, csv_base)
+    svgs: dict[str, str | None] = {"days": None, "dist": None, "growth": None, "drains": None}
     if plots and not r.empty:
-        from . import plots as p
+        from . import plots as pl
+        from .fleetstate import COLORS, LABELS, STATES
 
         (step or (lambda s: None))("plots")
-        svgs = {"dist": p.distributions_svg(r.distributions), "growth": p.growth_svg(r.growth_points),
-                "drains": p.timeline_svg(r.intervals, r.since, r.until)}
+        svgs = {"days": pl.fleet_days_svg(r.fleet_days, STATES, LABELS, COLORS),
+                "dist": pl.distributions_svg(r.distributions), "growth": pl.growth_svg(r.growth_points),
+                "drains": pl.timeline_svg(r.intervals, r.since, r.until)}
     head = (f"<h1>Cluster readiness report</h1><p class=\"meta\">Window {e(iso(r.since))} to {e(iso(r.until))} "
-            f"· generated {e(iso(r.generated_at))} · {r.counts.get('nodes', 0)} nodes, "
+            f"· generated {e(iso(r.generated_at))} · {r.counts.get('nodes', 0):,} nodes, "
             f"{r.counts.get('runs', 0):,} runs, {r.counts.get('results', 0):,} results, "
             f"{r.counts.get('metrics', 0):,} metric samples, {r.counts.get('actions', 0):,} drain/resume actions</p>")
     notes = "".join(f'<div class="{"nodata" if n.startswith("No data") else "note"}">{e(n)}</div>' for n in r.notes)
     if r.empty:
-        body = head + notes + _fleet(r)
+        body = head + notes + _fleet(p)
     else:
-        body = (head + notes + _fleet(r) + _findings(r) + _checks(r) + _risks(r)
-                + _distributions(r, svgs["dist"]) + _growth(r, svgs["growth"]) + _drains(r, svgs["drains"]))
-    footer = f"<footer>healthcheck report · analyses: {e(r.source)}</footer>"
+        body = (head + _toc() + notes + _fleet_days(p, svgs["days"]) + _fleet(p) + _findings(p) + _checks(p)
+                + _risks(p) + _distributions(p, svgs["dist"]) + _growth(p, svgs["growth"])
+                + _drains(p, svgs["drains"]))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:\">"
             f"<title>Cluster readiness report</title><style>{CSS}</style></head>"
-            f"<body><main>{body}{footer}</main></body></html>\n")
+            f"<body><main>{body}{_footer(p)}</main></body></html>\n")

@@ -127,6 +127,8 @@ class Report:
     source: str = ""
     growth_points: Any = None  # DataFrame for the counter-growth plot
     intervals: Any = None  # DataFrame (node, start, end, open, reason) for the drain timeline
+    fleet_days: Any = None  # DataFrame (day, one count per fleetstate.STATES) for the fleet-state plot
+    config_hash: str | None = None  # of the config the report was made with (set by the caller), for the footer
 
     @property
     def empty(self) -> bool:
@@ -153,7 +155,15 @@ class Report:
                        for g in self.growth],
             "drains": [_plain(d.__dict__) for d in self.drains],
             "drain_intervals": intervals,
+            "fleet_days": fleet_days(self.fleet_days),
         }
+
+
+def fleet_days(df: Any) -> list[dict[str, Any]]:
+    """The fleet state per day as JSON records (``report.fleetstate.to_records``)."""
+    from .fleetstate import to_records
+
+    return to_records(df)
 
 
 def _plain(value: Any) -> Any:

@@ -8,6 +8,12 @@ lines, horizontal bars, with linear or time axes; drawing them here takes millis
 Every label drawn comes from the data (node names, components, metric names): it goes through
 :func:`label` (printable ASCII, bounded length) and is then escaped (``html.escape``), so nothing from
 the data becomes markup. No ids, no scripts, no external references: several SVGs live in one page.
+
+Reading them: every mark carries an SVG ``<title>`` (the browser shows it on hover: node, component,
+value, dates); labels are placed by :class:`Placer`, which estimates each text's box from its length and
+font size (generously) and drops a movable label rather than let it overlap another text; the
+distributions carry reference lines (p5, median, p95 of the fleet). The browser test measures the real
+boxes (tests/report/test_fleet_browser.py).
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from typing import Any, Sequence
 MAX_METRICS = 6
 MAX_LABELLED = 8
 MAX_POINTS = 800  # non-outlier points drawn per metric
-MAX_TIMELINE_NODES = 40
+MAX_TIMELINE_NODES = 20
 WIDTH = 1000
 FONT = "font-family:'DejaVu Sans',Arial,sans-serif;font-size:11px;fill:#1c2833"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -43,6 +49,55 @@ def _n(v: float) -> str:
 
 def _text(x: float, y: float, text: Any, limit: int = 40, anchor: str = "start", extra: str = "") -> str:
     return (f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{_t(text, limit)}</text>')
+
+
+def tip(text: Any) -> str:
+    """A hover title for a mark (``<title>`` as the mark's first child)."""
+    return f"<title>{_t(text, 200)}</title>"
+
+
+CHAR_EM = 0.66  # a generous average glyph width (DejaVu Sans: digits 0.64 em, lower case 0.5-0.65 em)
+
+
+def text_box(x: float, y: float, text: str, size: float = 11.0, anchor: str = "start",
+             bold: bool = False) -> tuple[float, float, float, float]:
+    """The estimated box (x0, y0, x1, y1) of a one-line text drawn at baseline ``y``."""
+    width = len(text) * size * (CHAR_EM + (0.08 if bold else 0.0))
+    x0 = x - width if anchor == "end" else x - width / 2 if anchor == "middle" else x
+    return (x0, y - size * 0.95, x0 + width, y + size * 0.3)
+
+
+class Placer:
+    """Texts of one SVG without overlaps: fixed texts (titles, ticks) are drawn and remembered; a movable
+    label tries its candidate positions in order and is left out when none is free (its mark keeps the
+    hover title)."""
+
+    def __init__(self, bounds: tuple[float, float, float, float], gap: float = 1.5) -> None:
+        self.bounds, self.gap = bounds, gap
+        self.boxes: list[tuple[float, float, float, float]] = []
+
+    def _free(self, b: tuple[float, float, float, float]) -> bool:
+        x0, y0, x1, y1 = self.bounds
+        if b[0] < x0 or b[2] > x1 or b[1] < y0 or b[3] > y1:
+            return False
+        g = self.gap
+        return all(b[2] + g <= o[0] or o[2] + g <= b[0] or b[3] + g <= o[1] or o[3] + g <= b[1] for o in self.boxes)
+
+    def fixed(self, x: float, y: float, text: Any, limit: int = 40, anchor: str = "start", size: float = 11.0,
+              bold: bool = False, extra: str = "") -> str:
+        self.boxes.append(text_box(x, y, label(text, limit), size, anchor, bold))
+        return _text(x, y, text, limit, anchor, extra)
+
+    def place(self, candidates: Sequence[tuple[float, float, str]], text: Any, limit: int = 40,
+              size: float = 11.0, extra: str = "") -> str:
+        """The first free candidate (x, y, anchor) as a <text>, or "" when none is free."""
+        s = label(text, limit)
+        for x, y, anchor in candidates:
+            b = text_box(x, y, s, size, anchor)
+            if self._free(b):
+                self.boxes.append(b)
+                return _text(x, y, text, limit, anchor, extra)
+        return ""
 
 
 def _svg(height: float, body: list[str], title: str) -> str:
@@ -94,8 +149,10 @@ def _utc(t: Any) -> datetime:
     return ts.to_pydatetime()
 
 
-def _time_axis(lo: datetime, hi: datetime, x0: float, x1: float, y: float, top: float) -> tuple[list[str], Any]:
-    """Grid lines, ticks and labels of a time axis at ``y``; returns them and the scale (datetime -> x)."""
+def _time_axis(lo: datetime, hi: datetime, x0: float, x1: float, y: float, top: float,
+               place: "Placer | None" = None) -> tuple[list[str], Any]:
+    """Grid lines, ticks and labels of a time axis at ``y``; returns them and the scale (datetime -> x).
+    With ``place``, a tick label that would overlap a text placed before is left out."""
     span = (hi - lo).total_seconds() or 1.0
 
     def sx(t: datetime) -> float:
@@ -106,11 +163,14 @@ def _time_axis(lo: datetime, hi: datetime, x0: float, x1: float, y: float, top: 
     for t in ticks:
         x = sx(t)
         out.append(f'<line x1="{_n(x)}" y1="{_n(top)}" x2="{_n(x)}" y2="{_n(y)}" stroke="#eaeded"/>')
-        out.append(_text(x, y + 15, t.strftime(fmt), anchor="middle"))
+        if place is None:
+            out.append(_text(x, y + 15, t.strftime(fmt), anchor="middle"))
+        else:
+            out.append(place.place([(x, y + 15, "middle")], t.strftime(fmt)))
     return out, sx
 
 
-def _box(values: Sequence[float], sx: _Scale, y: float) -> list[str]:
+def _box(values: Sequence[float], sx: _Scale, y: float, what: str) -> list[str]:
     """Box (quartiles), median and whiskers at 1.5 IQR, as matplotlib's boxplot without fliers."""
     import numpy as np
 
@@ -119,69 +179,89 @@ def _box(values: Sequence[float], sx: _Scale, y: float) -> list[str]:
     lo = v[v >= q1 - 1.5 * (q3 - q1)].min()
     hi = v[v <= q3 + 1.5 * (q3 - q1)].max()
     h = 16
-    return [f'<line x1="{_n(sx(lo))}" y1="{_n(y)}" x2="{_n(sx(q1))}" y2="{_n(y)}" stroke="#7f8c8d"/>',
+    return [f'<g>{tip(f"{what}: quartiles {q1:.4g} / {med:.4g} / {q3:.4g}, whiskers {lo:.4g} to {hi:.4g}")}',
+            f'<line x1="{_n(sx(lo))}" y1="{_n(y)}" x2="{_n(sx(q1))}" y2="{_n(y)}" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(q3))}" y1="{_n(y)}" x2="{_n(sx(hi))}" y2="{_n(y)}" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(lo))}" y1="{_n(y - h / 2)}" x2="{_n(sx(lo))}" y2="{_n(y + h / 2)}" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(hi))}" y1="{_n(y - h / 2)}" x2="{_n(sx(hi))}" y2="{_n(y + h / 2)}" stroke="#7f8c8d"/>',
             f'<rect x="{_n(sx(q1))}" y="{_n(y - h)}" width="{_n(max(sx(q3) - sx(q1), 0.5))}" height="{2 * h}" '
             f'fill="none" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(med))}" y1="{_n(y - h)}" x2="{_n(sx(med))}" y2="{_n(y + h)}" stroke="#1f4e79" '
-            f'stroke-width="2"/>']
+            f'stroke-width="2"/></g>']
+
+
+PANEL = 120  # height of one distribution strip
 
 
 def distributions_svg(distributions: list) -> str | None:
-    """One strip per metric: every node/GPU's latest value, the box of the fleet, outliers as red crosses,
-    the first few labelled."""
+    """One strip per metric: every node/GPU's latest value (a sample of the normal ones), the box of the
+    fleet, reference lines at its p5, median and p95, outliers as red crosses, as many of them labelled
+    as fit without overlapping; every mark has a hover title."""
     shown = [d for d in distributions if d.points is not None and len(d.points)][:MAX_METRICS]
     if not shown:
         return None
     import numpy as np
 
     rng = np.random.default_rng(0)
-    panel, left, right = 100, 20, WIDTH - 20
+    left, right = 20, WIDTH - 20
     body: list[str] = []
     for i, d in enumerate(shown):
-        top = i * panel
+        top = i * PANEL
+        place = Placer((0, top + 2, WIDTH, top + PANEL - 2))
         pts = d.points
         values = pts["value"].to_numpy(dtype=float)
         bad = pts["outlier"].to_numpy(dtype=bool)
-        mid = top + 50
+        nodes, comps = pts["node"].astype(str).to_numpy(), pts["component"].fillna("").astype(str).to_numpy()
+        mid = top + 62
         ticks = nice_ticks(float(values.min()), float(values.max()))
         sx = _Scale(min([float(values.min())] + ticks), max([float(values.max())] + ticks), left + 10, right - 10)
         side = "low is bad" if d.low_is_bad else "high is bad"
-        body.append(_text(left, top + 16, f"{d.metric}  (n={d.count}, median {d.median:.4g}, {len(d.outliers)} "
-                                           f"outliers, {side})", 120, extra=' font-weight="bold"'))
-        axis_y = top + 80
+        body.append(place.fixed(left, top + 16, f"{d.metric}  (n={d.count}, median {d.median:.4g}, "
+                                                 f"{len(d.outliers)} outliers, {side})", 120, bold=True,
+                                extra=' font-weight="bold"'))
+        axis_y = top + 96
         body.append(f'<line x1="{left}" y1="{axis_y}" x2="{right}" y2="{axis_y}" stroke="#566573"/>')
         for v in ticks:
             body.append(f'<line x1="{_n(sx(v))}" y1="{axis_y}" x2="{_n(sx(v))}" y2="{axis_y + 4}" stroke="#566573"/>')
-            body.append(_text(sx(v), axis_y + 16, f"{v:.6g}", anchor="middle"))
-        body += _box(values, sx, mid)
-        y = mid + rng.uniform(-22, 22, len(values))
+            body.append(place.fixed(sx(v), axis_y + 16, f"{v:.6g}", anchor="middle"))
+        for name, v, dash in (("p5", d.p5, "2,3"), ("median", d.median, "6,3"), ("p95", d.p95, "2,3")):
+            x = sx(v)
+            body.append(f'<line x1="{_n(x)}" y1="{top + 24}" x2="{_n(x)}" y2="{axis_y}" stroke="#1f4e79" '
+                        f'stroke-dasharray="{dash}" stroke-opacity="0.7">{tip(f"fleet {name}: {v:.6g}")}</line>')
+            body.append(place.place([(x + 3, top + 32, "start"), (x - 3, top + 32, "end"), (x + 3, top + 44, "start"),
+                                     (x - 3, top + 44, "end")], f"{name} {v:.4g}", 24, 10,
+                                    ' style="fill:#1f4e79;font-size:10px"'))
+        body += _box(values, sx, mid, d.metric)
+        y = mid + rng.uniform(-20, 20, len(values))
         normal = np.flatnonzero(~bad)
         if len(normal) > MAX_POINTS:  # the box shows them all; the strip a sample (keeps the SVG small)
             normal = np.sort(rng.choice(normal, MAX_POINTS, replace=False))
         body.append('<g fill="#2e86c1" fill-opacity="0.45">' + "".join(
-            f'<circle cx="{_n(sx(values[j]))}" cy="{_n(y[j])}" r="2.2"/>' for j in normal) + "</g>")
-        marks = []
+            f'<circle cx="{_n(sx(values[j]))}" cy="{_n(y[j])}" r="2.2">'
+            f'{tip(f"{nodes[j]} {comps[j]}: {values[j]:.6g}")}</circle>' for j in normal) + "</g>")
+        marks, labels = [], []
         for j in np.flatnonzero(bad):
             x, yy = sx(values[j]), y[j]
+            what = f"outlier {nodes[j]} {comps[j]}: {values[j]:.6g} (fleet median {d.median:.4g})"
             marks.append(f'<path d="M{_n(x - 4)} {_n(yy - 4)}L{_n(x + 4)} {_n(yy + 4)}M{_n(x - 4)} {_n(yy + 4)}'
-                         f'L{_n(x + 4)} {_n(yy - 4)}"/>')
+                         f'L{_n(x + 4)} {_n(yy - 4)}">{tip(what)}</path>')
         body.append('<g stroke="#c0392b" stroke-width="1.6">' + "".join(marks) + "</g>")
-        for j in np.flatnonzero(bad)[:MAX_LABELLED]:
-            x, near_end = sx(values[j]), sx(values[j]) > right - 160  # keep the label inside the plot
-            name = f"{pts['node'].iloc[j]} {pts['component'].iloc[j]}"
-            body.append(_text(x - 5 if near_end else x + 5, y[j] - 5, name, 28, anchor="end" if near_end else "start",
-                              extra=' style="fill:#c0392b;font-size:10px"'))
-    return _svg(len(shown) * panel + 4, body, "performance distributions")
+        worst = np.flatnonzero(bad)[np.argsort(-np.abs(values[bad] - d.median), kind="stable")]
+        for j in worst[:MAX_LABELLED]:
+            x, yy = sx(values[j]), y[j]
+            rows = [yy - 6, yy + 13, top + 32, top + 44, top + 56, top + 68, top + 80]
+            cands = [(x + 6, r, "start") for r in rows] + [(x - 6, r, "end") for r in rows]
+            labels.append(place.place(cands, f"{nodes[j]} {comps[j]}".strip(), 28, 10,
+                                      ' style="fill:#c0392b;font-size:10px"'))
+        body += [t for t in labels if t]
+    return _svg(len(shown) * PANEL + 4, body, "performance distributions")
 
 
 def growth_svg(points) -> str | None:
     """Cumulative increase of the fastest-growing error counters over the window (step lines)."""
     if points is None or not len(points):
         return None
-    left, right, top, bottom, height = 70, WIDTH - 20, 20, 300, 340
+    left, right, top, bottom, height = 86, WIDTH - 20, 20, 236, 266
     times = [_utc(t) for t in points["started_at"]]
     lo, hi = min(times), max(times)
     if hi <= lo:
@@ -189,21 +269,28 @@ def growth_svg(points) -> str | None:
     ymax = float(points["cumulative"].max())
     ticks = nice_ticks(0.0, ymax if ymax > 0 else 1.0)
     sy = _Scale(0.0, max([ymax] + ticks), bottom, top)
-    body, sx = _time_axis(lo, hi, left, right, bottom, top)
+    place = Placer((0, 0, WIDTH, height))
+    body = []
     for v in ticks:
         body.append(f'<line x1="{left}" y1="{_n(sy(v))}" x2="{right}" y2="{_n(sy(v))}" stroke="#eaeded"/>')
-        body.append(_text(left - 6, sy(v) + 4, f"{v:.6g}", anchor="end"))
-    body.append(_text(14, (top + bottom) / 2, "increase since window start", anchor="middle",
-                      extra=f' transform="rotate(-90 14 {(top + bottom) / 2})"'))
+        body.append(place.fixed(left - 6, sy(v) + 4, f"{v:.6g}", anchor="end"))
+    axis, sx = _time_axis(lo, hi, left, right, bottom, top, place)
+    body += axis
+    body.append(_text(12, (top + bottom) / 2, "increase since window start", anchor="middle",
+                      extra=f' transform="rotate(-90 12 {(top + bottom) / 2})"'))
     points = points.assign(_t=times)
     for k, (keys, grp) in enumerate(points.groupby(["node", "component", "name"], sort=False, dropna=False)):
         color = PALETTE[k % len(PALETTE)]
         xs = [sx(t) for t in grp["_t"]]
         ys = [sy(float(v)) for v in grp["cumulative"]]
         path = f"M{_n(xs[0])} {_n(ys[0])}" + "".join(f"H{_n(x)}V{_n(y)}" for x, y in zip(xs[1:], ys[1:]))
-        body.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6"/>')
         name = " ".join(str(x) for x in keys if isinstance(x, str) and x)
-        body.append(f'<rect x="{left + 10}" y="{top + 4 + 14 * k}" width="14" height="3" fill="{color}"/>')
+        span = f"{grp['_t'].iloc[0]:%Y-%m-%d %H:%M} to {grp['_t'].iloc[-1]:%Y-%m-%d %H:%M}"
+        grew = float(grp["cumulative"].iloc[-1])
+        body.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6">'
+                    f'{tip(f"{name}: +{grew:g} ({span})")}</path>')
+        body.append(f'<rect x="{left + 10}" y="{top + 4 + 14 * k}" width="14" height="3" fill="{color}">'
+                    f'{tip(name)}</rect>')
         body.append(_text(left + 28, top + 9 + 14 * k, name, 48, extra=' style="font-size:10px"'))
     return _svg(height, body, "counter growth")
 
@@ -215,24 +302,76 @@ def timeline_svg(intervals, since, now) -> str | None:
     lo, hi = _utc(since), _utc(now)
     if hi <= lo:
         return None
-    rows: dict[str, list[tuple[datetime, datetime, bool]]] = {}
+    rows: dict[str, list[tuple[datetime, datetime, bool, str]]] = {}
     hours: dict[str, float] = {}
-    for node, start, end, still in zip(intervals["node"], intervals["start"], intervals["end"], intervals["open"]):
+    for node, start, end, still, reason in zip(intervals["node"], intervals["start"], intervals["end"],
+                                               intervals["open"], intervals["reason"]):
         s, e = max(_utc(start), lo), min(_utc(end), hi)
-        rows.setdefault(str(node), []).append((s, e, bool(still)))
+        rows.setdefault(str(node), []).append((s, e, bool(still), "" if reason is None else str(reason)))
         hours[str(node)] = hours.get(str(node), 0.0) + (_utc(end) - s).total_seconds()
-    order = sorted(hours, key=lambda n: -hours[n])[:MAX_TIMELINE_NODES]
-    left, right, top, row = 170, WIDTH - 20, 30, 20
+    order = sorted(hours, key=lambda n: (-hours[n], n))[:MAX_TIMELINE_NODES]
+    left, right, top, row = 170, WIDTH - 20, 30, 18
     bottom = top + row * len(order) + 6
-    body, sx = _time_axis(lo, hi, left, right, bottom, top)
-    body.append(_text(left, 16, "drained (orange: resumed since, red: still drained)", 80))
+    place = Placer((0, 0, WIDTH, bottom + 26))
+    for i, node in enumerate(order):
+        place.boxes.append(text_box(left - 6, top + row * i + 13, label(node, 30), 10, "end"))
+    body, sx = _time_axis(lo, hi, left, right, bottom, top, place)
+    body.append(_text(left, 16, f"drained (orange: resumed since, red: still drained); the {len(order)} nodes "
+                                f"drained longest of {len(hours)}", 100))
     for i, node in enumerate(order):
         y = top + row * i
-        body.append(_text(left - 6, y + 14, node, 30, anchor="end", extra=' style="font-size:10px"'))
-        for s, e, still in rows[node]:
+        body.append(_text(left - 6, y + 13, node, 30, anchor="end", extra=' style="font-size:10px"'))
+        for s, e, still, reason in rows[node]:
             if e < s:
                 continue
             width = max(sx(e) - sx(s), 1.5)
-            body.append(f'<rect x="{_n(sx(s))}" y="{y + 3}" width="{_n(width)}" height="14" '
-                        f'fill="{"#c0392b" if still else "#e67e22"}"/>')
+            until = "still drained" if still else f"to {e:%Y-%m-%d %H:%M}"
+            body.append(f'<rect x="{_n(sx(s))}" y="{y + 3}" width="{_n(width)}" height="13" '
+                        f'fill="{"#c0392b" if still else "#e67e22"}">'
+                        f'{tip(f"{node}: drained {s:%Y-%m-%d %H:%M} {until}: {reason}")}</rect>')
     return _svg(bottom + 26, body, "drain timeline")
+
+
+def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> str | None:
+    """The fleet state per day as stacked bars (one per UTC day, ``days``: a frame with ``day`` and one
+    count column per state), a legend and a hover title on every segment."""
+    if days is None or not len(days):
+        return None
+    left, right, top, bottom = 56, WIDTH - 20, 34, 214
+    n = len(days)
+    totals = days[list(states)].sum(axis=1).to_numpy()
+    ymax = float(max(totals.max(), 1))
+    ticks = nice_ticks(0.0, ymax, 5)
+    sy = _Scale(0.0, max([ymax] + ticks), bottom, top)
+    slot = (right - left) / n
+    width = max(slot * 0.8, 1.0)
+    body: list[str] = []
+    place = Placer((0, 0, WIDTH, bottom + 30))
+    x = left
+    for s in states:  # the legend, in one row, each entry where the last one ended
+        last = f"{labels[s]}: {int(days[s].iloc[-1]):,} nodes on {days['day'].iloc[-1]:%Y-%m-%d}"
+        body.append(f'<rect x="{_n(x)}" y="8" width="12" height="12" fill="{colors[s]}">{tip(last)}</rect>')
+        body.append(place.fixed(x + 16, 18, labels[s], 40))
+        x = place.boxes[-1][2] + 14
+    for v in ticks:
+        body.append(f'<line x1="{left}" y1="{_n(sy(v))}" x2="{right}" y2="{_n(sy(v))}" stroke="#eaeded"/>')
+        body.append(place.fixed(left - 6, sy(v) + 4, f"{v:,.0f}", anchor="end"))
+    for k, row in enumerate(days.itertuples(index=False)):
+        x0 = left + k * slot + (slot - width) / 2
+        base = 0.0
+        day = f"{row.day:%Y-%m-%d}"
+        total = sum(int(getattr(row, s)) for s in states)
+        for s in states:
+            c = int(getattr(row, s))
+            if not c:
+                continue
+            y1, y0 = sy(base), sy(base + c)
+            body.append(f'<rect x="{_n(x0)}" y="{_n(y0)}" width="{_n(width)}" height="{_n(max(y1 - y0, 0.5))}" '
+                        f'fill="{colors[s]}">{tip(f"{day}: {labels[s]} {c:,} of {total:,} nodes")}</rect>')
+            base += c
+    body.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#566573"/>')
+    every = max(1, math.ceil(n / 10))  # at most ~10 date labels (70 px each): never overlapping
+    for k in range(0, n, every):
+        row = days.iloc[k]
+        body.append(place.place([(left + (k + 0.5) * slot, bottom + 16, "middle")], f"{row['day']:%Y-%m-%d}"))
+    return _svg(bottom + 28, body, "fleet state per day")

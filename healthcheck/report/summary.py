@@ -22,6 +22,8 @@ Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
 - ``perf_latest``      the latest sample of each performance series (``trends.latest_samples``): the
                        fleet distributions and outliers;
 - ``actions``          the window's drain/resume records;
+- ``node_days``        per (node, UTC day) with a run: whether its last run that day failed
+                       (``fleetstate.node_days``): the fleet-state-per-day plot;
 - ``gemm_digests``     the window's burn-in GEMM digests (``history.digests.DigestRow``; filled by
                        ``cli_report.load_history`` from the ``gemm_digests`` table): the fleet comparison.
 """
@@ -34,6 +36,7 @@ import pandas as pd
 
 from ..analysis import availability, trends
 from . import actions as act
+from . import fleetstate
 
 COLUMNS = {
     "runs": ["run_id", "node", "context", "job_id", "started_at", "duration_s", "status"],
@@ -60,6 +63,11 @@ class Summary:
     source: str = "frames"  # "frames" | "rollups"
     notes: list[str] = field(default_factory=list)
     gemm_digests: list[Any] = field(default_factory=list)
+    node_days: pd.DataFrame | None = None  # fleetstate.node_days of the window's runs
+    # With ``summarize_frames(..., recent=n)``: each node's last n runs (run_id, node, started_at) and the
+    # last n samples of each judged figure (analysis/fleetrank.py); None: the report ranks as before.
+    recent_runs: pd.DataFrame | None = None
+    perf_recent: pd.DataFrame | None = None
 
 
 def utc(ts: Any) -> pd.Timestamp:
@@ -134,8 +142,9 @@ def reliability(runs: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
     return availability.reliability(runs, now=now)
 
 
-def summarize_frames(frames: Any, since: Any, now: Any) -> Summary:
-    """The summary of the window [since, now] of in-memory frames (the ``load_frames`` contract)."""
+def summarize_frames(frames: Any, since: Any, now: Any, recent: int = 0) -> Summary:
+    """The summary of the window [since, now] of in-memory frames (the ``load_frames`` contract).
+    ``recent`` > 0 also keeps each node's last ``recent`` runs and samples (the fleet ranking's input)."""
     since, now = utc(since), utc(now)
     f = {k: window(v, TIME_COLUMN[k], since, now) for k, v in frames_of(frames).items()}
     runs = by_time(f["runs"])
@@ -145,4 +154,14 @@ def summarize_frames(frames: Any, since: Any, now: Any) -> Summary:
     return Summary(since, now, {"runs": len(runs), "results": len(results), "metrics": len(metrics),
                                 "actions": len(f["actions"])},
                    latest, reliability(runs, now), flagged, results_of(results, latest["run_id"]),
-                   counter_samples(metrics), perf_latest(metrics), f["actions"], "frames")
+                   counter_samples(metrics), perf_latest(metrics), f["actions"], "frames",
+                   node_days=fleetstate.node_days(runs), **_recent(metrics, runs, recent))
+
+
+def _recent(metrics: pd.DataFrame, runs: pd.DataFrame, n: int) -> dict[str, Any]:
+    if not n:
+        return {}
+    from ..analysis.fleetrank import recent_inputs
+
+    perf, last_runs = recent_inputs(metrics, runs, n=n)
+    return {"perf_recent": perf, "recent_runs": last_runs}

@@ -93,7 +93,7 @@ def test_report_renders_without_console_messages(chromium, page, tmp_path):
     assert console_messages(proc.stderr) == []
     dom = _Counter()
     dom.feed(proc.stdout)
-    assert dom.tags.get("svg") == 3, dom.tags  # distributions, counter growth, drain timeline
+    assert dom.tags.get("svg") == 4, dom.tags  # fleet state per day, distributions, counter growth, drain timeline
     assert dom.tags.get("table", 0) == 7 and dom.tags.get("tr", 0) > 20
     assert dom.tags.get("script", 0) == 0 and dom.tags.get("img", 0) == 0  # the hostile message stayed text
     for title in ("Fleet summary", "Nodes ranked by risk", "Performance distributions", "Drain timeline"):

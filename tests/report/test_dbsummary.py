@@ -20,7 +20,7 @@ from healthcheck.report.summary import summarize_frames
 from tests.report import history as hist
 
 FIELDS = ("latest_runs", "reliability", "flagged_results", "latest_results", "counter_samples", "perf_latest",
-          "actions")
+          "actions", "node_days")
 
 
 def _engine(request, base):

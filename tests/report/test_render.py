@@ -11,7 +11,7 @@ from healthcheck.report.markdown import md
 from healthcheck.report.plots import label
 from tests.report.synth import HOSTILE, HOSTILE_MSG, NOW, SINCE, make_frames
 
-SECTIONS = ["fleet", "findings", "checks", "risk", "perf", "growth", "drains"]
+SECTIONS = ["fleet-days", "fleet", "findings", "checks", "risk", "perf", "growth", "drains"]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def page(report):
 def test_html_has_every_section_and_plot(page):
     for section in SECTIONS:
         assert f'<h2 id="{section}">' in page
-    assert page.count("<svg") == 3  # distributions, growth, drain timeline
+    assert page.count("<svg") == 4  # fleet state per day, distributions, growth, drain timeline
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
     assert 'class="n">6</div><div class="l">ready' in page
     assert "reset the GPU (nvidia-smi -r -i &lt;gpu&gt;) or reboot" in page

@@ -1,0 +1,82 @@
+"""The report's long tables, whole, as CSV: the HTML shows their first rows and links these files.
+
+``csv_tables(report)`` -> ``{name: csv text}`` for every table the page caps (findings, checks, risk,
+outliers, growth, drains, nodes, fleet-days). ``csv_name(base, name)`` is the file name the page links
+(``<base>.<name>.csv``, beside the HTML). Cells that a spreadsheet would run as a formula (text starting
+with ``= + - @``, a tab or a carriage return) get a leading ``'`` (the OWASP advice for CSV injection):
+node names and messages come from the records, so they are data, never formulas.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Iterable
+
+from .fleetstate import STATES, to_records
+from .model import Report, iso
+
+NAMES = ("findings", "checks", "risk", "outliers", "growth", "drains", "nodes", "fleet-days")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_name(base: str, name: str) -> str:
+    return f"{base}.{name}.csv"
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell: None -> "", text that could start a formula -> prefixed with a quote."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        return "'" + value
+    return value
+
+
+def _csv(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for row in rows:
+        w.writerow([cell(v) for v in row])
+    return buf.getvalue()
+
+
+def failing_nodes(report: Report) -> dict[str, list[str]]:
+    """Per check: every node whose latest run fails it (from the findings; ``CheckRank.nodes`` holds only
+    the first few)."""
+    out: dict[str, set[str]] = {}
+    for f in report.findings:
+        if f.kind == "check" and f.status == "fail":
+            out.setdefault(f.subject, set()).add(f.node)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def csv_tables(report: Report) -> dict[str, str]:
+    r = report
+    nodes_of = failing_nodes(r)
+    from .fold import fold
+
+    outliers = [(d.metric, o) for d in r.distributions for o in d.outliers]
+    return {
+        "findings": _csv(["node", "kind", "check_or_metric", "component", "status", "detail", "action", "seen"],
+                         ([f.node, f.kind, f.subject, f.component, f.status, f.detail, f.action, iso(f.seen)]
+                          for f in r.findings)),
+        "checks": _csv(["check", "nodes_failing_now", "fail_results", "warn_results", "failing_nodes", "last_seen",
+                        "last_message", "action"],
+                       ([c.check, c.nodes_failing_now, c.fail_results, c.warn_results,
+                         fold(nodes_of.get(c.check, c.nodes)), iso(c.last_seen), c.last_message, c.action]
+                        for c in r.checks)),
+        "risk": _csv(["rank", "node", "risk", "state", "class", "evidence"],
+                     ([i + 1, x.node, x.score, x.state, x.node_class, " | ".join(x.evidence)]
+                      for i, x in enumerate(r.risks))),
+        "outliers": _csv(["metric", "node", "component", "value", "peer_median", "robust_z", "peers"],
+                         ([m, o["node"], o["component"], o["value"], o["median"], o["z"], o["peer_group"]]
+                          for m, o in outliers)),
+        "growth": _csv(["node", "component", "counter", "increase", "per_hour", "now", "first_sample", "last_sample"],
+                       ([g.node, g.component, g.metric, g.increase, g.rate_per_h, g.last, iso(g.first_at),
+                         iso(g.last_at)] for g in r.growth)),
+        "drains": _csv(["node", "drains", "drained_hours", "still_drained", "flapping", "last_reason"],
+                       ([d.node, d.drains, d.drained_hours, d.open, d.flapping, d.last_reason] for d in r.drains)),
+        "nodes": _csv(["node", "state"], ([n, s] for s, ns in r.fleet.nodes.items() for n in ns)),
+        "fleet-days": _csv(["day", *STATES], ([x["day"], *(x[s] for s in STATES)] for x in to_records(r.fleet_days))),
+    }
