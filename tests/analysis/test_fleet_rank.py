@@ -1,0 +1,93 @@
+"""Severity-weighted fleet ranking (analysis/fleetrank.py): what ranks, why, and what stays out."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from healthcheck.analysis.fleetrank import DEFAULT_WEIGHTS, NOISE_FACTOR, WHY_KEYS, rank_fleet
+from tests.analysis.frames import T0, actions, metrics
+from tests.analysis.test_fleet_floors import REFS
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _fleet(nodes: int = 30, runs: int = 5):
+    rows = []
+    for i in range(nodes):
+        for r in range(runs):
+            for g in range(2):
+                rows.append((f"n{i:02d}", 24 * r + i * 0.01, "gpu.temperature", f"gpu{g}", "temperature_c",
+                             60.0 + (i % 5) * 0.4 + g * 0.3 + (r % 2) * 0.2))
+                rows.append((f"n{i:02d}", 24 * r + i * 0.01 + 1, "burnin.gemm.tflops", f"gpu{g}", "gemm_tflops",
+                             700.0 + (i % 7) - 3 + (r % 3)))
+    return rows
+
+
+def test_the_91c_gpu_outranks_single_run_outliers():
+    """The issue's complaint: 8 of the top 10 were noise and a GPU at 91 C ranked 85th."""
+    rows = _fleet()
+    hot = [r for r in rows if r[0] == "n05" and r[3] == "gpu1" and r[4] == "temperature_c"]
+    rows = [r for r in rows if r not in hot] + [(n, h, c, comp, name, 91.0) for n, h, c, comp, name, _ in hot]
+    # eight nodes each with one very slow GEMM run (a noisy neighbour), not in the latest run
+    slow = {f"n{i:02d}" for i in range(10, 18)}
+    rows = [(n, h, c, comp, name, 400.0 if n in slow and name == "gemm_tflops" and comp == "gpu0"
+             and 48 <= h < 72 else v) for n, h, c, comp, name, v in rows]
+    out = rank_fleet(metrics=metrics(rows), gpu_model=lambda n: H100, references=REFS)
+    assert out.iloc[0]["node"] == "n05" and out.iloc[0]["severity"] == "fail"
+    why = out.iloc[0]["why"]
+    assert set(why[0]) == set(WHY_KEYS)
+    floor = next(w for w in why if w["kind"] == "floor")
+    assert (floor["metric"], floor["component"], floor["value"], floor["limit"], floor["hits"], floor["runs"]) == \
+        ("temperature_c", "gpu1", 91.0, 89.0, 5, 5)
+    outlier = next(w for w in why if w["kind"] == "outlier")
+    assert outlier["peer_median"] == pytest.approx(60.8, abs=1) and outlier["hits"] == 5
+    noise = out[out["node"].isin(slow)]
+    assert len(noise) == 8 and (noise["severity"] == "info").all()
+    assert noise["score"].max() < out.iloc[0]["score"] / 5
+    # one slow run: an outlier (weight 3 x 1 of 5 runs x noise factor x |z| factor capped at 3) and a
+    # regression against its own baseline (5 x 1 of 5 x noise factor), nothing more
+    cap = (DEFAULT_WEIGHTS["outlier"] * 3.0 + DEFAULT_WEIGHTS["regression"]) * 0.2 * NOISE_FACTOR
+    assert noise["score"].max() <= cap + 1e-9
+
+
+def test_hand_computed_score_of_a_persistent_check_and_flapping():
+    res = pd.DataFrame([{"run_id": f"r{d}", "node": "n1", "started_at": T0 + pd.Timedelta(days=d),
+                         "check": "ib.port.state", "component": "mlx5_0/1", "status": "warn", "message": "port Down"}
+                        for d in (1, 3, 4)])
+    runs = pd.DataFrame([{"run_id": f"r{d}", "node": "n1", "context": "slurm-check", "job_id": None,
+                          "started_at": T0 + pd.Timedelta(days=d), "duration_s": 0.1,
+                          "status": "warn" if d in (1, 3, 4) else "pass"} for d in range(5)])
+    flap = actions([a for k in range(3) for a in (("n1", 2 * k, "drain"), ("n1", 2 * k + 1, "resume"))])
+    out = rank_fleet(results=res, runs=runs, actions=flap, now=T0 + pd.Timedelta(days=5))
+    row = out.set_index("node").loc["n1"]
+    kinds = {w["kind"]: w["points"] for w in row["why"]}
+    assert kinds == {"check": pytest.approx(2.0 * 3 / 5), "flapping": 6.0, "drain": 3.0}  # warn 2 x 3 of 5 runs
+    assert row["score"] == pytest.approx(2.0 * 3 / 5 + 6.0 + 3.0)
+    assert row["severity"] == "warn" and row["n_persistent"] == 2
+    assert "WARN ib.port.state [mlx5_0/1] in 3 of the last 5 runs, now too" in row["evidence"][-1]
+
+
+def test_regression_since_a_date_and_growth_rank():
+    rows = [("n1", 24 * 7 * w, "burnin.gemm.tflops", "gpu0", "gemm_tflops", 700.0 if w < 8 else 665.0)
+            for w in range(12)]
+    rows += [(f"p{i}", 24 * 7 * w, "burnin.gemm.tflops", "gpu0", "gemm_tflops", 700.0) for i in range(4)
+             for w in range(12)]
+    rows += [("n2", d, "ib.port.errors", "mlx5_1/1", "link_downed", float(d if d > 6 else 0))
+             for d in range(10)]  # up in the last 3 samples only
+    out = rank_fleet(metrics=metrics(rows)).set_index("node")
+    reg = next(w for w in out.loc["n1", "why"] if w["kind"] == "regression")
+    assert (reg["hits"], reg["runs"], reg["value"], reg["peer_median"]) == (4, 5, 665.0, 700.0)
+    assert "down 5.0 % since 2024-04-26" in reg["text"]    # week 8 after T0 (2024-03-01)
+    growth = next(w for w in out.loc["n2", "why"] if w["kind"] == "growth")
+    assert (growth["hits"], growth["runs"], growth["persistent"]) == (3, 5, True)
+    assert not any(n.startswith("p") for n in out.index)
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(ValueError, match="unknown weight"):
+        rank_fleet(weights={"outliers": 1.0})
+    with pytest.raises(ValueError, match="'now' is needed"):
+        rank_fleet(actions=actions([("n1", 0, "drain")]))
+    with pytest.raises(ValueError, match="k <= n"):
+        rank_fleet(k=6, n=5)
+    assert rank_fleet().empty and list(rank_fleet().columns)[:3] == ["node", "score", "severity"]
