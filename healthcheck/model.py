@@ -9,7 +9,6 @@ caller without the cost of importing ``dataclasses`` on the hot path) that round
 """
 from __future__ import annotations
 
-import enum
 from .record import asdict as _asdict, field, record
 
 
@@ -30,23 +29,88 @@ def _from_dict(cls, data):
     return from_dict(cls, data)
 
 
-class Status(str, enum.Enum):
-    """Result of one check on one component. Ordered by severity for the verdict."""
+class _StatusType(type):
+    """What ``enum`` gave Status, without importing ``enum`` (it pulls in functools and collections: ~3 ms
+    before every job): iteration in definition order, lookup by value (``Status("fail")``) and by name
+    (``Status["FAIL"]``), a ValueError for anything else."""
 
-    PASS = "pass"
-    SKIP = "skip"
-    WARN = "warn"
-    ERROR = "error"
-    FAIL = "fail"
+    def __iter__(cls):
+        return iter(cls._members)
+
+    def __len__(cls):
+        return len(cls._members)
+
+    def __contains__(cls, item):
+        return isinstance(item, cls)
+
+    def __call__(cls, value):
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls._by_value[value]
+        except (KeyError, TypeError):
+            raise ValueError(f"{value!r} is not a valid {cls.__name__}") from None
+
+    def __getitem__(cls, name):
+        return cls._by_name[name]
+
+
+class Status(str, metaclass=_StatusType):
+    """Result of one check on one component. Ordered by severity for the verdict.
+
+    A string (``Status.FAIL == "fail"``, JSON writes it as ``"fail"``) with one instance per value, so
+    ``is`` compares, as with the ``enum`` it was."""
+
+    PASS: Status
+    SKIP: Status
+    WARN: Status
+    ERROR: Status
+    FAIL: Status
+    _members: tuple
+    _by_value: dict
+    _by_name: dict
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
 
     @property
     def severity(self) -> int:
         return _SEVERITY[self]
 
     def __str__(self) -> str:  # "fail", not "Status.FAIL"
-        return self.value
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"<Status.{self._name}: {str.__repr__(self)}>"
+
+    def __reduce__(self):
+        return Status, (str.__str__(self),)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
 
+def _status_members() -> None:
+    members = []
+    for name, value in (("PASS", "pass"), ("SKIP", "skip"), ("WARN", "warn"), ("ERROR", "error"), ("FAIL", "fail")):
+        member = str.__new__(Status, value)
+        member._name = name
+        type.__setattr__(Status, name, member)
+        members.append(member)
+    type.__setattr__(Status, "_members", tuple(members))
+    type.__setattr__(Status, "_by_value", {str.__str__(m): m for m in members})
+    type.__setattr__(Status, "_by_name", {m._name: m for m in members})
+
+
+_status_members()
 _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
 
 

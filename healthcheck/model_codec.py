@@ -1,7 +1,8 @@
 """Plain dicts (``json.loads`` output) -> the dataclass trees of :mod:`healthcheck.model`.
 
 Follows the type hints of the target class (resolved once per class, never ``eval`` of input):
-``X | None`` unions, nested dataclasses, ``list[X]``, ``dict[str, X]`` and enums (``Status``).
+``X | None`` unions, nested dataclasses, ``list[X]``, ``dict[str, X]``, enums and ``Status`` (an
+enum-like class: one instance per value, looked up by calling the class).
 Keys the class does not know (written by a newer version) are ignored; missing keys take the
 field defaults (an older snapshot lacks the fields added since).
 """
@@ -42,7 +43,8 @@ def _converter(hint: Any) -> Callable[[Any], Any]:
         return _converter(non_none[0]) if len(non_none) == 1 else _identity
     if dataclasses.is_dataclass(hint):
         return lambda value: from_dict(hint, value)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+    # Status is enum-like without enum (model.py): one instance per value, looked up by calling the class
+    if isinstance(hint, type) and (issubclass(hint, enum.Enum) or isinstance(getattr(hint, "_by_value", None), dict)):
         return lambda value: None if value is None else hint(value)
     if origin is list:
         item = _converter(args[0]) if args else _identity

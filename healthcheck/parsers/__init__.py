@@ -12,7 +12,8 @@ expressions have no nested or adjacent overlapping quantifiers, so parsing time 
 from __future__ import annotations
 
 import json
-import re
+
+from ..lazyre import Pattern
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
@@ -61,7 +62,7 @@ def as_text(text: object, what: str, max_chars: int, max_lines: int | None = Non
 
 
 MAX_JSON_CONTAINERS = 200_000  # "{" + "[" in a JSON input (a real dcgmi or fio document has < 1,000)
-_JSON_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
+_JSON_START = Pattern(r"(?m)^[ \t]*\{")
 
 
 def json_objects(text: str, wanted: Callable[[object], bool], what: str,

@@ -49,7 +49,7 @@ part is what the policy windows judge), so time and memory stay linear and bound
 """
 from __future__ import annotations
 
-import re
+from ..lazyre import Pattern
 from ..record import record as dataclass
 
 from ..model import KernelEvent, normalize_pci_bus_id
@@ -68,34 +68,33 @@ _MONTHS = {m: i for i, m in enumerate(
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MON = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 
-_QUOTE = re.compile(r"^(?:\s*>)+\s?")
-_UPTIME = re.compile(r"\[\s*(?P<up>\d{1,12}\.\d{1,9})\]")
+_QUOTE = Pattern(r"^(?:\s*>)+\s?")
+_UPTIME = Pattern(r"\[\s*(?P<up>\d{1,12}\.\d{1,9})\]")
 # Prefix expressions scan up to 64 KiB per line: a lookahead on the first character skips most
 # positions cheaply, and possessive blanks (each is followed by a non-blank) never give back a run.
-_CTIME = re.compile(
-    r"(?=[FMSTWfmstw])" + _DAY + r"\s++" + _MON
-    + r"\s++(?P<day>\d{1,2})\s++(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\s++(?P<y>\d{4})\b",
-    re.IGNORECASE)
-_ISO = re.compile(
+_CTIME = Pattern(
+    r"(?i)(?=[FMSTWfmstw])" + _DAY + r"\s++" + _MON
+    + r"\s++(?P<day>\d{1,2})\s++(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\s++(?P<y>\d{4})\b")
+_ISO = Pattern(
     r"(?=\d)(?<!\d)(?P<y>\d{4})-(?P<mo>\d\d)-(?P<day>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r"(?:[.,]\d{1,9})?(?P<tz>Z|[+-]\d\d:?\d\d)?")
 
 _NVRM = "NVRM:"
 # The blanks after "(dev)" sit inside its optional group: "Xid\s*(?:...)?\s*:" would split a run of
 # blanks two ways when the group is absent (quadratic on "Xid<60k spaces>x").
-_XID = re.compile(
+_XID = Pattern(
     r"^Xid\s*(?:\((?P<dev>[^)]{0,64})\)\s*)?:\s*(?P<xid>\d{1,6})\b\s*,?\s*(?P<rest>.*)$")
-_PID = re.compile(r"^pid=(?P<pid>'[^']*'|\"[^\"]*\"|[^,\s]*)\s*,?\s*")
-_NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
-_PCI_TEXT = re.compile(r"^(?:PCI:)?(?P<pci>(?:[0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}"
-                       r"(?:\.[0-7])?)$")
+_PID = Pattern(r"^pid=(?P<pid>'[^']*'|\"[^\"]*\"|[^,\s]*)\s*,?\s*")
+_NAME = Pattern(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
+_PCI_TEXT = Pattern(r"^(?:PCI:)?(?P<pci>(?:[0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}"
+                    r"(?:\.[0-7])?)$")
 # "GPU 0000:81:00.0: ...", "GPU at PCI:0000:0a:00: GPU-...", "GPU at 0000:01:00: ..."
-_GPU_PCI = re.compile(r"\bGPU\s++(?:at\s++)?(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:"
-                      r"[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
-_RMINIT = re.compile(r"RmInitAdapter failed!?\s*(?P<code>\([^)]{0,64}\))?")
-_MINOR = re.compile(r"rm_init_adapter failed.{0,200}?minor number\s{1,8}(?P<minor>\d{1,6})")
-_FOB = re.compile(r"fallen\s+off\s+the\s+bus", re.IGNORECASE)
-_CONSOLE_FOB_START = re.compile(r"^The NVIDIA GPU\s+(?P<pci>[0-9a-fA-F:.]{7,20})")
+_GPU_PCI = Pattern(r"\bGPU\s++(?:at\s++)?(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:"
+                   r"[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
+_RMINIT = Pattern(r"RmInitAdapter failed!?\s*(?P<code>\([^)]{0,64}\))?")
+_MINOR = Pattern(r"rm_init_adapter failed.{0,200}?minor number\s{1,8}(?P<minor>\d{1,6})")
+_FOB = Pattern(r"(?i)fallen\s+off\s+the\s+bus")
+_CONSOLE_FOB_START = Pattern(r"^The NVIDIA GPU\s+(?P<pci>[0-9a-fA-F:.]{7,20})")
 
 
 @dataclass
@@ -160,7 +159,7 @@ def _wall_time(prefix: str) -> str | None:
     return None
 
 
-def _iso(year, month, day, found: re.Match, tz: str | None) -> str | None:
+def _iso(year, month, day, found, tz: str | None) -> str | None:
     from datetime import datetime  # only for syslog stamps with a year
 
     try:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import threading
 import time
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
+from ..lazyre import Pattern
 from ..model import HostInfo, Mount
 from ..paths import Path  # pathlib's "/" without its import cost (every prolog probes the host)
 
@@ -215,7 +215,7 @@ def _fill_loadavg(info: HostInfo, text: str | None) -> None:
 
 # ---------------------------------------------------------------------------------------- mounts
 
-_OCTAL = re.compile(r"\\([0-7]{3})")
+_OCTAL = Pattern(r"\\([0-7]{3})")
 
 
 def unescape_mount_field(text: str) -> str:

@@ -19,22 +19,24 @@ The value parsers are pure and raise only ParseError; the probe makes an unreada
 from __future__ import annotations
 
 import os
-import re
 
+from ..lazyre import Pattern
 from ..model import IbPort, normalize_pci_bus_id
 from ..parsers import ParseError
 from .pcie import list_dir, parse_or_none, read_text, resolve_in_root
 
 # "4: ACTIVE", "1: DOWN", "2: INIT", "3: ARMED", "5: ACTIVE_DEFER"; phys_state "5: LinkUp",
 # "2: Polling", "3: Disabled", "7: Phy Test" (the name may contain spaces).
-_STATE_RE = re.compile(r"^(\d+)\s*:\s*(\S(?:.*\S)?)$")
+_STATE_RE = Pattern(r"^(\d+)\s*:\s*(\S(?:.*\S)?)$")
 # "400 Gb/sec (4X NDR)", "10 Gb/sec (4X)" (SDR prints no speed name), "2.5 Gb/sec (1X SDR)",
 # "56 Gb/sec (4X FDR)", "25 Gb/sec (1X EDR)"; the parenthesised part is optional.
-_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\(.*\))?$", re.IGNORECASE)
+_RATE_RE = Pattern(r"(?i)^(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\(.*\))?$")
 # hw_counters files that are settings, not counters.
 _HW_NOT_COUNTERS = frozenset({"lifespan"})
 # "0000:1a:00.0" (sysfs always prints the 4-digit domain; wider domains appear on Hyper-V / VMD).
-_PCI_ADDR_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_PCI_ADDR_RE = Pattern(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_WORD_RE = Pattern(r"[A-Za-z][A-Za-z_ ]*")
+_DIGITS_RE = Pattern(r"(\d+)")
 
 
 def parse_port_state(text: str) -> str:
@@ -55,7 +57,7 @@ def _parse_numbered(text: str, what: str) -> str:
     match = _STATE_RE.match(value)
     if match:
         return match.group(2)
-    if value and re.fullmatch(r"[A-Za-z][A-Za-z_ ]*", value):
+    if value and _WORD_RE.fullmatch(value):
         return value
     raise ParseError(f"{what}: cannot parse {value[:60]!r} (expected e.g. '4: ACTIVE')")
 
@@ -83,7 +85,7 @@ def parse_counter(text: str) -> int:
 
 def _natural_key(name: str):
     """mlx5_2 < mlx5_10; ports "1" < "2"."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+    return [int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name)]
 
 
 def _pci_address(devdir: str, root: str, relpath: str) -> str | None:

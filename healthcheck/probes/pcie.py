@@ -12,8 +12,8 @@ into ``None`` for that field and never raises for a single device.
 from __future__ import annotations
 
 import os
-import re
 
+from ..lazyre import Pattern
 from ..model import PcieLink, normalize_pci_bus_id
 from ..parsers import ParseError
 
@@ -32,7 +32,7 @@ _KINDS = {
 _VENDORS = frozenset({f"0x{NVIDIA_VENDOR:04x}", f"0x{MELLANOX_VENDOR:04x}"})
 # "16.0 GT/s PCIe" (kernel >= 5.2, pci_speed_string), "8 GT/s" / "5 GT/s" / "2.5 GT/s" (older kernels),
 # also tolerated: "8.0GT/s" (no space, as lspci and amdgpu's pp_dpm_pcie print it).
-_SPEED_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?$", re.IGNORECASE)
+_SPEED_RE = Pattern(r"(?i)^(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?$")
 # Widths a PCIe link can train to; 0 = link down / not trained, 63 and 255 = all-ones config read
 # (device gone / not responding), both reported as "unknown".
 _VALID_WIDTHS = frozenset({1, 2, 4, 8, 12, 16, 32})

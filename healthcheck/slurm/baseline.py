@@ -33,11 +33,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from ..paths import Path  # pathlib's operations without its import cost (the prolog saves here)
 
 from ..lazylog import LazyLog
+from ..lazyre import Pattern
 from ..model import GpuInfo, IbPort, Snapshot
 
 BASELINE_DIR = "baselines"
@@ -46,7 +46,7 @@ MAX_FILES = 1000
 FORMAT_VERSION = 1
 # Slurm job ids: "123", array tasks "123_4" (SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID). Nothing else is
 # accepted: the id becomes a file name.
-_JOB_ID_RE = re.compile(r"[0-9][0-9_]{0,63}")
+_JOB_ID_RE = Pattern(r"[0-9][0-9_]{0,63}")
 
 _GPU_FIELDS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "retired_pages_sbe",
                "retired_pages_dbe", "remap_correctable", "remap_uncorrectable", "pcie_replay_count")
@@ -59,9 +59,9 @@ IB_ERROR_COUNTERS = frozenset({
     # mlx5 hw_counters (probe prefix "hw_"): receive drops for lack of buffers / out-of-order packets
     "hw_out_of_buffer", "hw_out_of_sequence",
 })
-_IB_ERROR_WORDS = re.compile(r"err|discard|drop", re.IGNORECASE)
+_IB_ERROR_WORDS = Pattern(r"(?i)err|discard|drop")
 # CQE flush "errors" grow on every normal queue-pair teardown: not a link or HCA fault.
-_IB_NOT_ERRORS = re.compile(r"flush", re.IGNORECASE)
+_IB_NOT_ERRORS = Pattern(r"(?i)flush")
 
 log = LazyLog(__name__)
 

@@ -23,12 +23,12 @@ what naive shell-based tooling trips over, and Slurm keeps reasons in its state 
 """
 from __future__ import annotations
 
-import re
+from ..lazyre import Pattern
 
 REASON_PREFIX = "healthcheck:"
 MAX_REASON = 200
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")  # CSI and OSC sequences
+_ANSI = Pattern(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")  # CSI and OSC sequences
 _WHITESPACE_CONTROLS = "\t\n\r\x0b\x0c"
 _DROPPED = "\"'\\"
 _RUN_TAG = r"( \(\d+ unjudged\))?( \[run [A-Za-z0-9-]{1,36}\])?$"  # compiled on use (re caches it)
@@ -63,6 +63,8 @@ def sanitise(text: str, limit: int = MAX_REASON) -> str:
 
 
 def _token(text: str | None, allowed: str, limit: int) -> str:
+    import re  # on use: a healthy prolog names no check in a reason
+
     return re.sub(f"[^{allowed}]", "_", sanitise(text or "", limit))
 
 
@@ -77,6 +79,8 @@ def _component(component: str | None) -> str:
 def _run_tag(run_id: str | None) -> str:
     if not run_id:
         return ""
+    import re
+
     rid = re.sub(r"[^A-Za-z0-9-]", "", sanitise(run_id, 64))[:36]
     return f" [run {rid}]" if rid else ""
 
@@ -123,6 +127,8 @@ def without_run(reason: str | None) -> str | None:
     cause compare equal."""
     if reason is None:
         return None
+    import re
+
     return re.sub(_RUN_TAG, "", reason)
 
 

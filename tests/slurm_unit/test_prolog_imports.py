@@ -36,6 +36,8 @@ OURS = {
     # issue 21: the EDAC and AER counters (os-only sysfs reads; uncorrectable errors since boot FAIL before
     # a job) and the HCA PCIe link, judged in the prolog; their check modules where there is data
     "healthcheck.probes.host_counters", "healthcheck.checks.host_counters", "healthcheck.checks.pcie",
+    # patterns compiled on first use: a healthy node compiles none of the kernel-log parser's
+    "healthcheck.lazyre",
 }
 # The standard library beyond start-up: regular expressions (checks, parsers, config), json (config
 # cache, spool), threads and select (probe deadlines, the watchdog), signal (the config timer), the C
