@@ -37,8 +37,9 @@ def fold_limited(nodes: Iterable[str], limit: int = 240) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
     cut = text[:limit]
-    # do not leave a range or a bracket half-written: back off to the last comma outside brackets
-    depth, last = 0, -1
+    # never leave a range or a bracket half-written: back off to the last comma outside brackets, or
+    # (one long bracket) to the last comma inside it, and close the bracket there
+    depth, last, inner = 0, -1, -1
     for i, ch in enumerate(cut):
         if ch == "[":
             depth += 1
@@ -46,7 +47,13 @@ def fold_limited(nodes: Iterable[str], limit: int = 240) -> tuple[str, bool]:
             depth -= 1
         elif ch == "," and depth == 0:
             last = i
-    return (cut[:last] if last > 0 else cut) + ",…", True
+        elif ch == ",":
+            inner = i
+    if last > 0:
+        return cut[:last] + ",…", True
+    if inner > 0:
+        return cut[:inner] + "],…", True
+    return cut + "…", True
 
 
 def count_text(nodes: Iterable[str], limit: int = 240) -> str:
