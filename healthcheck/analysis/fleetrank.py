@@ -49,6 +49,7 @@ FIGURES: dict[str, str] = {"temperature_c": "high", "mem_temperature_c": "high",
                            "gemm_tflops": "low", "hbm_copy_gbps": "low", "h2d_gbps": "low",
                            "d2h_gbps": "low", "busbw_gbps": "low"}
 REGRESSION_THRESHOLD = 0.03
+REGRESSION_WINDOW = 20  # earlier samples of a unit's own baseline (rolling median)
 MIN_RELATIVE = 0.02  # at least 2 % off the peer median: no alarm on the 0.1 % spread of a uniform fleet
 
 RANK_COLUMNS = {"node": "object", "score": "float64", "severity": "object", "n_persistent": "int64",
@@ -122,7 +123,7 @@ def evidence_outliers(po: pd.DataFrame, w: Mapping[str, float], threshold: float
 
 def regression_hits(metrics: pd.DataFrame | None, names: list[str], *, k: int, n: int,
                     threshold: float | Mapping[str, float] = REGRESSION_THRESHOLD,
-                    window: int | str = 20, min_periods: int = 3) -> pd.DataFrame:
+                    window: int | str = REGRESSION_WINDOW, min_periods: int = 3) -> pd.DataFrame:
     """Per series of ``names`` ("higher is better"): how many of its last ``n`` samples regressed
     against the unit's own rolling median; the latest sample's value, baseline and change; ``since``
     = the first sample of the trailing streak of regressed samples (NaT when the latest did not).
@@ -306,11 +307,16 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
 def recent_inputs(metrics: pd.DataFrame | None, runs: pd.DataFrame | None, *, n: int = pers.DEFAULT_N,
                   figures: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What :func:`rank_fleet` needs of a window, reduced: the last ``n`` samples of every series of
-    the judged figures and floors (no counters: pass the moved counter series separately), and the
-    last ``n`` runs of every node (run_id, node, started_at). For a report summary."""
-    names = sorted(set(FIGURES if figures is None else figures) | set(floors_.REFERENCE_KEYS)
-                   | {floors_.TEMPERATURE} | {m for pair in floors_.PCIE_PAIRS for m in pair})
-    recent = pers.last_samples(metrics, names, n).drop(columns="pos")
+    the judged figures and floors (``n + REGRESSION_WINDOW`` of the "higher is better" figures: their
+    own baseline), no counters (pass the moved counter series separately), and the last ``n`` runs
+    of every node (run_id, node, started_at). For a report summary."""
+    figs = FIGURES if figures is None else figures
+    names = sorted(set(figs) | set(floors_.REFERENCE_KEYS) | {floors_.TEMPERATURE}
+                   | {m for pair in floors_.PCIE_PAIRS for m in pair})
+    longer = [m for m in names if figs.get(m) == "low"]
+    parts = [pers.last_samples(metrics, [m for m in names if m not in longer], n),
+             pers.last_samples(metrics, longer, n + REGRESSION_WINDOW)]
+    recent = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True).drop(columns="pos")
     cols = ["run_id", "node", "started_at"]
     if runs is None or not len(runs):
         return recent, pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
