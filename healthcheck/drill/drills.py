@@ -265,9 +265,9 @@ def node_death(site: Site, cluster: Cluster, node: str | None = None,
         d.wait("drain", lambda: cluster.node(node).down, f"{node} DOWN", timeout=d.timeout + slack)
         d.reason = cluster.node(node).reason
         d.wait("requeue", lambda: _requeued(cluster.job(d.job)), f"job {d.job} requeued")
+        d.tl.mark("repair")
         cluster.start_slurmd(node)
         restarted = True
-        d.tl.mark("repair")
         d.wait("resume", lambda: cluster.in_service(node), f"{node} back in service after slurmd restart")
         d.finish_job(marker, "rerun-on=")
     except TimedOut as exc:

@@ -1,0 +1,93 @@
+"""`healthcheck drill`: fault drills on a running Slurm cluster with our hooks (docs/commissioning.md).
+
+    healthcheck drill list
+    healthcheck drill prepare --site DIR --slurm-conf CONF --nodes node[1-4] --bundle B --fault-bundle F
+    healthcheck drill run NAME --site DIR [--node NODE] [--timeout S] [--format text|json] [--no-record]
+
+Exit codes of `run`: 0 the drill passed (every stage came, nothing lost), 1 it failed (the output says
+which stage never came or what was lost), 2 bad input or a cluster the drill cannot use."""
+from __future__ import annotations
+
+import json
+
+import click
+
+FORMATS = ("text", "json")
+
+
+def _nodes(text: str) -> list[str]:
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+    except ImportError:  # a plain comma list without ClusterShell
+        return [n.strip() for n in text.split(",") if n.strip()]
+    try:
+        return list(NodeSet(text))
+    except NodeSetParseError as exc:
+        raise click.UsageError(f"--nodes: {exc}") from None
+
+
+@click.group("drill")
+def drill() -> None:
+    """Fault drills: inject a fault on the cluster and time detection, drain, requeue and resume."""
+
+
+@drill.command("list")
+def list_drills() -> None:
+    """The drills and what each injects."""
+    from .drill.drills import DRILLS
+
+    for name, (_func, node, text) in DRILLS.items():
+        click.echo(f"{name:<14} node {node:<8} {text}")
+
+
+@drill.command("prepare")
+@click.option("--site", "site_dir", required=True, type=click.Path(file_okay=False),
+              help="the drill's workspace (config, hooks, bundles, spool, state)")
+@click.option("--slurm-conf", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--nodes", required=True, help="the cluster's nodes (a node set: node[1-4])")
+@click.option("--bundle", "healthy", required=True, type=click.Path(exists=True, file_okay=False),
+              help="a healthy node's bundle (every node starts with a copy)")
+@click.option("--fault-bundle", required=True, type=click.Path(exists=True, file_okay=False),
+              help="a faulty node's bundle (the failing-check and ctld-restart drills' fault)")
+@click.option("--prolog-budget", type=float, default=None, help="prolog budget in seconds (default 3)")
+def prepare(site_dir: str, slurm_conf: str, nodes: str, healthy: str, fault_bundle: str,
+            prolog_budget: float | None) -> None:
+    """Write the workspace and the hooks; print the slurm.conf lines to start the cluster with."""
+    from .drill.cluster import DrillError
+    from .drill.site import Site
+
+    budgets = {"prolog_budget_s": prolog_budget} if prolog_budget is not None else None
+    try:
+        site = Site.prepare(site_dir, slurm_conf, _nodes(nodes), healthy, fault_bundle, budgets)
+    except (DrillError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(site.slurm_conf_lines(), nl=False)
+
+
+@drill.command("run")
+@click.argument("name")
+@click.option("--site", "site_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--node", default=None, help="the node to fault (node-death: optional, pins its job)")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds allowed per stage")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--record/--no-record", default=True, show_default=True,
+              help="append the result to the site's spool (history: check drill.NAME)")
+def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, record: bool) -> None:
+    """Run drill NAME (see `drill list`); exit 0 when it passed, 1 when it failed."""
+    from .drill.cluster import Cluster, DrillError
+    from .drill.drills import DRILLS, run_drill
+    from .drill.model import render_text
+    from .drill.site import Site
+    from .spoolwrite import SpoolError
+
+    if name not in DRILLS:
+        raise click.BadParameter(f"no drill {name!r} (known: {', '.join(DRILLS)})", param_hint="NAME")
+    try:
+        site = Site.open(site_dir)
+        result = run_drill(name, site, Cluster(site.slurm_conf), node, timeout=timeout, record=record)
+    except DrillError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (OSError, SpoolError) as exc:  # the spool could not take the result (SpoolError): the drill itself ran
+        raise click.ClickException(f"could not record the drill's result: {exc}") from None
+    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else render_text([result]), nl=fmt == "json")
+    raise SystemExit(0 if result.ok else 1)
