@@ -2,22 +2,21 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 
 from .model import Status, Verdict, worst
 
-STATUS_CODE = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
 # The JSON contract's version (``--format json``): bumped when a key is removed or changes meaning;
 # added keys do not bump it. 1: node, status, context, started_at, duration_s, results[].
 SCHEMA_VERSION = 1
 
 
-def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = False) -> str:
+def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = False, snapshot=None) -> str:
+    """``snapshot`` (optional, Prometheus only): the judged snapshot, for each GPU's UUID label."""
     if fmt == "json":
         return json.dumps({"schema_version": SCHEMA_VERSION, **verdict.to_dict()}, indent=2) + "\n"
     if fmt == "prometheus":
-        return prometheus(verdict)
+        return prometheus(verdict, snapshot)
     return text(verdict, color, verbose)
 
 
@@ -98,58 +97,12 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-_METRIC_NAME = re.compile(r"[^a-zA-Z0-9_]")
+def prometheus(verdict: Verdict, snapshot=None) -> str:
+    """Text exposition format for node_exporter's textfile collector (:mod:`healthcheck.prometheus`,
+    imported only here: the Slurm hooks import this module for :func:`clean` and never render it)."""
+    from .prometheus import prometheus as render_prometheus  # noqa: PLC0415 - off the hooks' import path
 
-
-def _label(value: str | None) -> str:
-    """A label value: control characters escaped as text first (see :func:`clean`), then the
-    exposition format's own escapes (backslash, double quote; no raw newline can remain)."""
-    text = "\n".join(clean(part) for part in (value or "").split("\n"))
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def prometheus(verdict: Verdict) -> str:
-    """Text exposition format for node_exporter's textfile collector.
-
-    healthcheck_check_status{check,component}  0 ok/skip, 1 warn, 2 error, 3 fail
-    healthcheck_<check>_<metric>{component}     every numeric metric of every finding
-    healthcheck_node_status, healthcheck_run_duration_seconds, healthcheck_last_run_timestamp_seconds
-    """
-    node = _label(verdict.node)
-    out = [
-        "# HELP healthcheck_check_status Result of one check on one component: "
-        "0 pass/skip, 1 warn, 2 error (checker could not judge), 3 fail.",
-        "# TYPE healthcheck_check_status gauge",
-    ]
-    for f in verdict.findings:
-        out.append(f'healthcheck_check_status{{node="{node}",check="{_label(f.check)}",'
-                   f'component="{_label(f.component)}",status="{f.status.value}"}} {STATUS_CODE[f.status]}')
-    series: OrderedDict[str, list[str]] = OrderedDict()
-    for f in verdict.findings:
-        for key, value in f.metrics.items():
-            name = _METRIC_NAME.sub("_", f"healthcheck_{f.check}_{key}").lower()
-            series.setdefault(name, []).append(
-                f'{name}{{node="{node}",component="{_label(f.component)}"}} {float(value):g}')
-    for name, samples in series.items():
-        out.append(f"# TYPE {name} gauge")
-        out.extend(samples)
-    out += [
-        "# HELP healthcheck_node_status Worst status of the run (codes as healthcheck_check_status).",
-        "# TYPE healthcheck_node_status gauge",
-        f'healthcheck_node_status{{node="{node}",context="{_label(verdict.context)}"}} '
-        f"{STATUS_CODE[verdict.status]}",
-        "# TYPE healthcheck_run_duration_seconds gauge",
-        f'healthcheck_run_duration_seconds{{node="{node}"}} {verdict.duration_s:.6f}',
-    ]
-    from datetime import datetime
-
-    try:
-        ts = datetime.fromisoformat(verdict.started_at).timestamp()
-        out += ["# TYPE healthcheck_last_run_timestamp_seconds gauge",
-                f'healthcheck_last_run_timestamp_seconds{{node="{node}"}} {ts:.0f}']
-    except ValueError:
-        pass
-    return "\n".join(out) + "\n"
+    return render_prometheus(verdict, snapshot)
 
 
 def exit_code(verdict: Verdict) -> int:

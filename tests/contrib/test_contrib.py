@@ -208,8 +208,8 @@ def test_dashboard_uses_only_emitted_metrics(emitted):
         assert_uses_emitted(expr, emitted, f"panel {title!r}")
     used = set().union(*(promql_names(e)[0] for _, e in exprs))
     # the panels the brief asks for: status per check, failing checks over time, GPU temperature, ECC
-    assert {"healthcheck_check_status", "healthcheck_node_status", "healthcheck_gpu_temperature_temperature_c",
-            "healthcheck_gpu_ecc_uncorrected_ecc_uncorrected_volatile"} <= used
+    assert {"healthcheck_check_status", "healthcheck_node_status", "healthcheck_gpu_temperature_celsius",
+            "healthcheck_gpu_ecc_uncorrected_volatile_errors_total"} <= used
     for var in dash["templating"]["list"]:
         if var["type"] == "query":
             query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
@@ -234,7 +234,7 @@ def test_alert_rules_shape_and_metrics(emitted):
             for label in re.findall(r"\$labels\.(\w+)", text):
                 assert label in emitted[1] | EXTRA_LABELS, f"{rule['alert']}: $labels.{label}"
     exprs = " ".join(r["expr"] for r in rules)
-    assert "healthcheck_check_status == 3" in exprs and "healthcheck_last_run_timestamp_seconds" in exprs
+    assert "healthcheck_check_status == 2" in exprs and "healthcheck_last_run_timestamp_seconds" in exprs
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")

@@ -90,9 +90,9 @@ def test_renderers_agree_on_content():
     text = render(verdict, "text")
     assert "FAIL" in text and "gpu3" in text and "uncorrected ECC 2" in text
     prom = prometheus(verdict)
-    assert 'healthcheck_check_status{node="gpu017",check="gpu.ecc.uncorrected",component="gpu3",status="fail"} 3' in prom
-    assert 'healthcheck_gpu_temperature_temperature_c{node="gpu017",component="gpu0"} 41' in prom
-    assert 'healthcheck_node_status{node="gpu017",context="check"} 3' in prom
+    assert 'healthcheck_check_status{node="gpu017",check="gpu.ecc.uncorrected",component="gpu3",gpu="3"} 2' in prom
+    assert 'healthcheck_gpu_temperature_celsius{node="gpu017",component="gpu0",gpu="0"} 41' in prom
+    assert 'healthcheck_node_status{node="gpu017",context="check"} 2' in prom
 
 
 def test_prometheus_escapes_label_values():
