@@ -259,11 +259,13 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
                figures: Mapping[str, str] | None = None,
                counters: Any = trends.DEFAULT_COUNTERS, threshold: float = IGLEWICZ_HOAGLIN_THRESHOLD,
                min_peers: int = 5, flap_window: str = "14D", dtype: str = "bf16",
-               reliability: pd.DataFrame | None = None) -> pd.DataFrame:
+               reliability: pd.DataFrame | None = None,
+               thermal: Mapping[str, tuple[float, float, float]] | None = None) -> pd.DataFrame:
     """Rank the fleet's nodes from its history frames (the ``load_frames`` contract; ``metrics``
     may be the full window or only each series' last ``n`` samples). ``now`` is needed with
     ``actions`` or ``runs`` (drains, flapping, failure onsets). ``reliability``: an
     :func:`availability.reliability` frame already computed (then ``runs`` only orders the results).
+    ``thermal``: GPU limits per SKU (see :data:`floors.THERMAL_LIMITS`), over the built-in ones.
     See the module docstring.
 
     Returns columns: node, score, severity, n_persistent, n_evidence, why (list of dicts, heaviest
@@ -278,7 +280,8 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
     ev: list[dict] = []
     if metrics is not None and len(metrics):
         peer = pers.peer_key(gpu_model, rack)
-        fl = floors_.floor_crossings(metrics, gpu_model, references=references, dtype=dtype, k=k, n=n)
+        fl = floors_.floor_crossings(metrics, gpu_model, references=references, dtype=dtype, k=k, n=n,
+                                     thermal=thermal)
         ev += evidence_floors(fl, w)
         po = pers.persistent_outliers(metrics, list(figs), peer_of=peer, k=k, n=n, threshold=threshold,
                                       min_peers=min_peers, side=figs, min_rel_deviation=MIN_RELATIVE)
