@@ -239,7 +239,8 @@ def combine(evidence: list[dict]) -> pd.DataFrame:
                         "_sev": g["_sev"].max(),
                         "n_persistent": g["persistent"].sum().astype("int64"),
                         "n_evidence": g["points"].size().astype("int64")})
-    records = ev[list(WHY_KEYS)].to_dict("records")
+    plain = ev[list(WHY_KEYS)].astype(object)
+    records = plain.where(plain.notna(), None).to_dict("records")  # None, not NaN: plain JSON-able rows
     why: dict[str, list] = {}
     for node, rec in zip(ev["node"], records):
         why.setdefault(node, []).append(rec)

@@ -9,6 +9,8 @@
   fleet's node-hours observed;
 - :func:`version_table`: each version item's values across the fleet (how many nodes run which),
   with :func:`drift.version_drift`'s per-node drift rows beside it;
+- :func:`shared_causes`: the persistent evidence of a ranking shared by most nodes of one rack (or
+  any group): one cause of the group (a BIOS setting, a PCIe switch, the cooling), not N node faults;
 - :func:`fleet_tables`: all of the above in one dict.
 """
 from __future__ import annotations
@@ -32,6 +34,8 @@ TTFF_COLUMNS = {"node": "object", "first_seen": "datetime64[us, UTC]",
                 "failures": "int64", "observed_h": "float64"}
 MTBF_COLUMNS = {"key": "object", "failures": "int64", "nodes": "int64", "node_hours": "float64",
                 "mtbf_h": "float64", "last_failure_at": "datetime64[us, UTC]"}
+SHARED_COLUMNS = {"group": "object", "kind": "object", "subject": "object", "n_nodes": "int64",
+                  "group_size": "int64", "share": "float64", "nodes": "object", "text": "object"}
 VERSION_COLUMNS = {"item": "object", "value": "object", "nodes": "int64", "share": "float64",
                    "majority": "bool"}
 
@@ -161,6 +165,35 @@ def version_table(versions: pd.DataFrame | None,
     return counts.astype({"nodes": "int64"})[list(VERSION_COLUMNS)].reset_index(drop=True)
 
 
+def shared_causes(ranked: pd.DataFrame, group_of: Mapping[str, str], *, min_share: float = 0.5,
+                  min_nodes: int = 3) -> pd.DataFrame:
+    """Per group (``group_of``: node -> rack, say) and persistent evidence (kind and metric, or kind
+    and check, of :func:`fleetrank.rank_fleet`'s ``why`` rows): how many of the group's nodes show
+    it; listed when at least ``min_nodes`` and more than ``min_share`` of the group do. Columns:
+    group, kind, subject, n_nodes, group_size, share, nodes (sorted), text; most nodes first."""
+    if not 0 < min_share <= 1 or min_nodes < 1:
+        raise ValueError("need 0 < min_share <= 1 and min_nodes >= 1")
+    rows = [(node, w["kind"], w["metric"] or w["check"]) for node, why in zip(ranked["node"], ranked["why"])
+            for w in why if w.get("persistent") and (w["metric"] or w["check"]) and node in group_of]
+    if not rows:
+        return empty(SHARED_COLUMNS)
+    ev = pd.DataFrame(rows, columns=["node", "kind", "subject"]).drop_duplicates()
+    ev["group"] = ev["node"].map(group_of)
+    sizes = pd.Series(list(group_of.values())).value_counts()
+    g = ev.groupby(["group", "kind", "subject"], sort=True)["node"]
+    out = pd.DataFrame({"n_nodes": g.nunique().astype("int64"), "nodes": g.agg(lambda x: sorted(set(x)))})
+    out = out.reset_index()
+    out["group_size"] = out["group"].map(sizes).astype("int64")
+    out["share"] = out["n_nodes"] / out["group_size"]
+    out = out[(out["n_nodes"] >= min_nodes) & (out["share"] > min_share)]
+    if out.empty:
+        return empty(SHARED_COLUMNS)
+    out["text"] = [f"{grp}: {kind} {subj} on {n} of {size} nodes" for grp, kind, subj, n, size in
+                   zip(out["group"], out["kind"], out["subject"], out["n_nodes"], out["group_size"])]
+    out = out.sort_values(["n_nodes", "group", "kind", "subject"], ascending=[False, True, True, True], kind="stable")
+    return out[list(SHARED_COLUMNS)].reset_index(drop=True)
+
+
 def fleet_tables(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | None = None,
                  runs: pd.DataFrame | None = None, actions: pd.DataFrame | None = None,
                  versions: pd.DataFrame | None = None, now: Any, new_since: Any = None,
@@ -182,4 +215,5 @@ def fleet_tables(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame |
     }
 
 
-__all__ = ["regressions_since", "new_node_ttff", "mtbf", "version_table", "fleet_tables", "component_kind"]
+__all__ = ["regressions_since", "new_node_ttff", "mtbf", "version_table", "shared_causes", "fleet_tables",
+           "component_kind"]

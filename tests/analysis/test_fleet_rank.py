@@ -1,6 +1,8 @@
 """Severity-weighted fleet ranking (analysis/fleetrank.py): what ranks, why, and what stays out."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -36,6 +38,7 @@ def test_the_91c_gpu_outranks_single_run_outliers():
     assert out.iloc[0]["node"] == "n05" and out.iloc[0]["severity"] == "fail"
     why = out.iloc[0]["why"]
     assert set(why[0]) == set(WHY_KEYS)
+    assert json.loads(json.dumps(why)) == why  # plain values: None for what does not apply, never NaN
     floor = next(w for w in why if w["kind"] == "floor")
     assert (floor["metric"], floor["component"], floor["value"], floor["limit"], floor["hits"], floor["runs"]) == \
         ("temperature_c", "gpu1", 91.0, 89.0, 5, 5)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.analysis.fleetrank import rank_fleet
-from healthcheck.analysis.fleetviews import fleet_tables
+from healthcheck.analysis.fleetviews import fleet_tables, shared_causes
 from healthcheck.report import build_report
 from healthcheck.report.summary import summarize_frames
 
@@ -69,6 +69,10 @@ def test_the_analysis_on_the_full_frames_agrees(sim):
     top = ranked.set_index("node").loc[sim.truth["heating"][0]]
     floor = next(w for w in top["why"] if w["kind"] == "floor")
     assert floor["metric"] == "temperature_c" and floor["value"] >= 89 and floor["hits"] == floor["runs"] == 5
+    # the rack-wide downgrade is one cause of one rack, and nothing else is shared by a rack
+    shared = shared_causes(ranked, sim.rack)
+    assert set(shared["group"]) == {"r002"} and set(shared["subject"]) == {"pcie_width", "gpu.pcie.link"}
+    assert shared.iloc[0]["text"].endswith("on 32 of 32 nodes")
 
 
 def test_the_fleet_tables_of_the_simulation(sim):
