@@ -19,7 +19,7 @@ from .. import subproc
 from ..parsers import nccl_tests
 from .tools_run import run_tool
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 DEFAULT_LAUNCHER = ("srun", "--overlap", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", "{nnodes}", "-w", "{nodelist}",
                     "--ntasks-per-node", "{tasks_per_node}")
 _PLACEHOLDERS = ("{nnodes}", "{nodelist}", "{tasks_per_node}")

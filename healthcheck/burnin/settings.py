@@ -58,14 +58,15 @@ PRESETS: dict[str, dict[str, Any]] = {
               "nccl_max_bytes": 1 << 30, "nccl_iters": 10, "storage_runtime_s": 15.0},
     "standard": {},
     "full": {"gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
-             "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"),
+             "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
+                                  "sendrecv"),
              "nccl_max_bytes": 16 << 30, "nccl_iters": 50, "storage_runtime_s": 300.0},
 }
 
 ENV_PREFIX = "HEALTHCHECK_BURNIN_"
 _CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES}
 _LIST_CHOICES = {"phases": PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                                                        "sendrecv")}
+                                                        "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
            "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31)}

@@ -50,7 +50,8 @@ def node_text(record: dict[str, Any]) -> str:
     if gpus:
         lines.append("  per GPU: " + "  ".join(f"{clean(g)}={clean(s)}" for g, s in gpus.items()))
     figures = [f"{clean(r['component'] or r['check'])} {k}={v:g}" for r in results for k, v in (r.get("metrics") or {}).items()
-               if k in ("gemm_tflops", "busbw_gbps", "hbm_copy_gbps", "h2d_gbps", "d2h_gbps", "bandwidth_gbps")]
+               if k in ("gemm_tflops", "busbw_gbps", "efficiency_pct", "hbm_copy_gbps", "h2d_gbps", "d2h_gbps",
+                        "bandwidth_gbps")]
     if figures:
         lines.append("  figures: " + ", ".join(figures[:16]))
     lines += _problems(results)
