@@ -37,6 +37,7 @@ def test_parse_topo_text_and_json():
     assert data["topology"]["pairs"]["2-6"] == "NV16" and data["matrix"]["nic_legend"]["NIC6"] == "mlx5_6"
 
 
+@pytest.mark.corpus
 def test_parse_topo_p2p_corpus():
     path = CORPUS / "topo" / "ml-engineering__topo-p2p-r-2x-l4-cns.txt"
     if not path.is_file():

@@ -75,6 +75,7 @@ def test_hca_relation_and_gpu_count():
         ("node", "8 GPUs in the topology, expected 4")]
 
 
+@pytest.mark.corpus
 def test_corpus_pcie_node_hca_too_far():
     path = CORPUS / "nvlink-topo" / "topo-m-a100-pcie-4gpu-no-nvlink-adroit.txt"
     if not path.is_file():
@@ -86,6 +87,7 @@ def test_corpus_pcie_node_hca_too_far():
     assert any("SYS away, expected at most NODE" in f.message for f in bad)
 
 
+@pytest.mark.corpus
 def test_corpus_p2p_cns_fails_ok_passes():
     for name, status in (("ml-engineering__topo-p2p-r-2x-l4-cns.txt", Status.FAIL),
                          ("ml-engineering__topo-p2p-r-8x-h100-all-ok.txt", Status.PASS)):
@@ -97,6 +99,7 @@ def test_corpus_p2p_cns_fails_ok_passes():
         assert {f.status for f in findings} == {status}
 
 
+@pytest.mark.corpus
 def test_switched_or_direct():
     direct = CORPUS / "nvlink-topo" / "topo-m-a100-sxm-4gpu-nv4-della.txt"
     node = nodetopo.build_topology(parse_topo_m(read("topo-m-h100x8-nv18-8nic.txt")))
@@ -173,6 +176,7 @@ def test_one_gpu_in_every_slow_pair_is_suspected():
     assert len(suspects) == 1 and "GPU2 is in all 6 slow pairs" in suspects[0].message
 
 
+@pytest.mark.corpus
 def test_whole_node_below_reference_fails_every_pair():
     path = CORPUS / "nvbandwidth" / "nvbandwidth-readme__d2d-memcpy-write-ce-8gpu.txt"
     if not path.is_file():

@@ -37,6 +37,7 @@ def test_nvbandwidth_corpus_parses_into_full_matrices(path):
         assert pairs(test), "every measured pair is returned"
 
 
+@pytest.mark.corpus
 def test_nvbandwidth_readme_matrix_values_and_diagonal():
     path = CORPUS / "nvbandwidth" / "nvbandwidth-readme__d2d-memcpy-write-ce-8gpu.txt"
     if not path.is_file():
@@ -120,6 +121,7 @@ def _corpus(sub: str, name: str) -> str:
     return path.read_text()
 
 
+@pytest.mark.corpus
 def test_topo_corpus_h800_messy_paste():
     """Space-aligned paste, NIC rows without NIC columns, a clipped CPU affinity, a cut legend."""
     matrix = parse_topo_m(_corpus("nvlink-topo", "topo-matrix-h800x8-nv8-4nic-legend-cut.txt"))
@@ -129,6 +131,7 @@ def test_topo_corpus_h800_messy_paste():
     assert matrix.link("NIC0", "GPU1") == "PIX" and matrix.link("NIC3", "GPU7") == "PIX"
 
 
+@pytest.mark.corpus
 def test_topo_corpus_nic_legend_and_gpu_numa_column():
     matrix = parse_topo_m(_corpus("nvlink-topo", "topo-m-h100-1gpu-6nic-pix-della.txt"))
     gpu = matrix.gpus()[0]
@@ -137,6 +140,7 @@ def test_topo_corpus_nic_legend_and_gpu_numa_column():
     assert matrix.link("GPU0", "NIC1") == "PIX" and matrix.link("GPU0", "NIC5") == "SYS"
 
 
+@pytest.mark.corpus
 def test_topo_corpus_old_style_hca_columns_and_numa_ids():
     matrix = parse_topo_m(_corpus("nvlink-topo", "topo-m-v100-power9-4gpu-nv3-4hca-traverse.txt"))
     assert [n.hca for n in matrix.nics()] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
@@ -144,6 +148,7 @@ def test_topo_corpus_old_style_hca_columns_and_numa_ids():
     assert matrix.link("GPU0", "GPU1") == "NV3" and matrix.link("GPU1", "GPU2") == "SYS"
 
 
+@pytest.mark.corpus
 def test_topo_corpus_p2p():
     ok = parse_topo_p2p(_corpus("topo", "ml-engineering__topo-p2p-r-8x-h100-all-ok.txt"))
     assert ok.kind == "p2p" and ok.link("GPU2", "GPU6") == "OK"

@@ -66,7 +66,8 @@ def test_per_gpu_lists_compared_as_sets():
 
 def test_declared_set_overrides_the_majority():
     nodes = fleet(gpu004={"driver": "560.35.03"})
-    report = check_consistency(nodes, software.validate({"expected": {"driver": "560.*", "kernel": "5.15.0-105-generic"}}))
+    declared = {"expected": {"driver": "560.*", "kernel": "5.15.0-105-generic"}}
+    report = check_consistency(nodes, software.validate(declared))
     driver = item(report, "driver")
     assert driver.expected == "560.*" and driver.odd == [("550.54.15", "gpu[001-003]")]
     assert item(report, "kernel").consistent
