@@ -177,3 +177,17 @@ def test_bad_link_entries_are_refused_naming_the_key(tmp_path, text, message):
     with pytest.raises(R.ReferencesError) as err:
         R.load(str(site))
     assert message in str(err.value) and str(site) in str(err.value)
+
+
+def test_efficiency_bounds_never_override_a_busbw_reference():
+    """Where a section has both, the line-rate efficiency band contains the busbw band: the busbw
+    references keep every verdict they gave, the efficiency judges what they do not cover."""
+    for section in REFS.skus + list(REFS.fabrics.values()):
+        line = section.get("line_rate_gbps")
+        for coll in R.COLLECTIVES:
+            busbw, eff = section.get(f"nccl_{coll}_busbw_gbps"), section.get(f"nccl_{coll}_efficiency_pct")
+            if busbw is None or eff is None:
+                continue
+            assert eff.low_bound * line.value / 100 <= busbw.low_bound, (section.name, coll)
+            if eff.high_bound is not None and busbw.high_bound is not None:
+                assert eff.high_bound * line.value / 100 >= busbw.high_bound, (section.name, coll)
