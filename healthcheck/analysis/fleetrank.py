@@ -6,8 +6,8 @@ Evidence (each optional; pass what you have):
   gpu.temperature check, burn-in reference floors, PCIe width below the device's max);
 - ``outlier``: a performance figure off its peers (:func:`persistence.persistent_outliers`: robust
   z per GPU model, per rack too when ``rack`` is given, round by round over the last n runs);
-- ``regression``: a figure off the unit's own baseline (:func:`regressions.baseline_deviation`) in
-  several of its last n samples;
+- ``regression``: a figure off the unit's own baseline (the rule of
+  :func:`regressions.baseline_deviation`, :func:`regression_hits`) in several of its last n samples;
 - ``check``: a check that failed / errored / warned in the node's last n runs
   (:func:`persistence.persistent_results`);
 - ``growth``: an error counter that went up in its last n samples (:func:`persistence.counter_hits`);
@@ -25,14 +25,15 @@ baseline for regressions), limit (floors), hits, runs, severity, persistent, poi
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import availability, floors as floors_, persistence as pers, regressions as regr, trends
-from ._frames import empty, utc
+from . import availability, floors as floors_, persistence as pers, trends
+from ._frames import SERIES_KEYS, empty, from_ticks, int_times, per_name, series_codes, utc
 from .outliers import IGLEWICZ_HOAGLIN_THRESHOLD
 
 DEFAULT_WEIGHTS: dict[str, float] = {"floor_fail": 10.0, "floor_warn": 4.0, "check_fail": 10.0,
@@ -123,36 +124,54 @@ def evidence_outliers(po: pd.DataFrame, w: Mapping[str, float], threshold: float
 
 def regression_hits(metrics: pd.DataFrame | None, names: list[str], *, k: int, n: int,
                     threshold: float | Mapping[str, float] = REGRESSION_THRESHOLD,
-                    window: int | str = REGRESSION_WINDOW, min_periods: int = 3) -> pd.DataFrame:
+                    window: int = REGRESSION_WINDOW, min_periods: int = 3) -> pd.DataFrame:
     """Per series of ``names`` ("higher is better"): how many of its last ``n`` samples regressed
-    against the unit's own rolling median; the latest sample's value, baseline and change; ``since``
-    = the first sample of the trailing streak of regressed samples (NaT when the latest did not).
-    Columns: node, check, component, name, value, baseline, change, hits, runs, persistent, since."""
+    against the unit's own baseline, the median of its ``window`` previous samples (at least
+    ``min_periods`` of them; the rule of :func:`regressions.baseline_deviation` with an int window):
+    ``change = (value - baseline) / |baseline| < -threshold`` (a fraction, or ``{name: fraction}``).
+    The latest sample's value, baseline and change; ``since`` = the first sample of the trailing
+    streak of regressed samples among the last ``n + window`` (NaT when the latest did not regress).
+    Columns: node, check, component, name, value, baseline, change, hits, runs, persistent, since.
+
+    Complexity: the last ``n + window`` samples of each series in one right-aligned matrix (series x
+    positions), one vectorised ``nanmedian`` per position: O(series * (n + window) * window).
+    """
+    pers.check_kn(k, n)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1 or min_periods < 1:
+        raise ValueError(f"window and min_periods must be integers >= 1, got {window!r}, {min_periods!r}")
     cols = {"node": "object", "check": "object", "component": "object", "name": "object",
             "value": "float64", "baseline": "float64", "change": "float64", "hits": "int64",
             "runs": "int64", "persistent": "bool", "since": "datetime64[us, UTC]"}
-    dev = regr.baseline_deviation(metrics, names, window=window, min_periods=min_periods,
-                                  threshold=threshold, direction="higher")
-    if dev.empty:
+    width = n + window
+    df = pers.last_samples(metrics, names, width)
+    if df.empty:
         return empty(cols)
-    keys = ["node", "check", "component", "name"]
-    gid = dev.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    dev = dev.assign(_gid=gid)
-    size = dev.groupby("_gid", sort=False)["value"].transform("size").to_numpy()
-    pos = size - 1 - dev.groupby("_gid", sort=False).cumcount().to_numpy()
-    # trailing streak: regressed samples after the last non-regressed one of the series
-    notreg = (~dev["regressed"]).astype(int).groupby(dev["_gid"], sort=False).cumsum()
-    last_notreg = notreg.groupby(dev["_gid"], sort=False).transform("max")
-    in_streak = dev["regressed"] & notreg.eq(last_notreg)
-    dev = dev.assign(_pos=pos, _streak=in_streak)
-    streak_start = dev[dev["_streak"]].groupby("_gid")["started_at"].min()
-    recent = dev[dev["_pos"] < n]
-    g = recent.groupby("_gid", sort=False)
-    out = pd.DataFrame({"hits": g["regressed"].sum().astype("int64"), "runs": g["regressed"].size().astype("int64")})
-    last = dev[dev["_pos"].eq(0)].set_index("_gid")
-    out = out.join(last[keys + ["value", "baseline", "change"]])
-    out["since"] = streak_start.reindex(out.index)
-    out = out[out["hits"] > 0].reset_index(drop=True)
+    codes, units = series_codes(df, SERIES_KEYS)
+    slot = width - 1 - df["pos"].to_numpy()
+    vals = np.full((len(units), width), np.nan)
+    vals[codes, slot] = df["value"].to_numpy(dtype="float64")
+    ticks = np.zeros((len(units), width), dtype=np.int64)
+    ticks[codes, slot] = int_times(df["started_at"])
+    base = np.full_like(vals, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: no baseline, NaN
+        for j in range(min_periods, width):
+            win = vals[:, max(0, j - window):j]
+            enough = np.count_nonzero(~np.isnan(win), axis=1) >= min_periods
+            base[:, j] = np.where(enough, np.nanmedian(win, axis=1), np.nan)
+        change = np.where(np.abs(base) > 0, (vals - base) / np.abs(base), np.nan)
+    thr = per_name(units, threshold, REGRESSION_THRESHOLD).to_numpy(dtype="float64")
+    regressed = np.nan_to_num(change, nan=0.0) < -thr[:, None]
+    hits = regressed[:, width - n:].sum(axis=1)
+    runs = np.count_nonzero(~np.isnan(vals[:, width - n:]), axis=1)
+    rev = regressed[:, ::-1]
+    streak = np.where((~rev).any(axis=1), np.argmax(~rev, axis=1), width)
+    since_col = np.clip(width - streak, 0, width - 1)
+    since = np.where(streak > 0, ticks[np.arange(len(units)), since_col], np.iinfo(np.int64).min)
+    out = units.assign(value=vals[:, -1], baseline=base[:, -1], change=change[:, -1], hits=hits.astype("int64"),
+                       runs=runs.astype("int64"))
+    out["since"] = from_ticks(since, df["started_at"]).where(streak > 0).to_numpy()
+    out = out[out["hits"] > 0]
     if out.empty:
         return empty(cols)
     out["persistent"] = out["hits"] >= k

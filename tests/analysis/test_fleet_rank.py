@@ -94,3 +94,28 @@ def test_bad_input_gets_a_clear_error():
     with pytest.raises(ValueError, match="k <= n"):
         rank_fleet(k=6, n=5)
     assert rank_fleet().empty and list(rank_fleet().columns)[:3] == ["node", "score", "severity"]
+
+
+def test_regression_hits_follow_baseline_deviation():
+    """The matrix form agrees with regressions.baseline_deviation (int window) sample for sample."""
+    import numpy as np
+
+    from healthcheck.analysis.fleetrank import regression_hits
+    from healthcheck.analysis.regressions import baseline_deviation
+
+    rng = np.random.default_rng(3)
+    rows = [(f"n{i}", 24 * d, "burnin.gemm.tflops", f"gpu{g}", "gemm_tflops",
+             float(np.round(700 * (1 + rng.normal(0, 0.03)), 1)))
+            for i in range(6) for g in range(3) for d in range(int(rng.integers(2, 30)))]
+    df = metrics(rows)
+    dev = baseline_deviation(df, ["gemm_tflops"], window=8, min_periods=3, threshold=0.03)
+    keys = ["node", "check", "component", "name"]
+    dev["pos"] = dev.groupby(keys).cumcount(ascending=False)
+    want = dev[dev["pos"] < 5].groupby(keys)["regressed"].sum()
+    want = want[want > 0]
+    got = regression_hits(df, ["gemm_tflops"], k=2, n=5, window=8).set_index(keys)
+    assert len(want) > 3 and got["hits"].sort_index().to_dict() == want.sort_index().to_dict()
+    latest = dev[dev["pos"].eq(0)].set_index(keys)
+    assert np.allclose(got["baseline"], latest.loc[got.index, "baseline"])
+    with pytest.raises(ValueError, match="window"):
+        regression_hits(df, ["gemm_tflops"], k=2, n=5, window="30D")
