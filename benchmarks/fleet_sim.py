@@ -166,15 +166,15 @@ def simulate(nodes: int = 10_000, days: int = 90, seed: int = 0, now: pd.Timesta
     parts_run, parts_check, parts_comp, parts_name, parts_val = [], [], [], [], []
     for check, name, vals, comp_idx in per_hc:
         ncol = vals.shape[1]
-        parts_run.append(np.repeat(hc, ncol))
-        parts_check.append(np.full(hc.size * ncol, checks.index(check)))
-        parts_comp.append(np.tile(np.array(list(comp_idx)), hc.size))
-        parts_name.append(np.full(hc.size * ncol, mnames.index(name)))
+        parts_run.append(np.repeat(hc.astype(np.int32), ncol))
+        parts_check.append(np.full(hc.size * ncol, checks.index(check), dtype=np.int8))
+        parts_comp.append(np.tile(np.array(list(comp_idx), dtype=np.int8), hc.size))
+        parts_name.append(np.full(hc.size * ncol, mnames.index(name), dtype=np.int8))
         parts_val.append(vals.ravel())
-    parts_run.append(np.repeat(bi, GPUS))
-    parts_check.append(np.full(bi.size * GPUS, checks.index("burnin.gemm.tflops")))
-    parts_comp.append(np.tile(np.arange(GPUS), bi.size))
-    parts_name.append(np.full(bi.size * GPUS, mnames.index("gemm_tflops")))
+    parts_run.append(np.repeat(bi.astype(np.int32), GPUS))
+    parts_check.append(np.full(bi.size * GPUS, checks.index("burnin.gemm.tflops"), dtype=np.int8))
+    parts_comp.append(np.tile(np.arange(GPUS, dtype=np.int8), bi.size))
+    parts_name.append(np.full(bi.size * GPUS, mnames.index("gemm_tflops"), dtype=np.int8))
     parts_val.append(gemm.ravel())
     m_run = np.concatenate(parts_run)
     m_order = np.argsort(m_run, kind="stable")
