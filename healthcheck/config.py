@@ -10,7 +10,6 @@ each class overrides it key by key (tables such as thresholds, versions and pcie
 """
 from __future__ import annotations
 
-import re
 from .record import record as dataclass, field
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
@@ -197,6 +196,8 @@ def _parse(text: str, path: str | None) -> dict[str, Any]:
         raise ConfigError(f"nested too deeply (a config nests at most {MAX_CONFIG_DEPTH} levels)", path,
                           _deep_line(text)) from None
     except tomllib.TOMLDecodeError as exc:
+        import re  # a parse error: not the hot path
+
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line = int(match.group(1)) if match else None
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))

@@ -5,13 +5,19 @@ Used by :func:`healthcheck.config.loads`; produces the :class:`~healthcheck.conf
 from __future__ import annotations
 
 import math
-import re
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
-
 from .checks.registry import CONTEXTS
 from .config import Config, ConfigError, NodeClass
+from .lazyre import Pattern
 from .slurm.settings import SlurmSettings, validate as validate_slurm
+
+# compiled on first use: the hooks load the config (from its cache) before every job
+_HEADER = Pattern(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = Pattern(r'^["\']?([^"\'=\s]+)["\']?\s*=')
+_URL_PASSWORD = Pattern(r"^[a-z0-9+]+://[^/@:]*:[^/@]*@")
+_PORT_KEY = Pattern(r"[A-Za-z0-9_.-]+:[0-9]+")
+_PCI_ADDRESS = Pattern(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 # key -> (type checker, description) for the keys allowed in [defaults] and [class.NAME]
 _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
@@ -61,17 +67,19 @@ class Validator:
         header_line, current = None, ""
         for number, line in enumerate(self.lines, 1):
             stripped = line.strip()
-            header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", stripped)
+            header = _HEADER.match(stripped)
             if header:
                 current = _norm_table(header.group(1))
                 if current == want and header_line is None:
                     header_line = number
                 continue
             if key is not None and current == want:
-                kv = re.match(r'^["\']?([^"\'=\s]+)["\']?\s*=', stripped)
+                kv = _KEY.match(stripped)
                 if kv and kv.group(1) == key:
                     return number
         if key is not None:  # dotted keys and inline tables: the first line that sets the key
+            import re  # error messages only
+
             pattern = rf'(^|[{{,.])\s*["\']?{re.escape(key)}["\']?\s*='
             for number, line in enumerate(self.lines, 1):
                 if re.search(pattern, line):
@@ -163,7 +171,7 @@ class Validator:
             return None
         if not isinstance(url, str) or not url:
             raise self.error("db_url must be a database URL string", "history", "db_url")
-        if re.match(r"^[a-z0-9+]+://[^/@:]*:[^/@]*@", url):
+        if _URL_PASSWORD.match(url):
             raise self.error("db_url must not carry a password: put it in the file named by "
                              "HEALTHCHECK_DB_PASSWORD_FILE (or HEALTHCHECK_DB_PASSWORD)", "history", "db_url")
         return url
@@ -245,7 +253,7 @@ class Validator:
             raise self.error("per_port must be a table of \"device:port\" = { ... }", table)
         out = {}
         for key, spec in value.items():
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+:[0-9]+", str(key)):
+            if not _PORT_KEY.fullmatch(str(key)):
                 raise self.error(f"per_port key {key!r} must be \"device:port\", e.g. \"mlx5_0:1\"", table, key)
             if not isinstance(spec, dict):
                 raise self.error(f"per_port.\"{key}\" must be a table like {{ firmware = \"28.39.1002\", "
@@ -285,8 +293,7 @@ class Validator:
         out = {}
         for target, spec in value.items():
             sub = f"{table}.{target}"
-            if target not in ("gpu", "hca", "nvswitch") and not re.fullmatch(
-                    r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", target):
+            if target not in ("gpu", "hca", "nvswitch") and not _PCI_ADDRESS.fullmatch(target):
                 raise self.error(f"pcie target {target!r} must be gpu, hca, nvswitch or a PCI address "
                                  "like \"0000:1a:00.0\"", table, target)
             if not isinstance(spec, dict):

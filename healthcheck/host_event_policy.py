@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 import os
 
-from .policyfile import packaged, parse
+from .policyfile import once, packaged, parse
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
@@ -91,7 +90,7 @@ def default_policy_text() -> str:
     return open(DEFAULT_POLICY_FILE, encoding="utf-8").read()
 
 
-@lru_cache(maxsize=1)
+@once
 def _default_policy() -> HostEventPolicy:
     """The packaged policy, read and validated once per process."""
     data, cached = packaged(DEFAULT_POLICY_FILE, "host-event policy", _read_valid)

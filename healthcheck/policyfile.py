@@ -46,3 +46,24 @@ def packaged(path: str, what: str, read: Callable[[str], dict[str, Any]]) -> tup
         data = read(fh.read())
     tomlcache.put(str(path), data)
     return data, False
+
+
+def once(fn):
+    """``functools.lru_cache(maxsize=1)`` for a function of no arguments (with its ``cache_clear()``),
+    without importing functools: with collections it cost the prolog ~2 ms. A call that raises is not
+    remembered, as with lru_cache."""
+    missing = object()
+    box = [missing]
+
+    def cached():
+        if box[0] is missing:
+            box[0] = fn()
+        return box[0]
+
+    def cache_clear() -> None:
+        box[0] = missing
+
+    cached.cache_clear = cache_clear
+    cached.__name__, cached.__qualname__, cached.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    cached.__wrapped__ = fn
+    return cached

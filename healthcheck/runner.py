@@ -2,10 +2,9 @@
 build the verdict. Pure apart from the monotonic clock used for the duration."""
 from __future__ import annotations
 
-import fnmatch
 import time
 
-from .checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, select, spec as load_spec
+from .checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, matches, select, spec as load_spec
 from .expectations import Expectations
 from .model import Finding, Snapshot, Status, Verdict
 
@@ -48,7 +47,7 @@ def check_patterns(names: list[str], only: list[str] | None = None, skip: list[s
     problems = []
     for option, patterns in (("--only", only), ("--skip", skip)):
         for pattern in patterns or ():
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            if not any(matches(name, pattern) for name in names):
                 near = closest_names(pattern, names)
                 hint = f"closest: {', '.join(near)}; all: `healthcheck checks`" if near \
                     else "see `healthcheck checks`"
@@ -65,7 +64,7 @@ def choose(specs: dict[str, CheckSpec | IndexEntry], context: str, enabled: list
     check_patterns(list(specs), only, skip)
     chosen = select(specs, context, enabled, only)
     if skip:
-        chosen = [s for s in chosen if not any(fnmatch.fnmatchcase(s.name, g) for g in skip)]
+        chosen = [s for s in chosen if not any(matches(s.name, g) for g in skip)]
     if not chosen and (only or skip):
         asked = " ".join([f"--only {g!r}" for g in only or ()] + [f"--skip {g!r}" for g in skip or ()])
         raise SelectionError(f"{asked} leaves no check to run in context {context!r} "

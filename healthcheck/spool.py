@@ -23,11 +23,11 @@ a partial line left by a crash is terminated by the next append, so the file alw
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from .record import record as dataclass
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterator  # noqa: F401
+from .jsonwrite import dumps
 from .lazylog import LazyLog
 
 from .spoolwrite import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported
@@ -62,7 +62,7 @@ def encode(record: dict[str, Any]) -> bytes:
     if not isinstance(rid, str) or not rid:
         raise ValueError(f"'record_id' must be a non-empty string, got {rid!r}")
     try:
-        text = json.dumps(record, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        text = dumps(record)  # = json.dumps(record, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"spool record is not JSON-serialisable: {exc}") from None
     data = text.encode("ascii")
@@ -167,6 +167,8 @@ def _read_file(path: Path, handle, report: Callable[[CorruptLine], None]) -> Ite
 
 
 def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    import json  # reading is ingest's: the hooks only append (jsonwrite)
+
     text = raw.strip()
     if not text:
         return None, "empty line"

@@ -1,20 +1,26 @@
-"""Parsed TOML, cached as JSON for the hooks' hot path (tomllib and parsing cost ≈ 15 ms per run).
+"""Parsed TOML, cached for the hooks' hot path (tomllib and parsing cost ≈ 15 ms per run).
 
 A cache entry is keyed by the file's real path, inode, size and mtime (ns) and the tool's version, so
 an edited or replaced file is parsed afresh. Entries live in ``$HEALTHCHECK_CACHE_DIR``, else (as root)
 ``/var/cache/healthcheck``, in a 0700 directory, 0600 files; as root an entry is used only when it is
 root's alone (see :mod:`healthcheck.safety`) and read only when it is a regular file of at most
 MAX_ENTRY_BYTES. Every failure is a cache miss, never an error.
+
+Entries are in ``marshal`` format: built into the interpreter, so reading one imports nothing (``json``
+brought ``re``, ``enum``, ``functools`` and ``collections`` onto the prolog's path, ~3 ms). ``marshal``
+is not meant for data others could craft: an entry is read only from the cache folder of the user
+running (as root: only when root's alone), and its Python version is part of the key.
 """
 from __future__ import annotations
 
-import json
+import marshal
 import os
+import sys
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
 CACHE_ENV = "HEALTHCHECK_CACHE_DIR"
-MAX_ENTRY_BYTES = 16 << 20  # the JSON of a file of at most safety.MAX_TRUSTED_FILE_BYTES (4 MiB) of TOML
+MAX_ENTRY_BYTES = 16 << 20  # the entry of a file of at most safety.MAX_TRUSTED_FILE_BYTES (4 MiB) of TOML
 
 
 def cache_dir() -> str | None:
@@ -35,8 +41,9 @@ def _entry(path: str) -> tuple[str, list] | None:
         st = os.stat(real)
     except OSError:
         return None
-    name = real.replace("%", "%25").replace("/", "%2F")[-200:] + ".json"
-    return os.path.join(folder, name), [real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, __version__]
+    name = real.replace("%", "%25").replace("/", "%2F")[-200:] + ".marshal"
+    return os.path.join(folder, name), [real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, __version__,
+                                        list(sys.version_info[:2])]
 
 
 def get(path: str) -> dict[str, Any] | None:
@@ -54,8 +61,8 @@ def get(path: str) -> dict[str, Any] | None:
             from .safety import check_trusted
 
             check_trusted(cache_file, "cache entry")
-        stored = json.loads(read_regular(cache_file, "cache entry", MAX_ENTRY_BYTES))
-    except (OSError, ValueError, RecursionError):  # a FIFO, a huge or deeply nested entry: a miss
+        stored = marshal.loads(read_regular(cache_file, "cache entry", MAX_ENTRY_BYTES))
+    except (OSError, ValueError, EOFError, TypeError, RecursionError):  # a FIFO, a huge or cut entry: a miss
         return None
     if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("data"), dict):
         return None
@@ -63,13 +70,13 @@ def get(path: str) -> dict[str, Any] | None:
 
 
 def put(path: str, data: dict[str, Any]) -> None:
-    """Cache ``data`` for ``path`` (best effort: data that is not JSON, e.g. TOML dates, is not cached)."""
+    """Cache ``data`` for ``path`` (best effort: data marshal cannot write, e.g. TOML dates, is not cached)."""
     entry = _entry(path)
     if entry is None:
         return
     cache_file, key = entry
     try:
-        text = json.dumps({"key": key, "data": data})
+        text = marshal.dumps({"key": key, "data": data})
     except (TypeError, ValueError):
         return
     try:

@@ -13,13 +13,12 @@ key at fault.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
 from .expectations import XidPolicy, XidRule
-from .policyfile import packaged, parse
+from .policyfile import once, packaged, parse
 
 ACTIONS = ("fail", "warn", "ignore")
 _ENTRY_KEYS = {"number", "name", "action", "window_s", "min_count", "bucket", "source", "note"}
@@ -36,7 +35,7 @@ def default_policy_text() -> str:
     return open(DEFAULT_POLICY_FILE, encoding="utf-8").read()
 
 
-@lru_cache(maxsize=1)
+@once
 def _default_data() -> dict[str, Any]:
     """The packaged policy, parsed once per process (and cached across runs: every run judges it)."""
     return packaged(DEFAULT_POLICY_FILE, "Xid policy", _read)[0]

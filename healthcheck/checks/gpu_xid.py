@@ -12,7 +12,6 @@ over them. New events, or the same Xid at another time stamp or in another boot,
 """
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 if False:  # annotations only
     from datetime import datetime  # noqa: F401
@@ -113,6 +112,8 @@ def event_key(ev: KernelEvent, boot_id: str | None) -> str:
     elif ev.time:
         stamp = ev.time
     else:
+        import zlib  # a line with neither time stamp: rare
+
         stamp = f"crc{zlib.crc32(ev.line.encode('utf-8', 'replace')):08x}"
     xid = "-" if ev.xid is None else str(ev.xid)
     return f"{boot_id or '-'}|{stamp}|{normalize_pci_bus_id(ev.pci_bus_id) or '-'}|{ev.kind}|{xid}"

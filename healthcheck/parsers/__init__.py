@@ -11,8 +11,6 @@ expressions have no nested or adjacent overlapping quantifiers, so parsing time 
 """
 from __future__ import annotations
 
-import json
-
 from ..lazyre import Pattern
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
@@ -80,6 +78,8 @@ def json_objects(text: str, wanted: Callable[[object], bool], what: str,
     if containers > MAX_JSON_CONTAINERS:
         raise error(f"{what}: {containers} JSON objects/arrays, over the limit of {MAX_JSON_CONTAINERS} "
                     "(not a real tool output; refusing to parse it)")
+    import json  # on use: the probes import this package for ParseError, the prolog never needs json
+
     decoder, docs, other, done = json.JSONDecoder(), [], [], 0
     budget = 2 * len(text) + 65536
     for start in _JSON_START.finditer(text):

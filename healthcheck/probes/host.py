@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import time
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
@@ -263,12 +262,9 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
             work(i, mount.mountpoint)
         _apply_statvfs(targets, results, alive=lambda i: False)
         return
-    threads = []
-    for i, mount in enumerate(targets):
-        thread = threading.Thread(target=work, args=(i, mount.mountpoint), daemon=True,
-                                  name=f"statvfs:{mount.mountpoint}")
-        thread.start()
-        threads.append(thread)
+    from .bounded import Task
+
+    threads = [Task(lambda i=i, path=mount.mountpoint: work(i, path)).start() for i, mount in enumerate(targets)]
     deadline = time.monotonic() + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))

@@ -6,7 +6,6 @@ Heavy modules (pynvml) are imported only when the PCI bus shows an NVIDIA GPU.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from ..record import record as dataclass, field
 if False:  # annotations only (typing is not imported on the hot path)
@@ -48,24 +47,12 @@ def short_hostname() -> str:
     return os.uname().nodename.split(".")[0]
 
 
-class _Bounded(threading.Thread):
-    def __init__(self, fn: Callable[[], Any]):
-        super().__init__(daemon=True)
-        self.fn, self.result, self.error, self.duration = fn, None, None, 0.0
-
-    def run(self) -> None:
-        start = time.monotonic()
-        try:
-            self.result = self.fn()
-        except BaseException as exc:  # becomes data in the snapshot
-            self.error = exc
-        self.duration = time.monotonic() - start
-
-
 def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
                 snap: Snapshot, hang_kinds: dict[str, str] | None = None) -> None:
     """Run ``jobs`` concurrently; store results on ``snap`` by name, failures in ``snap.probe_errors``."""
-    threads = {name: _Bounded(fn) for name, fn in jobs.items()}
+    from .bounded import Task
+
+    threads = {name: Task(fn) for name, fn in jobs.items()}
     start = time.monotonic()
     for thread in threads.values():
         thread.start()

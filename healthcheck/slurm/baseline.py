@@ -30,14 +30,13 @@ never ran) and the oldest beyond ``MAX_FILES``.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from ..paths import Path  # pathlib's operations without its import cost (the prolog saves here)
 
 from ..lazylog import LazyLog
-from ..lazyre import Pattern
+from ..jsonwrite import dumps
 from ..model import GpuInfo, IbPort, Snapshot
 
 BASELINE_DIR = "baselines"
@@ -46,7 +45,7 @@ MAX_FILES = 1000
 FORMAT_VERSION = 1
 # Slurm job ids: "123", array tasks "123_4" (SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID). Nothing else is
 # accepted: the id becomes a file name.
-_JOB_ID_RE = Pattern(r"[0-9][0-9_]{0,63}")
+_JOB_ID_CHARS = frozenset("0123456789_")  # [0-9][0-9_]{0,63}, checked without re (every prolog)
 
 _GPU_FIELDS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "retired_pages_sbe",
                "retired_pages_dbe", "remap_correctable", "remap_uncorrectable", "pcie_replay_count")
@@ -59,9 +58,6 @@ IB_ERROR_COUNTERS = frozenset({
     # mlx5 hw_counters (probe prefix "hw_"): receive drops for lack of buffers / out-of-order packets
     "hw_out_of_buffer", "hw_out_of_sequence",
 })
-_IB_ERROR_WORDS = Pattern(r"(?i)err|discard|drop")
-# CQE flush "errors" grow on every normal queue-pair teardown: not a link or HCA fault.
-_IB_NOT_ERRORS = Pattern(r"(?i)flush")
 
 log = LazyLog(__name__)
 
@@ -124,7 +120,8 @@ def is_ib_error_counter(name: str) -> bool:
     (except the CQE flush counters, which count normal teardown)."""
     if name in IB_ERROR_COUNTERS:
         return True
-    return bool(_IB_ERROR_WORDS.search(name)) and not _IB_NOT_ERRORS.search(name)
+    low = name.lower()  # (no re: every prolog on an InfiniBand node asks this of each hw counter)
+    return ("err" in low or "discard" in low or "drop" in low) and "flush" not in low
 
 
 def _ib_counters(port: IbPort) -> dict[str, float]:
@@ -151,7 +148,8 @@ def _finite(value: object) -> bool:
 
 def validate_job_id(job_id: str) -> str:
     """The job id if it is digits (and underscores for array tasks: "123_4"); ValueError otherwise."""
-    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
+    if (not isinstance(job_id, str) or not 0 < len(job_id) <= 64 or job_id[0] not in "0123456789"
+            or not _JOB_ID_CHARS.issuperset(job_id)):
         raise ValueError(f"invalid Slurm job id {job_id!r}: expected digits, or digits_digits")
     return job_id
 
@@ -182,8 +180,8 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
         from ..safety import make_private
 
         make_private(str(directory))
-    data = json.dumps({"version": FORMAT_VERSION, "job_id": job_id, "saved_at": now,
-                       "counters": clean}, sort_keys=True).encode()
+    data = dumps({"version": FORMAT_VERSION, "job_id": job_id, "saved_at": now, "counters": clean},
+                 sort_keys=True).encode()
     from ..atomicio import atomic_write
 
     # as root: refused unless the state dir is root's alone. Not fsync'ed: written before every job,
@@ -195,6 +193,8 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
 
 def source_of(state_dir: str | os.PathLike[str], job_id: str) -> str | None:
     """The baseline's "source" when it is not the job's own prolog (the fast prolog writes one)."""
+    import json  # reading is the epilog's: the prolog only writes (jsonwrite)
+
     try:
         data = json.loads(baseline_path(state_dir, job_id).read_bytes())
     except (OSError, ValueError):
@@ -205,6 +205,8 @@ def source_of(state_dir: str | os.PathLike[str], job_id: str) -> str | None:
 
 def load(state_dir: str | os.PathLike[str], job_id: str) -> dict[str, float] | None:
     """The job's saved counters; None when there is none or it cannot be read (logged)."""
+    import json
+
     path = baseline_path(state_dir, job_id)
     try:
         data = json.loads(path.read_bytes())

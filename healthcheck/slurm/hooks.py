@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 def _load_within(path: str, node: str, limit_s: float):
     """Load the config under a SIGALRM timer of ``limit_s``: past it, TimeoutError (the hook then
     judges nothing and exits 0, as for any config it cannot use)."""
-    import signal
+    import _signal as signal  # the C module signal.py wraps: signal.py's enums import enum (~3 ms)
 
     def expired(_signum, _frame):
         raise TimeoutError(f"{path}: not loaded within {limit_s:g} s (a FIFO, a device or a huge file?)")

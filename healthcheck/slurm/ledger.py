@@ -17,7 +17,6 @@ them, never passed wrongly).
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 if False:  # annotations only (typing is not imported on the hot path)
@@ -44,6 +43,8 @@ def _write_json(path: str, obj, log: Log, what: str) -> bool:
 
     try:
         make_private(os.path.dirname(path))
+        import json  # on use: a healthy node with no drain of ours reads and writes no ledger
+
         atomic_write(path, json.dumps(obj, sort_keys=True), 0o600, private_dir=True)
         return True
     except (OSError, ValueError) as exc:
@@ -67,6 +68,8 @@ def _read_json(path: str, log: Log, what: str):
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE:
                 raise ValueError("not a regular file of at most 4 MiB")
+            import json
+
             return json.loads(fh.read(MAX_FILE + 1).decode("utf-8"))
     except (OSError, ValueError) as exc:
         try:

@@ -1,7 +1,7 @@
 """Run a function in a forked child under a hard time budget (the prolog's hang-proof seam).
 
 ``run_in_child(fn, budget_s)`` forks; the child becomes the leader of a new process group, runs ``fn``,
-sends its JSON-serialised result back through a pipe and leaves with ``os._exit`` (it never returns into
+sends its result (plain JSON-shaped data) back through a pipe and leaves with ``os._exit`` (it never returns into
 the caller's stack, never runs atexit handlers, never flushes the parent's inherited stdio buffers).
 The parent waits with ``select()`` until the deadline. When the deadline passes it SIGKILLs the whole
 process group (the child and anything it spawned: ``nvidia-smi``, a ``sleep``, a forked helper) and
@@ -14,8 +14,12 @@ handler, registered only once something was abandoned, waits up to ``EXIT_REAP_S
 parent therefore returns within about ``budget_s + 0.1`` seconds whatever the child does: ignore
 SIGTERM, block in a syscall, fork grandchildren, or write gigabytes.
 
-Wire format (child -> parent): an 8-byte big-endian length, then that many bytes of UTF-8 JSON,
-``{"ok": true, "value": ...}`` or ``{"ok": false, "error": "..."}``. The length prefix means the
+Wire format (child -> parent): an 8-byte big-endian length, then that many bytes of ``marshal`` data
+(built in: neither end imports ``json``, whose ``re``/``enum`` cost the prolog ~3 ms; both ends are this
+interpreter, the child forked from the parent), ``{"ok": True, "value": ...}`` or ``{"ok": False,
+"error": "..."}``. The value is checked to be what JSON could carry (dicts with string keys, lists,
+strings, finite numbers, booleans, None; tuples become lists, as ``json`` would make them), so the
+result is the same as when it travelled as JSON. The length prefix means the
 parent does not depend on EOF (a grandchild forked by ``fn`` may keep the pipe's write end open).
 
 After a normal completion the child's process group is SIGKILLed as well: whatever ``fn`` left running
@@ -28,10 +32,10 @@ the calling thread, so locks held by other threads would stay locked in the chil
 from __future__ import annotations
 
 import errno
-import json
+import marshal
 import os
 import select
-import signal
+import _signal as signal  # the C module signal.py wraps (its enums cost ~3 ms)
 import sys
 import time
 from ..record import record as dataclass
@@ -151,8 +155,8 @@ def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, b
         detail = "without a result" if not buf else f"after sending {got} of {expected} result bytes"
         return Outcome("crashed", error=f"child {how} {detail}"), reaped
     try:
-        message = json.loads(bytes(buf[_HEADER:_HEADER + expected]))
-    except ValueError as exc:
+        message = marshal.loads(bytes(buf[_HEADER:_HEADER + expected]))
+    except (ValueError, EOFError, TypeError) as exc:
         return Outcome("crashed", error=f"child sent an unreadable result: {exc}"), reaped
     if not isinstance(message, dict) or "ok" not in message:
         return Outcome("crashed", error="child sent a malformed result"), reaped
@@ -233,7 +237,9 @@ def _describe_status(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
-            name = signal.Signals(sig).name
+            import signal as named  # a crash report only: here the enums are worth their import
+
+            name = named.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
         return f"was killed by signal {sig} ({name})"
@@ -275,13 +281,57 @@ def _run_and_encode(fn: Callable[[], Any]) -> bytes:
         import traceback  # only on this path: a few ms the prolog need not pay
 
         text = "".join(traceback.format_exception(exc))[-_TRACEBACK_LIMIT:]
-        return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{text}"}).encode()
+        return marshal.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{text}"})
     try:
-        return json.dumps({"ok": True, "value": value}, allow_nan=False).encode()
+        return marshal.dumps({"ok": True, "value": _json_shaped(value, 0)})
     except (TypeError, ValueError, RecursionError) as exc:
-        return json.dumps({"ok": False,
-                           "error": f"result is not JSON-serialisable "
-                                    f"({type(value).__name__}): {exc}"}).encode()
+        return marshal.dumps({"ok": False,
+                              "error": f"result is not JSON-serialisable "
+                                       f"({type(value).__name__}): {exc}"})
+
+
+_MAX_DEPTH = 200
+
+
+def _json_shaped(value: Any, depth: int) -> Any:
+    """``value`` as ``json.loads(json.dumps(value, allow_nan=False))`` would give it back, or the
+    TypeError/ValueError json would raise (an object, NaN or infinity, a key that is not a scalar)."""
+    if value is None or value is True or value is False or type(value) is str or type(value) is int:
+        return value
+    if depth > _MAX_DEPTH:
+        raise RecursionError("nested too deeply")
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):  # bool is handled above; int subclasses (IntEnum) as their number
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_shaped(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out[_json_key(key)] = _json_shaped(item, depth + 1)
+        return out
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return str(key)
+    if key is True or key is False:
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return str(int(key))
+    if isinstance(key, float):
+        if key != key or key in (float("inf"), float("-inf")):
+            raise ValueError(f"Out of range float values are not JSON compliant: {key!r}")
+        return float.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover - child side

@@ -42,7 +42,7 @@ def test_hooks_create_only_0700_dirs_and_0600_files(tmp_path, node_bundles):
     for expected in ("spool/records.jsonl", "state/node1/baselines/4242.json",
                      "state/node1/pending-actions.jsonl", "state/node1/drained-by-us.json"):
         assert expected in names, sorted(names)
-    assert any(n.startswith("cache/") and n.endswith(".json") for n in names), sorted(names)
+    assert any(n.startswith("cache/") and n.endswith(".marshal") for n in names), sorted(names)
     wrong = {os.path.relpath(p, tmp_path): oct(m) for p, m in found.items()
              if m != (0o700 if os.path.isdir(p) else 0o600)}
     assert wrong == {}, wrong

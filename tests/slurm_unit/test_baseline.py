@@ -201,3 +201,22 @@ def test_save_prunes_old_and_excess_baselines(tmp_path):
 
 def test_prune_of_missing_dir_is_a_no_op(tmp_path):
     assert baseline.prune(tmp_path / "absent") == []
+
+
+def test_job_ids_and_error_counter_names_as_the_patterns_said():
+    """Checked without re on the prolog's path: the same answers as the regular expressions they replace."""
+    import re
+
+    from healthcheck.slurm.baseline import is_ib_error_counter, validate_job_id
+
+    for job_id in ["1", "123", "123_4", "_1", "1a", "", "١٢", "9" * 64, "9" * 65, "1_", "1 ", "12\n", "0"]:
+        ok = re.fullmatch(r"[0-9][0-9_]{0,63}", job_id) is not None
+        if ok:
+            assert validate_job_id(job_id) == job_id
+        else:
+            with pytest.raises(ValueError):
+                validate_job_id(job_id)
+    for name in ["hw_rx_discards", "ERR_x", "rx_DROP", "req_cqe_flush_error", "duplicate_request", "Flush_drop",
+                 "port_rcv_data", "hw_out_of_buffer"]:
+        by_re = bool(re.search(r"(?i)err|discard|drop", name)) and not re.search(r"(?i)flush", name)
+        assert is_ib_error_counter(name) == (name in {"hw_out_of_buffer"} or by_re), name

@@ -38,6 +38,8 @@ OURS = {
     "healthcheck.probes.host_counters", "healthcheck.checks.host_counters", "healthcheck.checks.pcie",
     # patterns compiled on first use: a healthy node compiles none of the kernel-log parser's
     "healthcheck.lazyre",
+    # the spool record and the baseline written without json; probe deadlines without threading
+    "healthcheck.jsonwrite", "healthcheck.probes.bounded",
 }
 # The standard library beyond start-up: regular expressions (checks, parsers, config), json (config
 # cache, spool), threads and select (probe deadlines, the watchdog), signal (the config timer), the C

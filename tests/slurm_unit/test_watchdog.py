@@ -287,3 +287,17 @@ def test_an_abandoned_child_is_reaped_by_the_next_call(monkeypatch):
     with pytest.raises(ChildProcessError):
         os.waitpid(abandoned, os.WNOHANG)
     _assert_no_zombie_children()
+
+
+def test_the_result_is_what_json_would_carry():
+    """The child's result travels as marshal data, checked and shaped as JSON would carry it."""
+    import json
+
+    value = {"a": (1, 2.5, "x", None, True), 3: [False, {"n": -0.0}], 1.5: "f", None: 1, True: 2,
+             "nested": [[[]]], "big": 10 ** 30}
+    out = run_in_child(lambda: value, 5.0)
+    assert out.status == "ok" and out.value == json.loads(json.dumps(value))
+    for bad in ({"k": float("inf")}, [float("-inf")], {(1, 2): "tuple key"}, {"s": {1, 2}}, b"bytes"):
+        out = run_in_child(lambda bad=bad: bad, 5.0)
+        assert out.status == "crashed" and "not JSON-serialisable" in out.error, bad
+    _assert_no_zombie_children()

@@ -50,3 +50,16 @@ import json; print(json.dumps(sorted(m for m in sys.modules if m.startswith("hea
     assert gpu <= absence | {"healthcheck.checks.gpu_inventory"}, gpu  # (gpu_responsive imports it)
     assert "healthcheck.checks.gpu_ecc" not in loaded and "healthcheck.checks.gpu_thermal" not in loaded
     assert "healthcheck.checks.host" in loaded
+
+
+def test_glob_matching_is_fnmatch():
+    import fnmatch
+
+    from healthcheck.checks.registry import matches
+
+    names = ["gpu.ecc", "gpu.ecc.sram", "host.load", "ib.port.state", "gpu", "", "a*b", "x?y"]
+    patterns = ["gpu.ecc", "gpu.*", "gpu*", "*", "", "*.ecc", "gpu.?cc", "[gh]*", "host.load*", "ib.*.state",
+                "a*b", "x?y", "gpu.ecc*"]
+    for name in names:
+        for pattern in patterns:
+            assert matches(name, pattern) == fnmatch.fnmatchcase(name, pattern), (name, pattern)

@@ -1,6 +1,7 @@
 """The hooks' parsed-config cache: hits, invalidation on change, refusal of untrusted entries."""
 from __future__ import annotations
 
+import marshal
 import os
 
 import pytest
@@ -26,7 +27,7 @@ def test_second_load_comes_from_the_cache(tmp_path, cache, monkeypatch):
     path = _config(tmp_path)
     assert load(str(path), use_cache=True).expectations_for("gpu1").gpu_count == 8
     entries = [p.name for p in cache.iterdir()]
-    assert any(name.endswith("site.toml.json") for name in entries), entries
+    assert any(name.endswith("site.toml.marshal") for name in entries), entries
     import healthcheck.config as config
 
     monkeypatch.setattr(config, "_parse", lambda *a: pytest.fail("parsed again despite the cache"))
@@ -46,7 +47,9 @@ def test_an_entry_others_could_write_is_ignored(tmp_path, cache):
     path = _config(tmp_path)
     load(str(path), use_cache=True)
     entry = next(cache.iterdir())
-    entry.write_text(entry.read_text().replace('"gpu_count": 8', '"gpu_count": 1'))
+    stored = marshal.loads(entry.read_bytes())
+    stored["data"]["class"]["a"]["gpu_count"] = 1
+    entry.write_bytes(marshal.dumps(stored))
     entry.chmod(0o666)
     assert tomlcache.get(str(path)) is None
     assert load(str(path), use_cache=True).expectations_for("gpu1").gpu_count == 8
@@ -62,7 +65,18 @@ def test_invalid_configs_are_never_cached(tmp_path, cache):
     assert not cache.exists() or not list(cache.iterdir())
 
 
-def test_data_that_is_not_json_is_not_cached(tmp_path, cache):
+def test_a_cut_or_garbled_entry_is_a_miss(tmp_path, cache):
+    path = _config(tmp_path)
+    load(str(path), use_cache=True)
+    entry = next(cache.iterdir())
+    whole = entry.read_bytes()
+    for broken in (whole[: len(whole) // 2], b"\x00garbage", b"", marshal.dumps(["not", "a", "dict"])):
+        entry.write_bytes(broken)
+        assert tomlcache.get(str(path)) is None
+        assert load(str(path), use_cache=True).expectations_for("gpu1").gpu_count == 8
+
+
+def test_data_marshal_cannot_write_is_not_cached(tmp_path, cache):
     import datetime
 
     tomlcache.put(str(_config(tmp_path)), {"when": datetime.date(2026, 1, 1)})
