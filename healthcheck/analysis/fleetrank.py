@@ -299,6 +299,12 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
     figs = dict(FIGURES if figures is None else figures)
     ev: list[dict] = []
     if metrics is not None and len(metrics):
+        # one sort of the whole window: every judge below reads at most each series' last n + window
+        judged = set(figs) | set(floors_.REFERENCE_KEYS) | {floors_.TEMPERATURE} | {
+            m for pair in floors_.PCIE_PAIRS for m in pair}
+        counted = counters if callable(counters) else set([counters] if isinstance(counters, str) else counters)
+        metrics = pers.last_samples(metrics, lambda m: m in judged or (
+            counted(m) if callable(counted) else m in counted), n + REGRESSION_WINDOW).drop(columns="pos")
         peer = pers.peer_key(gpu_model, rack)
         fl = floors_.floor_crossings(metrics, gpu_model, references=references, dtype=dtype, k=k, n=n,
                                      thermal=thermal)
