@@ -8,12 +8,14 @@ from .model import Snapshot
 
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
                  proc_root: str | None = None, deadlines_s: dict[str, float] | None = None,
-                 sources: frozenset[str] | None = None, processes: bool = True) -> Snapshot:
+                 sources: frozenset[str] | None = None, processes: bool = True,
+                 kernel_cache: str | None = None) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
 
     ``sources``: the snapshot sources the checks to run need (None: all); live probing skips the rest.
     ``processes``: record the host's process table (no check reads it: the hooks leave it out).
+    ``kernel_cache``: a file for the last run's kernel-log events (the hooks; see probes.kernel_cache).
 
     Raises BundleError when a mapped bundle cannot be read (the caller decides: a usage error at a
     terminal, a checker ERROR in a hook — never a drain)."""
@@ -34,7 +36,8 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
         return snap
     from .probes.live import LiveOptions, snapshot_live
 
-    opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node, processes=processes)
+    opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node, processes=processes,
+                       kernel_cache=kernel_cache)
     if deadlines_s is not None:
         opts.deadlines_s = dict(deadlines_s)
     return snapshot_live(opts, started_at, sources)

@@ -15,7 +15,6 @@ and asks :meth:`HostEventRule.severity_in`.
 from __future__ import annotations
 
 import math
-import re
 import os
 
 from .policyfile import once, packaged, parse
@@ -61,6 +60,8 @@ class HostEventRule:
     @property
     def patterns(self) -> tuple:
         if self._patterns is None:
+            import re  # on use: a prolog whose kernel log holds no rule's literal compiles nothing
+
             self._patterns = tuple(re.compile(text) for text in self._texts)
         return self._patterns
 
@@ -158,7 +159,7 @@ def _build(data: dict[str, Any], validated: bool = False) -> HostEventPolicy:
         if not isinstance(entry, dict):
             raise ValueError(f"host-event policy: [[event]] entry #{position} is not a table")
         name = entry.get("class")
-        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,47}", name):
+        if not isinstance(name, str) or not _is_class_name(name):
             raise ValueError(f"host-event policy: [[event]] entry #{position}: 'class' must be a "
                              f"lower-case identifier, got {name!r}")
         where = f"class {name!r}"
@@ -231,10 +232,19 @@ def _override(base: HostEventRule, change: Any) -> HostEventRule:
 
 
 # A quantifier after a group whose body holds a quantifier: "(a+)+", "(?:\s*x)*", "(a{1,9}){2,}".
-_QUANT = re.compile(r"[*+?{]")
+_QUANT = "*+?{"
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_CLASS_CHARS = _LOWER | frozenset("0123456789_")
 
 
-def _pattern(value: Any, where: str, index: int) -> re.Pattern:
+def _is_class_name(name: str) -> bool:
+    """``[a-z][a-z0-9_]{0,47}``, checked without re (the prolog builds the policy from its cache)."""
+    return 0 < len(name) <= 48 and name[0] in _LOWER and _CLASS_CHARS.issuperset(name)
+
+
+def _pattern(value: Any, where: str, index: int):
+    import re  # validation: the packaged policy is validated when its cache entry is written
+
     what = f"host-event policy: {where}: pattern #{index}"
     if not isinstance(value, str) or not value or len(value) > _MAX_PATTERN:
         raise ValueError(f"{what}: must be a non-empty string of at most {_MAX_PATTERN} characters")
@@ -287,7 +297,7 @@ def _nested_quantifier(pattern: str) -> str | None:
                 stack[-1] = (stack[-1][0], True)
             i += 1
             continue
-        if _QUANT.match(c) and stack:
+        if c in _QUANT and stack:
             stack[-1] = (stack[-1][0], True)
         i += 1
     return None

@@ -45,7 +45,7 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
     if acked:
         fresh = [ev for ev in events if event_key(ev, snap.boot_id) not in acked]
         n_acked, events = len(events) - len(fresh), fresh
-    now_time, now_up = _reference(snap, events)
+    now_time, now_up = _reference(snap, events) if events else (None, None)  # (no datetime without events)
     gpus = {normalize_pci_bus_id(g.pci_bus_id): g.component for g in (snap.gpus or []) if g.pci_bus_id}
 
     groups: dict[tuple[str, str], list[KernelEvent]] = {}

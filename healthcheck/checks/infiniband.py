@@ -25,7 +25,6 @@ can only make it pass, never fail. The growth during a job is judged by ``job.co
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 
 from ..expectations import Expectations, IbPortExpect
 from ..model import Finding, IbPort, Snapshot, Status
@@ -280,14 +279,14 @@ def ib_port_rate(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 
 def _limits(t: dict) -> dict[str, tuple[int | None, int | None]]:
     """threshold keys -> counter -> (warn, fail)."""
-    limits: dict[str, list] = defaultdict(lambda: [None, None])
+    limits: dict[str, list] = {}  # (no collections on the prolog's path)
     for key, value in t.items():
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if key.endswith("_warn"):
-            limits[key[:-5]][0] = value
+            limits.setdefault(key[:-5], [None, None])[0] = value
         elif key.endswith("_fail"):
-            limits[key[:-5]][1] = value
+            limits.setdefault(key[:-5], [None, None])[1] = value
     return {k: (v[0], v[1]) for k, v in limits.items()}
 
 
@@ -355,10 +354,11 @@ def ib_hca_firmware(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
         hcas.setdefault(port.device, port)
     if not hcas:
         return skip(name, "no InfiniBand/RoCE devices")
-    by_type: dict[str | None, Counter] = defaultdict(Counter)
+    by_type: dict[str | None, dict[str, int]] = {}  # HCA type -> firmware -> ports
     for port in hcas.values():
         if port.firmware:
-            by_type[port.hca_type][port.firmware] += 1
+            counts = by_type.setdefault(port.hca_type, {})
+            counts[port.firmware] = counts.get(port.firmware, 0) + 1
     recorded: dict[str, str] = {}
     for key, want in sorted(exp.ib_per_port.items()):
         if want.firmware:

@@ -48,6 +48,16 @@ _KERNEL_TAG = "kernel:"
 _TAG_SEARCH = 200  # the kernel: tag sits within the first 200 characters of a syslog/journal line
 
 
+def literals(policy=None) -> tuple[str, ...]:
+    """The literals of the rules :func:`parse_host_events` applies: a line holding none of them is
+    never tried (``probes.kernel_cache`` reuses events while no new line holds one)."""
+    if policy is None:
+        from ..host_event_policy import load_host_event_policy
+
+        policy = load_host_event_policy()
+    return tuple(sorted({r.literal for r in policy.rules.values() if r.pattern_texts}))
+
+
 def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
     """The host events in ``text`` (kernel log), in log order. ``policy``: a
     :class:`healthcheck.host_event_policy.HostEventPolicy` (the packaged default when None)."""

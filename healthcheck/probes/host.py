@@ -219,6 +219,8 @@ _OCTAL = Pattern(r"\\([0-7]{3})")
 
 def unescape_mount_field(text: str) -> str:
     """/proc/mounts escapes space, tab, newline and backslash as \\040 \\011 \\012 \\134."""
+    if "\\" not in text:  # nearly every field: no pattern compiled on the prolog's path
+        return text
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
 
 

@@ -12,6 +12,7 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable  # noqa: F401
 
 from ..model import ProbeError, Snapshot
+from .kmsg import KMSG, read_kmsg  # noqa: F401 - read_kmsg re-exported (tests, bundles)
 
 DEFAULT_DEADLINES_S = {
     "gpus": 10.0,
@@ -41,6 +42,8 @@ class LiveOptions:
     # the process table in HostInfo (bundles, `check`): the hooks leave it out (no check reads it;
     # a scan of /proc costs ~1 ms per 100 processes); services are looked up either way
     processes: bool = True
+    # where the hooks keep the last run's kernel-log events (probes.kernel_cache); None: parse every time
+    kernel_cache: str | None = None
 
 
 def short_hostname() -> str:
@@ -139,10 +142,6 @@ def _nvidia_smi_xml(timeout: float):
     return parse_nvidia_smi(res.stdout)
 
 
-KMSG = "/dev/kmsg"
-KMSG_MAX_RECORDS = 2_000_000  # the parsers' own line limit; a ring buffer holds far fewer
-
-
 def read_kernel_log(timeout: float = 2.5) -> str:
     """The kernel log as ``dmesg`` prints it (``[   12.345678] message`` lines). Read straight from
     /dev/kmsg (no process started: the prolog pays for every fork), else from ``dmesg``."""
@@ -158,50 +157,39 @@ def read_kernel_log(timeout: float = 2.5) -> str:
     return res.stdout
 
 
-def read_kmsg(path: str, deadline: float, read=os.read) -> str:
-    """Every record of the kernel's ring buffer (``path``: /dev/kmsg), non-blocking, up to now.
-
-    A record is ``<prio>,<seq>,<usec>,<flags>[,...];<message>`` followed by continuation lines
-    (`` KEY=value``) that dmesg does not print either. Records overwritten while we read (EPIPE) are
-    skipped, as dmesg does. Bounded by the deadline and by KMSG_MAX_RECORDS. OSError when the file
-    cannot be opened or read at all."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    out: list[str] = []
-    try:
-        while len(out) < KMSG_MAX_RECORDS:
-            try:
-                record = read(fd, 8192)
-            except BlockingIOError:
-                break  # the end of the buffer: everything logged so far is read
-            except BrokenPipeError:
-                continue  # overwritten before we got to it
-            if not record:
-                break
-            header, sep, message = record.decode("utf-8", "replace").partition(";")
-            fields = header.split(",")
-            if not sep or len(fields) < 3 or not fields[2].isdigit():
-                continue
-            usec = int(fields[2])
-            out.append(f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] {message.split(chr(10), 1)[0]}")
-            if len(out) % 4096 == 0 and time.monotonic() > deadline:
-                break
-    finally:
-        os.close(fd)
-    return "\n".join(out) + ("\n" if out else "")
-
-
 def _kernel_events(opts: LiveOptions, nvidia: bool = True):
     """One read of the kernel log: NVIDIA driver events (where the PCI bus shows NVIDIA GPUs) and host
     events (machine checks, memory, PCIe, storage, HCA, links), in that order."""
+    if opts.kernel_cache and opts.kernel_log is None:  # the hooks: parse only when something new may matter
+        from .kmsg import read_raw
+
+        try:
+            records = read_raw(KMSG, time.monotonic() + 2.5)
+        except OSError:
+            records = None  # dmesg below (it numbers nothing: no cache)
+        if records is not None:
+            from .kernel_cache import cached_events
+
+            return cached_events(records, nvidia, opts.kernel_cache, lambda text: _parse_kernel_log(text, nvidia),
+                                 _host_event_markers)
+    return _parse_kernel_log((opts.kernel_log or read_kernel_log)(), nvidia)
+
+
+def _parse_kernel_log(text: str, nvidia: bool):
     from ..parsers.host_events import parse_host_events
 
-    text = (opts.kernel_log or read_kernel_log)()
     events = []
     if nvidia:
         from ..parsers.kernel_log import parse_kernel_log
 
         events = parse_kernel_log(text)
     return events + parse_host_events(text)
+
+
+def _host_event_markers():
+    from ..parsers.host_events import literals
+
+    return literals()
 
 
 def _ib(opts: LiveOptions):

@@ -20,6 +20,7 @@ import sys
 import time
 
 CONTEXTS = ("prolog", "epilog", "slurm-check")
+KERNEL_CACHE = "kernel-events.cache"  # in the node's state dir: the last run's kernel-log events
 DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
 
 
@@ -185,7 +186,7 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
     from ..runner import sources_needed
 
     snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
-                        processes=False)
+                        processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE))
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled

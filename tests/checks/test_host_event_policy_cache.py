@@ -29,3 +29,12 @@ def test_a_cache_entry_that_does_not_fit_is_read_afresh(tmp_path, monkeypatch):
     hp._default_policy.cache_clear()
     assert hp.load_host_event_policy().rules  # the file itself, validated
     hp._default_policy.cache_clear()
+
+
+def test_class_names_as_the_pattern_said():
+    import re
+
+    from healthcheck.host_event_policy import _is_class_name
+
+    for name in ["edac_ue", "a", "a" * 48, "a" * 49, "", "_x", "1x", "Ab", "aé", "a-b", "a b", "x\n", "ok_2"]:
+        assert _is_class_name(name) == (re.fullmatch(r"[a-z][a-z0-9_]{0,47}", name) is not None), name
