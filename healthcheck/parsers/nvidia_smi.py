@@ -1,6 +1,7 @@
 """Parse ``nvidia-smi -q -x`` (XML) and ``nvidia-smi -q`` (text) into :class:`GpuInfo` lists.
 
-:mod:`nvidia_smi_xml` / :mod:`nvidia_smi_text` turn either format into the same tree of :class:`Node`
+:mod:`nvidia_smi_xml` / :mod:`nvidia_smi_text` turn either format into the same tree of
+:class:`Node` (:mod:`nvidia_smi_tree`, which both import; this module imports all three: no circle)
 (labels normalised: ``ECC Errors`` and ``<ecc_errors>`` are both ``eccerrors``); the one path table
 below reads the facts from either tree, so both formats give the same :class:`GpuInfo` by construction.
 It covers the old schema (``clocks_throttle_reasons``, ``power_readings``, ``single_bit``/``double_bit``
@@ -16,11 +17,12 @@ deeper than 32 and any entity declaration.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from healthcheck.model import THROTTLE_REASONS, GpuInfo, GpuProcess, normalize_pci_bus_id
-from healthcheck.parsers import ParseError, check_size
+from healthcheck.parsers import ParseError, check_size, nvidia_smi_text, nvidia_smi_xml
+from healthcheck.parsers.nvidia_smi_tree import Node, RawGpu, norm_key
 
 MAX_INPUT_CHARS = 16 * 1024 * 1024
 MAX_GPUS = 1024  # a node has at most a few dozen; each costs ~60 look-ups
@@ -31,58 +33,12 @@ SUMMARY_MESSAGE = (
 
 
 @dataclass
-class Node:
-    """One label (text) or element (XML): normalised key, raw value (None for a section), children."""
-
-    key: str
-    value: str | None = None
-    children: list[Node] = field(default_factory=list)
-
-    def child(self, *keys: str) -> Node | None:
-        node: Node | None = self
-        for key in keys:
-            node = next((c for c in node.children if c.key == key), None) if node else None
-        return node
-
-    def get(self, *keys: str) -> str | None:
-        node = self.child(*keys)
-        return node.value if node is not None else None
-
-    def walk(self) -> list[Node]:
-        """All descendants, depth first (iterative: fuzzed input may nest deeply)."""
-        out: list[Node] = []
-        todo = list(reversed(self.children))
-        while todo:
-            node = todo.pop()
-            out.append(node)
-            todo.extend(reversed(node.children))
-        return out
-
-
-@dataclass
-class RawGpu:
-    """One GPU as found in the output: its bus id, its tree (None for an error-only line), an error."""
-
-    bus_id: str | None
-    tree: Node | None
-    error: str | None = None
-
-
-@dataclass
 class NvidiaSmiResult:
     gpus: list[GpuInfo]
     driver_version: str | None = None
     cuda_version: str | None = None
     timestamp: str | None = None
     format: str = "text"  # "xml" | "text"
-
-
-def norm_key(label: str) -> str:
-    """'ECC Errors' / 'ecc_errors' -> 'eccerrors'; 'SRAM Uncorrectable SEC-DED' -> 'sramuncorrectablesecded'."""
-    return _NOT_ALNUM.sub("", label.lower())
-
-
-_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
 # ------------------------------------------------------------------------------- value converters
@@ -473,9 +429,6 @@ def parse_nvidia_smi(text: str) -> NvidiaSmiResult:
     Raises :class:`ParseError` for empty input, the summary table, malformed/truncated XML and text
     in which no GPU block can be identified.
     """
-    # Imported here: both modules import Node/RawGpu from this one (and XML costs only when used).
-    from healthcheck.parsers import nvidia_smi_text, nvidia_smi_xml
-
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}")
     check_size(text, "nvidia-smi output", MAX_INPUT_CHARS)

@@ -1,4 +1,4 @@
-"""``nvidia-smi -q`` text -> a tree of :class:`Node` per GPU (facts are read in :mod:`nvidia_smi`).
+"""``nvidia-smi -q`` text -> a tree of :class:`Node` per GPU (:mod:`nvidia_smi_tree`; facts are read in :mod:`nvidia_smi`).
 
 The text format is ``Label<spaces>: value`` lines nested by indentation (4 spaces a level), GPU blocks
 opened by ``GPU 00000000:07:00.0`` at column 0, and header lines (``Timestamp``, ``Driver Version``,
@@ -24,7 +24,7 @@ import re
 
 from healthcheck.model import normalize_pci_bus_id
 from healthcheck.parsers import ParseError, check_size
-from healthcheck.parsers.nvidia_smi import Node, RawGpu, norm_key
+from healthcheck.parsers.nvidia_smi_tree import Node, RawGpu, norm_key
 
 MAX_LINES = 200_000
 MAX_LINE_CHARS = 64 * 1024

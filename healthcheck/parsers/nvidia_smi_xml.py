@@ -1,4 +1,4 @@
-"""``nvidia-smi -q -x`` XML -> a tree of :class:`Node` per GPU (facts are read in :mod:`nvidia_smi`).
+"""``nvidia-smi -q -x`` XML -> a tree of :class:`Node` per GPU (:mod:`nvidia_smi_tree`; facts are read in :mod:`nvidia_smi`).
 
 Handles every DTD version seen in the wild (``nvsmi_device_v9.dtd`` .. ``v12``): the element names
 differ between versions (``clocks_throttle_reasons`` vs ``clocks_event_reasons``, ``power_readings``
@@ -19,7 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from healthcheck.parsers import ParseError
-from healthcheck.parsers.nvidia_smi import Node, RawGpu, norm_key
+from healthcheck.parsers.nvidia_smi_tree import Node, RawGpu, norm_key
 
 _STANDARD_DOCTYPE = re.compile(
     r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"nvsmi_device(?:_v\d+)?\.dtd"\s*>', re.IGNORECASE)
