@@ -25,84 +25,22 @@ or a comma would make one call act on many nodes, so it is refused (``ValueError
 """
 from __future__ import annotations
 
-import os
-import re
 import time
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 from .. import subproc
 from ..parsers import ParseError
+from .backend_base import (MIN_CALL_S, TRANSIENT_PATTERNS, SlurmBackend, SlurmError, SlurmUnreachable,
+                           check_node_name, is_transient, slurm_env, time_left)
 from .nodestate import NodeState, parse_scontrol_nodes, without_stale_reason
 from .reasons import sanitise
 
-# Messages of transient failures, as scontrol prints them (slurm_strerror() texts of
-# SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR/SEND/RECEIVE/SHUTDOWN, SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT,
-# SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT, and the controller being busy/in standby).
-TRANSIENT_PATTERNS = (
-    "unable to contact slurm controller",
-    "socket timed out",
-    "zero bytes were transmitted",
-    "communication connection failure",
-    "slurmctld communication",
-    "connection refused",
-    "controller is in standby mode",
-    "slurm backup controller in standby mode",
-    "slurmctld is shutting down",
-    "resource temporarily unavailable",
-)
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-MIN_CALL_S = 0.05  # below this much time left before the deadline, a call is not started
+# The shared interface, errors and rules, importable from here as before (callers name this module).
+__all__ = ["MIN_CALL_S", "TRANSIENT_PATTERNS", "ScontrolBackend", "SlurmBackend", "SlurmError",
+           "SlurmUnreachable", "backend_from_name", "check_node_name", "child_env", "is_transient",
+           "time_left"]
 
-
-class SlurmUnreachable(RuntimeError):
-    """slurmctld did not answer (after retries): the action may be queued and retried later."""
-
-
-class SlurmError(RuntimeError):
-    """slurmctld answered with an error (unknown node, permission denied, ...), or scontrol is missing."""
-
-
-def time_left(deadline: float | None, default: float) -> float:
-    """The time one call may take: ``default``, cut to what is left before ``deadline`` (monotonic).
-    Raises SlurmUnreachable when too little is left to start a call."""
-    if deadline is None:
-        return default
-    left = deadline - time.monotonic()
-    if left < MIN_CALL_S:
-        raise SlurmUnreachable("no time left in the hook's budget for a Slurm call")
-    return min(default, left)
-
-
-@runtime_checkable
-class SlurmBackend(Protocol):
-    def node(self, name: str) -> NodeState: ...
-
-    def nodes(self) -> dict[str, NodeState]: ...
-
-    def drain(self, name: str, reason: str) -> None: ...
-
-    def resume(self, name: str) -> None: ...
-
-
-def check_node_name(name: str) -> str:
-    if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
-        raise ValueError(f"refusing node name {name!r}: one plain node name only (no hostlist, no spaces)")
-    return name
-
-
-def is_transient(message: str) -> bool:
-    low = message.lower()
-    return any(p in low for p in TRANSIENT_PATTERNS)
-
-
-def child_env() -> dict[str, str]:
-    """Fixed environment for scontrol: the safe PATH/locale plus SLURM_CONF when the caller has one
-    (a non-default slurm.conf, e.g. the test cluster). SLURM_TIME_FORMAT is never passed on, so
-    times print in the ISO 8601 form the parser expects."""
-    env = dict(subproc.SAFE_ENV)
-    if os.environ.get("SLURM_CONF"):
-        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
-    return env
+child_env = slurm_env  # the name this module's callers and tests know
 
 
 class ScontrolBackend:
@@ -194,6 +132,8 @@ def backend_from_name(name: str, **kwargs) -> SlurmBackend:
     if name == "scontrol":
         return ScontrolBackend(**kwargs)
     if name in ("pyslurm", "auto"):
+        # On use: the pyslurm backend (and its datetime) stays off the scontrol path. One way: it
+        # imports backend_base, never this module.
         from .pyslurm_backend import PyslurmBackend, pyslurm_available
         if name == "pyslurm" or pyslurm_available():
             return PyslurmBackend()

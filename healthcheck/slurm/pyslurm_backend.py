@@ -21,7 +21,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import Any, Callable
 
-from .backend import SlurmError, SlurmUnreachable, check_node_name, is_transient, time_left
+from .backend_base import SlurmError, SlurmUnreachable, check_node_name, is_transient, time_left
 from .nodestate import NodeState, parse_state, without_stale_reason
 from .reasons import sanitise
 from ..parsers import ParseError

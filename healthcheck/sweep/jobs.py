@@ -2,10 +2,10 @@
 seam, fixed executables from the safe PATH, no shell; SLURM_CONF passed on when set."""
 from __future__ import annotations
 
-import os
 import re
 
 from .. import subproc
+from ..slurm.backend_base import slurm_env
 
 _JOB_STATE = re.compile(r"\bJobState=(\S+)")
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
@@ -15,13 +15,6 @@ class JobError(RuntimeError):
     pass
 
 
-def _env() -> dict[str, str]:
-    env = dict(subproc.SAFE_ENV)
-    if os.environ.get("SLURM_CONF"):
-        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
-    return env
-
-
 class SlurmJobs:
     def __init__(self, run=subproc.run, timeout_s: float = 30.0) -> None:
         self._run = run
@@ -29,7 +22,7 @@ class SlurmJobs:
 
     def _call(self, argv: list[str], env: dict[str, str] | None = None) -> str:
         try:
-            res = self._run(argv, timeout=self.timeout_s, env=env or _env())
+            res = self._run(argv, timeout=self.timeout_s, env=env or slurm_env())
         except subproc.ToolNotFound as exc:
             raise JobError(str(exc)) from None
         if not res.ok:
