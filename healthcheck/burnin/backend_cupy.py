@@ -1,11 +1,12 @@
-"""The CuPy compute backend of the burn-in (see :mod:`healthcheck.burnin.backends` for the interface and
-the selection): CUDA through CuPy when torch is not there; bf16 runs as fp16 (CuPy has no bf16 matmul)."""
+"""The CuPy compute backend of the burn-in (interface: :mod:`healthcheck.burnin.backend_base`; selection:
+:mod:`healthcheck.burnin.backends`): CUDA through CuPy when torch is not there; bf16 runs as fp16 (CuPy
+has no bf16 matmul)."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from .backends import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo
+from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo
 
 
 class CupyBackend(Backend):

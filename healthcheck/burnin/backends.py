@@ -10,6 +10,7 @@ same whatever runs the kernels.
 
 :func:`select_backend` picks one ("auto": torch if it sees a CUDA device, else CuPy if it does, else
 NumPy). torch / cupy / numpy are imported only inside the backends, never at module import.
+The interface is in :mod:`backend_base`, which this module and :mod:`backend_cupy` import.
 
 Arrays are opaque to callers (a torch tensor, a CuPy or NumPy array). Host arrays handed to
 ``upload`` and returned by ``download`` / ``host_view`` are NumPy arrays. Dtype names: "bf16", "fp16",
@@ -24,103 +25,14 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
 from typing import Any
 
-DTYPES = ("bf16", "fp16", "fp32")
-BUFFER_DTYPE = "i32"
+from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo, word_sum
+from .backend_cupy import CupyBackend
 
-
-class BackendUnavailable(RuntimeError):
-    """The requested backend cannot run here (not importable, no device, unsupported operation)."""
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    index: int  # the backend's device index (CUDA ordinal; 0 for the CPU)
-    name: str
-    uuid: str | None = None
-    pci_bus_id: str | None = None  # "0000:18:00.0": the key to NVML's index when orders differ
-    kind: str = "gpu"  # "gpu" | "cpu"
-
-    @property
-    def component(self) -> str:
-        return f"{self.kind}{self.index}"
-
-
-def word_sum(host_array: Any) -> int:
-    """:meth:`Backend.checksum` computed by NumPy on a host array (same value for the same bits)."""
-    import numpy as np  # noqa: PLC0415 - lazy on purpose
-
-    arr = np.ascontiguousarray(host_array)
-    words = arr.reshape(-1).view(np.dtype(f"i{arr.dtype.itemsize}"))
-    return int(words.sum(dtype=np.int64))
-
-
-class Backend:
-    """The interface (NumPy implements it directly; GPU backends override)."""
-
-    name = "abstract"
-    host_only = False  # True: no device memory (the CPU); PCIe tests are skipped
-    fallback: tuple[str, ...] = ()  # "auto" fell back to this backend: why each GPU backend could not run
-
-    def devices(self) -> list[DeviceInfo]:
-        raise NotImplementedError
-
-    def library(self) -> str:
-        """The library stack that computes the products ("torch 2.5.1 cuda 12.4"): part of the fleet
-        key of a GEMM digest, since another library version may pick other kernels (other bits)."""
-        return self.name
-
-    def device_dtype(self, dtype: str) -> str:
-        """The dtype that actually runs for a requested one (reported in results)."""
-        if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r} (choose one of {', '.join(DTYPES)})")
-        return dtype
-
-    def upload(self, device: int, host: Any, dtype: str | None = None) -> Any:
-        raise NotImplementedError
-
-    def empty(self, device: int, shape: tuple[int, ...], dtype: str) -> Any:
-        raise NotImplementedError
-
-    def matmul(self, device: int, a: Any, b: Any, out: Any) -> None:
-        raise NotImplementedError
-
-    def copy(self, device: int, dst: Any, src: Any) -> None:
-        """Device-to-device copy on one device."""
-        raise NotImplementedError
-
-    def synchronize(self, device: int) -> None:
-        raise NotImplementedError
-
-    def download(self, device: int, arr: Any) -> Any:
-        """A host NumPy copy; bf16 comes back as float32 (exact: bf16 is a subset of fp32)."""
-        raise NotImplementedError
-
-    def checksum(self, device: int, arr: Any) -> Any:
-        raise NotImplementedError
-
-    def scalars(self, device: int, values: list[Any]) -> list[int]:
-        raise NotImplementedError
-
-    def pinned_empty(self, words: int) -> Any:
-        """A pinned (page-locked) host buffer of ``words`` int32."""
-        raise BackendUnavailable(f"{self.name}: no device: host memory only")
-
-    def host_view(self, host_buffer: Any) -> Any:
-        """A NumPy view of a buffer from :meth:`pinned_empty` (writes go to the buffer)."""
-        raise BackendUnavailable(f"{self.name}: no device: host memory only")
-
-    def host_to_device(self, device: int, dst: Any, host_src: Any) -> None:
-        raise BackendUnavailable(f"{self.name}: no device: host memory only")
-
-    def device_to_host(self, device: int, host_dst: Any, src: Any) -> None:
-        raise BackendUnavailable(f"{self.name}: no device: host memory only")
-
-
-# ------------------------------------------------------------------------------------------ NumPy
-
+# The interface lives in backend_base; its names are importable from here as before.
+__all__ = ["BUFFER_DTYPE", "DTYPES", "Backend", "BackendUnavailable", "CupyBackend", "DeviceInfo",
+           "NumpyBackend", "TorchBackend", "cpu_model", "select_backend", "word_sum"]
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else platform.processor(), else "cpu"."""
@@ -275,8 +187,6 @@ class TorchBackend(Backend):
     def device_to_host(self, device: int, host_dst: Any, src: Any) -> None:
         host_dst.copy_(src, non_blocking=True)
 
-
-from .backend_cupy import CupyBackend  # noqa: E402 - needs the classes above
 
 _BACKENDS = {"torch": TorchBackend, "cupy": CupyBackend, "numpy": NumpyBackend}
 
