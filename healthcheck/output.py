@@ -5,6 +5,7 @@ import json
 from collections import OrderedDict
 
 from .model import Status, Verdict, worst
+from .textsafe import clean
 
 # The JSON contract's version (``--format json``): bumped when a key is removed or changes meaning;
 # added keys do not bump it. 1: node, status, context, started_at, duration_s, results[].
@@ -18,16 +19,6 @@ def render(verdict: Verdict, fmt: str, color: bool = False, verbose: bool = Fals
     if fmt == "prometheus":
         return prometheus(verdict, snapshot)
     return text(verdict, color, verbose)
-
-
-def clean(value: object) -> str:
-    """``value`` as text with every non-printable character escaped (``\\x1b``, ``\\n``, ``\\u202e``):
-    node names and messages come from bundles, tool output and the kernel log, and must not move the
-    cursor, clear the screen or forge extra lines on an admin's terminal or in a log."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def error_advice(check: str, message: str) -> str:
@@ -99,7 +90,8 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
 
 def prometheus(verdict: Verdict, snapshot=None) -> str:
     """Text exposition format for node_exporter's textfile collector (:mod:`healthcheck.prometheus`,
-    imported only here: the Slurm hooks import this module for :func:`clean` and never render it)."""
+    imported only here: the Slurm hooks import this module for :func:`clean` and never render it).
+    One way: :mod:`prometheus` imports :mod:`textsafe`, never this module."""
     from .prometheus import prometheus as render_prometheus  # noqa: PLC0415 - off the hooks' import path
 
     return render_prometheus(verdict, snapshot)

@@ -25,7 +25,7 @@ import re
 from datetime import datetime
 
 from .model import Status, Verdict, worst
-from .output import clean
+from .textsafe import clean
 
 # The status as a value (docs/prometheus.md): compare with ==, never aggregate with max().
 STATUS_CODE = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3, Status.SKIP: 4}
