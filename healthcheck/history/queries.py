@@ -114,6 +114,8 @@ def export(engine, fmt: str, output: str | os.PathLike[str], table: str = "resul
     from ..atomicio import atomic_file
 
     out = os.fspath(output)
+    if fmt == "parquet":
+        _pyarrow()  # without the [parquet] extra: the error before any file is touched
     writer = {"csv": _write_csv, "json": _write_json, "parquet": _write_parquet}[fmt]
     try:  # a unique O_EXCL|O_NOFOLLOW temporary beside it, mode 0644 whatever the umask, then renamed
         with atomic_file(out, 0o644) as fh:
@@ -190,12 +192,25 @@ def _arrow_schema(table_name: str):
     return pa.schema(fields)
 
 
-def _write_parquet(chunks, binary, table_name: str) -> int:
+def _pyarrow():
+    """(pyarrow, pyarrow.parquet), or HistoryError naming the [parquet] extra."""
+    from ..extras import MissingExtra, require
+
+    needed_by = "healthcheck history export --format parquet"
     try:
+        require("parquet", needed_by)
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ImportError:
-        raise HistoryError("parquet export needs pyarrow (pip install pyarrow)") from None
+    except MissingExtra as exc:
+        raise HistoryError(str(exc)) from None
+    except ImportError as exc:  # there but broken: the extra to reinstall, and why it would not import
+        raise HistoryError(f"{needed_by} needs the [parquet] extra: pip install 'healthcheck[parquet]' "
+                           f"(pyarrow does not import: {exc})") from None
+    return pa, pq
+
+
+def _write_parquet(chunks, binary, table_name: str) -> int:
+    pa, pq = _pyarrow()
     schema = _arrow_schema(table_name)
     count = 0
     with pq.ParquetWriter(binary, schema) as writer:
