@@ -116,8 +116,9 @@ class SlurmCluster:
         return parse_node_line(line)
 
     def sbatch(self, *args: str) -> str:
-        """Submit with sbatch --parsable; return the job id."""
-        out = self.run(["sbatch", "--parsable", *args]).stdout.strip()
+        """Submit with sbatch --parsable; return the job id. Submitted from the cluster's own directory:
+        a job without ``-o`` writes its slurm-JOBID.out there, not into the caller's working directory."""
+        out = self.run(["sbatch", "--parsable", *args], cwd=self.dir).stdout.strip()
         return out.split(";")[0]
 
     def wait_job(self, job_id: str | int, state: str = "COMPLETED",
