@@ -1,16 +1,21 @@
 """Validation of the expectations file: every key, type and reference checked, errors with file:line.
 
-Used by :func:`healthcheck.config.loads`; produces the :class:`~healthcheck.config.Config` it returns.
+:class:`Validator` turns the parsed file into a :class:`~healthcheck.config.model.Config`: the node
+classes and ``[xid]`` here, every other section through its subsystem's validator
+(:mod:`healthcheck.config.sections`), their errors turned into ``ConfigError`` at the key's line.
+Every number of the schema is finite and in its documented range (``_RANGES``).
 """
 from __future__ import annotations
 
 import math
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
-from .checks.registry import CONTEXTS
-from .config import Config, ConfigError, NodeClass
-from .lazyre import Pattern
-from .slurm.settings import SlurmSettings, validate as validate_slurm
+from ..checks.registry import CONTEXTS, index, matches
+from ..lazyre import Pattern
+from ..slurm.settings import SlurmSettings, validate as validate_slurm
+from ..xid_policy import load_xid_policy
+from .model import Config, ConfigError, NodeClass
+from .sections import SECTION_ERRORS, SECTIONS, TOP_LEVEL, Section, SectionError, children, section_message
 
 # compiled on first use: the hooks load the config (from its cache) before every job
 _HEADER = Pattern(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
@@ -54,51 +59,60 @@ _XID_KEYS = ("action", "window_s", "min_count", "name")
 
 
 class Validator:
-    def __init__(self, text: str, path: str | None):
+    """``defer``: validate only the sections the hooks read (``Section.hot``) and keep the others' raw
+    tables in ``Config.deferred``, validated when asked for (:meth:`Config.section`)."""
+
+    def __init__(self, text: str, path: str | None, defer: bool = False):
         self.lines = text.splitlines()
         self.path = path
+        self.defer = defer
 
     def error(self, message: str, table: str, key: str | None = None) -> ConfigError:
         return ConfigError(message, self.path, self._locate(table, key))
 
     def _locate(self, table: str, key: str | None) -> int | None:
-        """Line of ``key`` inside ``[table]`` (else of the table header) — best effort for messages."""
-        want = _norm_table(table)
-        header_line, current = None, ""
-        for number, line in enumerate(self.lines, 1):
-            stripped = line.strip()
-            header = _HEADER.match(stripped)
-            if header:
-                current = _norm_table(header.group(1))
-                if current == want and header_line is None:
-                    header_line = number
-                continue
-            if key is not None and current == want:
-                kv = _KEY.match(stripped)
-                if kv and kv.group(1) == key:
-                    return number
-        if key is not None:  # dotted keys and inline tables: the first line that sets the key
+        """Line of ``key`` inside ``[table]`` (else the first line setting it as a dotted key or in an
+        inline table, else the table's header) — best effort for messages."""
+        if key is not None:
+            line = self._in_table(table, key)
+            if line is not None:
+                return line
             import re  # error messages only
 
             pattern = rf'(^|[{{,.])\s*["\']?{re.escape(key)}["\']?\s*='
             for number, line in enumerate(self.lines, 1):
                 if re.search(pattern, line):
                     return number
-        return header_line
+        want = _norm_table(table)
+        for number, line in enumerate(self.lines, 1):
+            header = _HEADER.match(line.strip())
+            if header and _norm_table(header.group(1)) == want:
+                return number
+        return None
+
+    def _in_table(self, table: str, key: str) -> int | None:
+        """Line of ``key = ...`` written inside the ``[table]`` header's body, or None."""
+        want, current = _norm_table(table), ""
+        for number, line in enumerate(self.lines, 1):
+            stripped = line.strip()
+            header = _HEADER.match(stripped)
+            if header:
+                current = _norm_table(header.group(1))
+            elif current == want:
+                kv = _KEY.match(stripped)
+                if kv and kv.group(1) == key:
+                    return number
+        return None
 
     def config(self, data: dict[str, Any]) -> Config:
-        unknown = set(data) - {"defaults", "class", "xid", "slurm", "history", "burnin", "sweep", "topology"}
+        unknown = [key for key in data if key not in TOP_LEVEL]
         if unknown:
             key = sorted(unknown)[0]
-            raise self.error(f"unknown top-level key {key!r} (expected [defaults], [class.NAME], [xid], "
-                             "[slurm], [history], [burnin], [sweep], [topology])", "", key)
-        if not isinstance(data.get("slurm", {}), dict):
-            raise self.error("[slurm] must be a table", "", "slurm")
-        slurm, problem = validate_slurm(data.get("slurm", {}))
-        if problem:
-            raise self.error(problem[1], "slurm", problem[0])
+            expected = ", ".join(["[defaults]", "[class.NAME]", "[xid]", *(f"[{name}]" for name in SECTIONS)])
+            raise self.error(f"unknown top-level key {key!r} (expected {expected})", "", key)
         if not isinstance(data.get("defaults", {}), dict):
             raise self.error("[defaults] must be a table", "", "defaults")
+        sections, deferred = self.sections(data)
         defaults = self.settings(data.get("defaults", {}), "defaults", allow_nodes=False)
         classes = []
         raw_classes = data.get("class", {})
@@ -115,69 +129,59 @@ class Validator:
             self.check_nodeset(nodes, table)
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
-        db_url = self.history(data.get("history", {}))
-        return Config(self.path, defaults, classes, xid, SlurmSettings(**slurm), db_url, self.burnin(data.get("burnin", {})),
-                      self.sweep(data.get("sweep", {})), self.topology(data.get("topology", {})))
+        slurm = sections.pop("slurm", None) or SlurmSettings()
+        return Config(self.path, defaults, classes, xid, slurm, sections, deferred)
 
-    def topology(self, value: Any) -> dict[str, Any]:
-        """[topology.LEVEL] GROUP = "nodeset": racks, chassis, power groups (for correlated events)."""
-        if not value:
-            return {}
-        from .topology import TopologyError, validate
+    def sections(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Every section of the file through its validator: (name -> settings, name -> raw table of
+        each section a ``defer`` load leaves for later)."""
+        done: dict[str, Any] = {}
+        deferred: dict[str, Any] = {}
+        for top in TOP_LEVEL[3:]:
+            if top not in data:
+                continue
+            value = data[top]
+            if not isinstance(value, dict):
+                raise self.error(f"[{top}] must be a table", "", top)
+            inner = children(top)
+            tables = {f"{top}.{child}": value[child] for child in inner if child in value}
+            if top in SECTIONS:
+                tables[top] = {k: v for k, v in value.items() if k not in inner} if tables else value
+            else:  # a container of sections (e.g. [fabric]): only those
+                for key in value:
+                    if key not in inner:
+                        raise self.error(f"unknown section [{top}.{key}] (expected "
+                                         f"{', '.join(f'[{top}.{c}]' for c in inner)})",
+                                         f"{top}.{key}" if isinstance(value[key], dict) else top,
+                                         None if isinstance(value[key], dict) else key)
+            for name, table in tables.items():
+                entry = SECTIONS[name]
+                if self.defer and not entry.hot:
+                    deferred[name] = table
+                else:
+                    done[name] = self.section(entry, table)
+        return done, deferred
 
+    def section(self, entry: Section, table: Any) -> Any:
+        """One section through its subsystem's validator; its error at the line of the key it names."""
         try:
-            return validate(value)
-        except TopologyError as exc:
-            level = next((k for k in value if str(exc).startswith(f"topology.{k}")), None)
-            raise self.error(str(exc), f"topology.{level}" if level else "", None if level else "topology") from None
+            return entry.validator()(table)
+        except SECTION_ERRORS as exc:
+            path = exc.key.split(".") if isinstance(exc, SectionError) else _named_path(str(exc), table)
+            raise ConfigError(section_message(entry.name, exc), self.path,
+                              self._locate_path(entry.name, path)) from None
 
-    def sweep(self, value: Any) -> dict[str, Any]:
-        """[sweep]: validated here, applied by `healthcheck sweep`."""
-        if isinstance(value, dict) and not value:
-            return {}  # nothing to validate: the settings module is not imported (the hooks' path)
-        from .sweep.settings import SweepSettingsError, validate
-
-        if not isinstance(value, dict):
-            raise self.error("[sweep] must be a table", "", "sweep")
-        try:
-            return validate(value)
-        except SweepSettingsError as exc:
-            key = next((k for k in value if f" {k} " in str(exc) or f"{k!r}" in str(exc)), None)
-            raise self.error(str(exc), "sweep", key) from None
-
-    def burnin(self, value: Any) -> dict[str, Any]:
-        """[burnin]: validated here (a typo fails `config validate`), applied by `healthcheck burnin`."""
-        if isinstance(value, dict) and not value:
-            return {}  # nothing to validate: the settings module is not imported (the hooks' path)
-        from .burnin.settings import SettingsError, validate
-
-        if not isinstance(value, dict):
-            raise self.error("[burnin] must be a table", "", "burnin")
-        try:
-            return validate(value)
-        except SettingsError as exc:
-            key = next((k for k in value if repr(k) in str(exc) or f" {k} " in str(exc) or f" {k}:" in str(exc)), None)
-            raise self.error(str(exc), "burnin", key) from None
-
-    def history(self, value: Any) -> str | None:
-        """[history] db_url = "postgresql://user@host/db" — the password never here (a file or the env)."""
-        if not isinstance(value, dict):
-            raise self.error("[history] must be a table", "history")
-        for key in value:
-            if key != "db_url":
-                raise self.error(f"unknown key {key!r} in [history] (allowed: db_url)", "history", key)
-        url = value.get("db_url")
-        if url is None:
-            return None
-        if not isinstance(url, str) or not url:
-            raise self.error("db_url must be a database URL string", "history", "db_url")
-        if _URL_PASSWORD.match(url):
-            raise self.error("db_url must not carry a password: put it in the file named by "
-                             "HEALTHCHECK_DB_PASSWORD_FILE (or HEALTHCHECK_DB_PASSWORD)", "history", "db_url")
-        return url
+    def _locate_path(self, table: str, path: list[str]) -> int | None:
+        """The line of the deepest key of ``path`` set inside ``table`` or its sub-tables, else of the
+        last key anywhere (dotted keys, inline tables), else of the table's header."""
+        for depth in range(len(path), 0, -1):
+            line = self._in_table(".".join([table, *path[:depth - 1]]), path[depth - 1])
+            if line is not None:
+                return line
+        return self._locate(table, path[-1] if path else None)
 
     def check_nodeset(self, pattern: str, table: str) -> None:
-        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+        from ClusterShell.NodeSet import NodeSet, NodeSetParseError  # lazy: only a file with node classes
         from ClusterShell.RangeSet import RangeSetParseError
 
         try:
@@ -312,8 +316,6 @@ class Validator:
         return dict(value)
 
     def table_thresholds(self, value: dict, table: str) -> dict:
-        from .checks.registry import index
-
         specs = index()  # names and default thresholds, without importing the check modules
         out = {}
         for check_name, values in value.items():
@@ -340,9 +342,6 @@ class Validator:
         return out
 
     def table_checks(self, value: dict, table: str) -> dict:
-        from .checks.registry import index
-        import fnmatch
-
         names = list(index())
         out = {}
         for context, globs in value.items():
@@ -351,7 +350,7 @@ class Validator:
             if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
                 raise self.error(f"checks.{context} must be a list of check names or globs", table, context)
             for glob in globs:
-                if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+                if not any(matches(n, glob) for n in names):
                     raise self.error(f"checks.{context}: {glob!r} matches no check", table, context)
             out[context] = list(globs)
         return out
@@ -374,14 +373,69 @@ class Validator:
                     raise self.error(f"xid {number}: {key} must be in [{low:,}, {high:,}], got {rule[key]!r}",
                                      "xid", str(number))
             out[str(number)] = dict(rule)
-        from .xid_policy import load_xid_policy
-
         for number, rule in out.items():  # the policy's own validation, with a line number
             try:
                 load_xid_policy(overrides={number: rule})
             except ValueError as exc:
                 raise self.error(str(exc), "xid", number) from exc
         return out
+
+
+def validate_section(name: str, table: Any, where: str | None = None) -> Any:
+    """One section's table (e.g. a file of ``[fabric.node]`` keys) through its validator, without the
+    rest of a config: its settings, or ConfigError naming ``where`` (a file) and the key."""
+    entry = SECTIONS.get(name)
+    if entry is None:
+        raise ConfigError(f"no config section {name!r} (known: {', '.join(SECTIONS)})", where)
+    return Validator("", where).section(entry, table)
+
+
+def slurm_section(table: Any) -> SlurmSettings:
+    """[slurm]: how the hooks behave on this cluster (:mod:`healthcheck.slurm.settings`)."""
+    if not isinstance(table, dict):
+        raise ValueError("[slurm] must be a table")
+    values, problem = validate_slurm(table)
+    if problem:
+        raise SectionError(*problem)
+    return SlurmSettings(**values)
+
+
+def history_section(table: Any) -> str | None:
+    """[history] db_url = "postgresql://user@host/db" — the password never here (a file or the env)."""
+    if not isinstance(table, dict):
+        raise ValueError("[history] must be a table")
+    for key in table:
+        if key != "db_url":
+            raise SectionError(key, f"unknown key {key!r} in [history] (allowed: db_url)")
+    url = table.get("db_url")
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url:
+        raise SectionError("db_url", "db_url must be a database URL string")
+    if _URL_PASSWORD.match(url):
+        raise SectionError("db_url", "db_url must not carry a password: put it in the file named by "
+                           "HEALTHCHECK_DB_PASSWORD_FILE (or HEALTHCHECK_DB_PASSWORD)")
+    return url
+
+
+def _named_path(message: str, table: Any) -> list[str]:
+    """The keys of ``table`` a validator's message names, outermost first (at each level the key the
+    message names first, as a whole word): where to point the error."""
+    import re  # error messages only
+
+    path: list[str] = []
+    while isinstance(table, dict) and table:
+        found = []
+        for key in table:
+            hit = re.search(rf"(?<![A-Za-z0-9_]){re.escape(str(key))}(?![A-Za-z0-9_])", message)
+            if hit:
+                found.append((hit.start(), str(key)))
+        if not found:
+            break
+        key = min(found)[1]
+        path.append(key)
+        table = table.get(key)
+    return path
 
 
 def _threshold_type_problem(default: Any, value: Any) -> str | None:
@@ -427,5 +481,3 @@ def _kind_name(kind) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
     return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
