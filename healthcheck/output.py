@@ -98,5 +98,7 @@ def prometheus(verdict: Verdict, snapshot=None) -> str:
 
 
 def exit_code(verdict: Verdict) -> int:
-    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail."""
-    return 1 if verdict.status is Status.FAIL else 0
+    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail (healthcheck.exitcodes)."""
+    from .exitcodes import FAIL, OK
+
+    return FAIL if verdict.status is Status.FAIL else OK

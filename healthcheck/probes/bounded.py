@@ -10,6 +10,14 @@ from __future__ import annotations
 import _thread
 import time
 
+_count_lock = _thread.allocate_lock()
+_running = [0]  # tasks whose call has not returned: the CLI leaves at once rather than wait for them
+
+
+def running() -> int:
+    """How many tasks' calls have not returned (a probe hung in the kernel stays counted)."""
+    return _running[0]
+
 
 class Task:
     """``fn()`` running in a thread from :meth:`start`. After :meth:`join`, ``is_alive()`` says
@@ -24,7 +32,14 @@ class Task:
         self._done.acquire()  # released by the thread when fn has returned or raised
 
     def start(self) -> Task:
-        _thread.start_new_thread(self._run, ())
+        with _count_lock:
+            _running[0] += 1
+        try:
+            _thread.start_new_thread(self._run, ())
+        except BaseException:
+            with _count_lock:
+                _running[0] -= 1
+            raise
         return self
 
     def _run(self) -> None:
@@ -35,6 +50,8 @@ class Task:
             self.error = exc
         finally:
             self.duration = time.monotonic() - start
+            with _count_lock:
+                _running[0] -= 1
             self._done.release()
 
     def join(self, timeout: float) -> None:

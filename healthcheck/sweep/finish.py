@@ -38,7 +38,7 @@ def write_fleet_digests(results_dir: str, db_url: str | None, config_path: str |
 def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, config_path: str | None,
                       log, drift: list[str] | None = None) -> str | None:
     """The report's path, or None when the history could not be reached (said in the log)."""
-    from ..cli_report import ReportFailure, load_history, site_view
+    from ..report.load import ReportInputError, load_history, site_view
     from ..config import ConfigError, site_db_url
     from ..history import migrations
     from ..history.db import HistoryError, open_engine
@@ -58,18 +58,19 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
         return None
     finally:
         engine.dispose()
-    from ..report import build_report, render_html
+    from ..report import build_report
 
     since = now - timedelta(days=30)
     try:
         history = load_history(db_url or site_db_url(config_path), since, now)  # through the rollups
-        node_class, topology = site_view(config_path)
-    except ReportFailure as exc:
-        log(f"readiness report not written: {exc.message}")
+        node_class, topology, config_hash = site_view(config_path)
+    except ReportInputError as exc:
+        log(f"readiness report not written: {exc}")
         return None
     rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift)
+    rep.config_hash = config_hash
     path = os.path.join(results_dir, "report.html")
-    from ..atomicio import atomic_write
+    from ..report.files import write_html
 
-    atomic_write(path, render_html(rep, plots=True), 0o644)
+    write_html(rep, path, plots=True)  # the page and its full tables as CSV beside it
     return path

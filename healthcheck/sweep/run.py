@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from .. import subproc
 from ..atomicio import make_dirs
+from ..exitcodes import BUSY as BUSY_EXIT, FAIL, FLAGGED as FLAGGED_EXIT, OK  # the one table
 from ..model import Finding, Status
 from ..slurm.reasons import is_ours
 from . import state as st
@@ -27,7 +28,6 @@ from .settings import SweepSettings, in_window
 
 TERMINAL = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT")
-FLAGGED_EXIT, BUSY_EXIT = 4, 5
 
 
 @dataclass
@@ -47,7 +47,7 @@ class SweepOutcome:
     def exit_code(self) -> int:
         if self.decisions and self.decisions.flagged:
             return FLAGGED_EXIT
-        return 1 if any(s == "fail" for s in self.results.values()) else 0
+        return FAIL if any(s == "fail" for s in self.results.values()) else OK
 
     def to_dict(self) -> dict[str, Any]:
         return {"sweep_id": self.sweep_id, "dry_run": self.dry_run, "plan": self.plan.to_dict(),

@@ -1,4 +1,4 @@
-"""The click objects of healthcheck.cli_fabric_node, run directly with CliRunner: parse commands
+"""The click objects of healthcheck.cli.fabric_node, run directly with CliRunner: parse commands
 (text and JSON), `fabric node` exit codes, bad input as a clean usage error (exit 2)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from healthcheck import cli_fabric_node as cli
+from healthcheck.cli import fabric_node as cli
 from tests.conftest import CORPUS, FIXTURES
 
 NODE = FIXTURES / "fabric" / "node"

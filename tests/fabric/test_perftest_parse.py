@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.cli_fabric_counters import parse_ibqueryerrors, parse_perfquery, parse_perftest
+from healthcheck.cli.fabric_counters import parse_ibqueryerrors, parse_perfquery, parse_perftest
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.perftest import MB_PER_SEC_TO_GBPS, parse_perftest as parse
 from tests.conftest import CORPUS, FIXTURES, corpus_params

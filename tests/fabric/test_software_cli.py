@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from healthcheck.checks.host import versions as versions_check
-from healthcheck.cli_fabric_node import consistency
+from healthcheck.cli.fabric_node import consistency
 from healthcheck.expectations import Expectations
 from healthcheck.model import Snapshot, Verdict
 from healthcheck.output import render

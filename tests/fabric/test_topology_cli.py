@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from healthcheck.cli_fabric import fabric, parse_ibnetdiscover
+from healthcheck.cli.fabric import fabric, parse_ibnetdiscover
 from tests.conftest import FIXTURES
 from tests.fabric.topology_build import golden, render_plain, replace
 

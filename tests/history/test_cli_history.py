@@ -7,7 +7,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from healthcheck.cli_history import db, history
+from healthcheck.cli.history import db, history
 from tests.history.recs import action_record, run_record, write_spool
 
 
@@ -65,9 +65,9 @@ def test_usage_errors_exit_2_without_traceback(tmp_path, dbfile):
     result = runner.invoke(history, ["show", "--db", dbfile, "--since", "last tuesday"])
     assert result.exit_code == 2 and "expected a duration like 30d" in result.output
     result = runner.invoke(history, ["ingest", str(tmp_path / "missing"), "--db", dbfile])
-    assert result.exit_code == 2 and "no such file or directory" in result.output
+    assert result.exit_code == 2 and "no such file or directory" in result.output  # the input: usage
     result = runner.invoke(history, ["show", "--db", str(tmp_path / "nodir" / "h.sqlite")])
-    assert result.exit_code == 2 and "unable to open database file" in result.output
+    assert result.exit_code == 6 and "unable to open database file" in result.output  # the database: unavailable
     for res in [result]:
         assert "Traceback" not in res.output
 
@@ -85,7 +85,7 @@ def test_db_upgrade_status_and_newer_schema(dbfile):
     with sqlite3.connect(dbfile) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '0042'")
     result = runner.invoke(db, ["status", "--db", dbfile])
-    assert result.exit_code == 2 and "newer than this healthcheck" in result.output
+    assert result.exit_code == 6 and "newer than this healthcheck" in result.output  # unavailable, not usage
     for args in (["show", "--db", dbfile], ["export", "--db", dbfile, "--format", "csv", "-o", dbfile + ".csv"]):
         result = runner.invoke(history, args)
-        assert result.exit_code == 2 and "newer than this healthcheck" in result.output
+        assert result.exit_code == 6 and "newer than this healthcheck" in result.output  # unavailable, not usage

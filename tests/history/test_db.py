@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from healthcheck.cli_history import db as db_group, history
+from healthcheck.cli.history import db as db_group, history
 from healthcheck.history import migrations
 from healthcheck.history.db import (HistoryError, default_sqlite_path, make_engine, redact, redact_text,
                                     resolve_url)
@@ -103,6 +103,6 @@ def test_cli_with_password_file_works_and_never_prints_it(postgres_server, tmp_p
     assert all(postgres_server.password not in out for out in outputs)
     pwfile.write_text("wrong-" + postgres_server.password)
     result = runner.invoke(history, ["show"])
-    assert result.exit_code == 2 and "password authentication failed" in result.output
+    assert result.exit_code == 6 and "password authentication failed" in result.output  # the database refused us
     assert postgres_server.password not in result.output
     postgres_server.admin("DROP DATABASE cli_pw_test WITH (FORCE)")

@@ -127,7 +127,7 @@ def test_upgrade_from_0002_builds_the_rollups_of_the_stored_rows(store, tmp_path
 
 
 def test_cli_rebuild_and_status(store, tmp_path):
-    from healthcheck.cli_history import db
+    from healthcheck.cli.history import db
 
     eng = store.engine()
     migrations.upgrade(eng)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from click.testing import CliRunner
 
-from healthcheck import cli_report
+from healthcheck.cli import report as cli_report
 from tests.report.synth import make_frames
 
 
@@ -15,11 +15,19 @@ from tests.report.synth import make_frames
 def frames(monkeypatch):
     seen = {}
 
-    def fake_load(db_url, since, now):
-        seen.update(db_url=db_url, since=since, now=now)
-        return make_frames()
+    def fake_load(db_url, since, now, empty_is_error=False):
+        """The database replaced by the synthetic frames; the window judged by the library itself."""
+        from healthcheck.report.summary import summarize_frames
+        from healthcheck.report.window import require_data
 
-    monkeypatch.setattr(cli_report, "load_history", fake_load)
+        seen.update(db_url=db_url, since=since, now=now)
+        frames = make_frames()
+        summary = summarize_frames(frames, since, now)
+        if empty_is_error:
+            require_data(summary, frames["runs"]["started_at"].max().to_pydatetime())
+        return summary
+
+    monkeypatch.setattr("healthcheck.report.load.load_history", fake_load)
     return seen
 
 
@@ -52,9 +60,10 @@ def test_json_and_markdown(frames, tmp_path):
     assert res.exit_code == 0 and "## Nodes ranked by risk" in (tmp_path / "r.md").read_text()
 
 
-def test_default_window_without_data_says_no_data(frames):
-    res = invoke()  # --since 30d: the synthetic history (May 2024) is older
-    assert res.exit_code == 0 and "No data" in res.output
+def test_default_window_without_data_exits_1_naming_the_newest_record(frames):
+    res = CliRunner().invoke(cli_report.report, [])  # --since 30d: the synthetic history (May 2024) is older
+    assert res.exit_code == 1, res.output
+    assert "no run or drain/resume record" in res.output and "2024-05" in res.output and "--since" in res.output
 
 
 def test_node_classes_from_config(frames, tmp_path):
@@ -84,7 +93,9 @@ def test_bad_config_is_a_clean_error(frames, tmp_path):
 
 
 def test_parse_since():
+    from healthcheck.timespec import parse_since
+
     now = datetime(2024, 5, 31, tzinfo=timezone.utc)
-    assert cli_report.parse_since("30d", now) == datetime(2024, 5, 1, tzinfo=timezone.utc)
-    assert cli_report.parse_since("12h", now).hour == 12
-    assert cli_report.parse_since("2024-05-02T03:00:00+02:00", now).hour == 1
+    assert parse_since("30d", now) == datetime(2024, 5, 1, tzinfo=timezone.utc)
+    assert parse_since("12h", now).hour == 12
+    assert parse_since("2024-05-02T03:00:00+02:00", now).hour == 1

@@ -234,7 +234,7 @@ def _history_export(tmp_path, monkeypatch):
 
 
 def _report(tmp_path, monkeypatch):
-    from healthcheck.cli_report import _write
+    from healthcheck.cli.report import _write
 
     target = str(private_dir(tmp_path / "out") / "report.html")
     return target, [], lambda: _write(target, "<html></html>\n")
@@ -352,7 +352,7 @@ def test_collect_under_umask_0_writes_nothing_others_may_write(tmp_path, live_no
 
 
 def test_history_export_and_report_under_umask_0_are_0644(tmp_path, umask0):
-    from healthcheck.cli_report import _write
+    from healthcheck.cli.report import _write
     from healthcheck.history.queries import export
 
     engine = _history_engine(tmp_path)

@@ -75,8 +75,8 @@ def test_a_cached_parse_of_a_now_refused_config_is_not_used(site):
 
 
 def test_a_references_file_others_can_write_is_refused_for_the_burnin(tmp_path):
-    from healthcheck.cli_burnin import _references
-    from healthcheck.cli_slurm import UsageFailure
+    from healthcheck.cli.burnin import _references
+    from healthcheck.cli.slurm import UsageFailure
 
     tmp_path.chmod(0o755)
     refs = tmp_path / "refs.toml"

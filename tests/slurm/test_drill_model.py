@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from healthcheck.cli_drill import drill
+from healthcheck.cli.drill import drill
 from healthcheck.drill.cluster import Cluster, DrillError, TimedOut, parse_job_line, read_slurm_conf
 from healthcheck.drill.drills import DRILLS, run_drill
 from healthcheck.drill.model import DrillResult, Timeline, render_text

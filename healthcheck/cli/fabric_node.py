@@ -17,6 +17,8 @@ import os
 
 import click
 
+from .. import exitcodes
+
 MAX_INPUT = 64 * 1024 * 1024
 MAX_FILES = 100_000
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -24,12 +26,11 @@ _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), d
                        show_default=True, help="Output format.")
 
 
-class UsageFailure(click.ClickException):
-    exit_code = 2  # usage, input or config error, as everywhere in healthcheck
+from .common import UsageFailure
 
 
 def _read(path: str, what: str = "file") -> str:
-    from .safety import read_regular
+    from ..safety import read_regular
 
     try:
         data = read_regular(path, what, MAX_INPUT)
@@ -43,7 +44,7 @@ def _emit(fmt: str, data: dict, text: str) -> None:
 
 
 def _parse(parser, path: str):
-    from .parsers import ParseError
+    from ..parsers import ParseError
 
     try:
         return parser(_read(path))
@@ -64,7 +65,7 @@ def parse_nvbandwidth(path, fmt):
     Example:
       nvbandwidth > nvb.txt; healthcheck parse nvbandwidth nvb.txt --format json
     """
-    from .parsers.nvbandwidth import pairs, parse_nvbandwidth, to_dict
+    from ..parsers.nvbandwidth import pairs, parse_nvbandwidth, to_dict
 
     result = _parse(parse_nvbandwidth, path)
     lines = []
@@ -91,10 +92,10 @@ def parse_topo(path, fmt):
     Example:
       nvidia-smi topo -m > topo.txt; healthcheck parse nvidia-smi-topo topo.txt --format json
     """
-    from .fabric.nodetopo import build_topology
-    from .fabric.nodetopo import to_dict as topo_dict
-    from .parsers.nvidia_smi_topo import parse_topo as parser
-    from .parsers.nvidia_smi_topo import to_dict
+    from ..fabric.nodetopo import build_topology
+    from ..fabric.nodetopo import to_dict as topo_dict
+    from ..parsers.nvidia_smi_topo import parse_topo as parser
+    from ..parsers.nvidia_smi_topo import to_dict
 
     matrix = _parse(parser, path)
     if matrix.kind == "p2p":
@@ -127,8 +128,8 @@ def parse_nvlink_status(path, fmt):
     """
     import dataclasses
 
-    from .parsers import ParseError
-    from .parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
+    from ..parsers import ParseError
+    from ..parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 
     text = _read(path)
     try:
@@ -205,11 +206,11 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
           --expect node-topology.toml
       healthcheck fabric node --topo topo.txt --nvlink-status nvl.txt --generate > node-topology.toml
     """
-    from .fabric import nodetopo, p2p
-    from .model import Status, worst
-    from .parsers.nvbandwidth import parse_nvbandwidth
-    from .parsers.nvidia_smi_topo import parse_topo_m, parse_topo_p2p
-    from .parsers.nvlink import parse_nvlink_status
+    from ..fabric import nodetopo, p2p
+    from ..model import Status, worst
+    from ..parsers.nvbandwidth import parse_nvbandwidth
+    from ..parsers.nvidia_smi_topo import parse_topo_m, parse_topo_p2p
+    from ..parsers.nvlink import parse_nvlink_status
 
     if not (topo_path or p2p_path or nvlink_path or nvb_path):
         raise UsageFailure("give at least one of --topo, --p2p, --nvlink-status, --nvbandwidth")
@@ -243,7 +244,7 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
             "results": [f.to_dict() for f in findings]}
     _emit(fmt, data, _render_findings(findings))
     if status in (Status.FAIL, Status.ERROR, Status.WARN):
-        raise SystemExit(1)
+        raise SystemExit(exitcodes.FAIL)
 
 
 def _toml(table: dict) -> str:
@@ -292,7 +293,7 @@ def consistency(path, expect_path, ignore, fmt):
       for n in gpu001 gpu002; do ssh $n healthcheck check --format json > facts/$n.json; done
       healthcheck fabric consistency facts/ --expect software.toml
     """
-    from .fabric import software
+    from ..fabric import software
 
     settings_table: dict = {}
     if expect_path:
@@ -315,4 +316,4 @@ def consistency(path, expect_path, ignore, fmt):
         raise UsageFailure(str(exc)) from None
     _emit(fmt, software.to_dict(report), software.render_text(report))
     if not report.consistent:
-        raise SystemExit(1)
+        raise SystemExit(exitcodes.FAIL)

@@ -9,13 +9,14 @@ import json
 
 import click
 
+from .. import exitcodes
+
 MAX_INPUT = 64 * 1024 * 1024
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
                        help="text: a summary; json: everything parsed.")
 
 
-class UsageFailure(click.ClickException):
-    exit_code = 2
+from .common import UsageFailure
 
 
 def _read(path: str) -> str:
@@ -30,7 +31,7 @@ def _read(path: str) -> str:
 
 
 def _parse(path: str, parser):
-    from .parsers import ParseError
+    from ..parsers import ParseError
 
     text = _read(path)
     try:
@@ -58,7 +59,7 @@ def parse_perfquery(path: str, fmt: str) -> None:
     Example:
       perfquery -x -C mlx5_0 -P 1 > pq.txt; healthcheck parse perfquery pq.txt --format json
     """
-    from .parsers.perfquery import parse_perfquery as parser
+    from ..parsers.perfquery import parse_perfquery as parser
 
     result = _parse(path, parser)
     if fmt == "json":
@@ -86,7 +87,7 @@ def parse_ibqueryerrors(path: str, fmt: str) -> None:
     Example:
       ibqueryerrors --details > qe.txt; healthcheck parse ibqueryerrors qe.txt --format json
     """
-    from .parsers.perfquery import parse_ibqueryerrors as parser
+    from ..parsers.perfquery import parse_ibqueryerrors as parser
 
     result = _parse(path, parser)
     if fmt == "json":
@@ -115,7 +116,7 @@ def parse_perftest(path: str, fmt: str) -> None:
     Example:
       ib_write_bw -d mlx5_0 --report_gbits host2 > bw.txt; healthcheck parse perftest bw.txt --format json
     """
-    from .parsers.perftest import parse_perftest as parser
+    from ..parsers.perftest import parse_perftest as parser
 
     result = _parse(path, parser)
     if fmt == "json":
@@ -133,4 +134,4 @@ def parse_perftest(path: str, fmt: str) -> None:
         for warning in result.warnings:
             click.echo(f"warning: {warning}")
     if result.error:
-        raise SystemExit(1)
+        raise SystemExit(exitcodes.FAIL)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import click
 
 
-class UsageFailure(click.ClickException):
-    exit_code = 2  # usage or config error, as in healthcheck.cli
+from .common import UsageFailure
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,9 +32,9 @@ def slurm_install_hooks(prefix, config_path, python, slurm_conf):
     Example:
       healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
     """
-    from .slurm.install import install_hooks, slurm_conf_lines
+    from ..slurm.install import install_hooks, slurm_conf_lines
 
-    from .config import ConfigError, load
+    from ..config import ConfigError, load
 
     try:
         load(config_path)  # a config that does not validate is not installed

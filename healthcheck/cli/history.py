@@ -1,8 +1,9 @@
 """`healthcheck history ...` and `healthcheck db ...`: thin click shells over healthcheck.history.
 
 Only click is imported here; SQLAlchemy, Alembic and pandas load inside the commands. Library errors
-(HistoryError and friends, already redacted) become exit 2 with a one-line message.
-Registered into the main group by healthcheck/cli.py (``cli.add_command(history)``, ``cli.add_command(db)``).
+(HistoryError and friends, already redacted) become exit 6 (the database could not be used) with a
+one-line message; usage errors exit 2 (healthcheck.exitcodes).
+Registered into the main group by healthcheck/cli/main.py.
 """
 from __future__ import annotations
 
@@ -11,49 +12,8 @@ import sys
 
 import click
 
-EXIT_USAGE = 2
-DB_HELP = ("Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, else the default SQLite file). "
-           "Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
-
-
-class HistoryFailure(click.ClickException):
-    exit_code = EXIT_USAGE
-
-
-def _engine(db_url: str | None):
-    from .config import ConfigError, site_db_url
-    from .history.db import HistoryError, open_engine
-
-    try:
-        return open_engine(db_url, None if db_url else site_db_url())
-    except (HistoryError, ConfigError) as exc:
-        raise HistoryFailure(str(exc)) from None
-
-
-def _guard(func, *args, **kwargs):
-    """Run a library call; its HistoryError becomes a clean exit 2."""
-    from .history.db import HistoryError
-
-    try:
-        return func(*args, **kwargs)
-    except HistoryError as exc:
-        raise HistoryFailure(str(exc)) from None
-
-
-def _since(text: str | None):
-    if not text:
-        return None
-    from datetime import datetime, timezone
-
-    from .history.queries import parse_since
-
-    try:
-        return parse_since(text, datetime.now(timezone.utc))
-    except ValueError as exc:
-        raise HistoryFailure(str(exc)) from None
-
-
-db_option = click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+from .. import exitcodes
+from .common import UsageFailure, db_option, emit_json, format_option, guard, open_history, since_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -69,7 +29,7 @@ def history():
 
 @history.command("ingest")
 @click.argument("paths", nargs=-1, type=click.Path())
-@db_option
+@db_option()
 @click.option("--batch-rows", default=100_000, show_default=True, type=click.IntRange(1),
               help="Rows per transaction (whole runs; fewer, larger transactions ingest faster).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and skipped lines.")
@@ -86,12 +46,17 @@ def history_ingest(paths, db_url, batch_rows, quiet):
       healthcheck history ingest                              # this node's spool, default database
       healthcheck history ingest /shared/spools --db postgresql://hc@db.example/healthcheck
     """
-    from .history import migrations
-    from .history.ingest import ingest
+    import os
 
-    engine = _engine(db_url)
-    _guard(migrations.require_current, engine, create=True)
-    report = _guard(ingest, list(paths) or ["/var/lib/healthcheck/spool"], engine, batch_rows=batch_rows)
+    from ..history import migrations
+    from ..history.ingest import ingest
+
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:  # an input error (exit 2), told before the database is touched
+        raise UsageFailure(f"{missing[0]}: no such file or directory (a spool directory or a folder of spools)")
+    engine = open_history(db_url)
+    guard(migrations.require_current, engine, create=True)
+    report = guard(ingest, list(paths) or ["/var/lib/healthcheck/spool"], engine, batch_rows=batch_rows)
     for item in report.skipped[:20]:
         click.echo(f"skipped {item.where}: {item.reason}", err=True)
     if len(report.skipped) > 20:
@@ -103,10 +68,10 @@ def history_ingest(paths, db_url, batch_rows, quiet):
 
 
 @history.command("show")
-@db_option
+@db_option()
 @click.option("--node", help="Node name or glob (gpu0*).")
 @click.option("--check", help="Show results of this check (name or glob, e.g. 'gpu.*') instead of runs.")
-@click.option("--since", help="7d, 12h, 30m, 2w or an ISO-8601 time.")
+@since_option(default=None, help_text="7d, 12h, 30m, 2w or an ISO-8601 time.")
 @click.option("--status", type=click.Choice(["pass", "warn", "fail", "error", "skip"]))
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -118,13 +83,13 @@ def history_show(db_url, node, check, since, status, limit, fmt):
       healthcheck history show --since 24h --status fail
       healthcheck history show --node 'gpu0*' --check 'gpu.ecc*' --since 30d --format json
     """
-    from .history import migrations
-    from .history.queries import show
+    from ..history import migrations
+    from ..history.queries import show
 
-    when = _since(since)
-    engine = _engine(db_url)
-    _guard(migrations.require_current, engine)
-    cols, rows = _guard(show, engine, node=node, check=check, since=when, status=status, limit=limit)
+    when = since
+    engine = open_history(db_url)
+    guard(migrations.require_current, engine)
+    cols, rows = guard(show, engine, node=node, check=check, since=when, status=status, limit=limit)
     if fmt == "json":
         click.echo(json.dumps([{c: _text(v) for c, v in zip(cols, row)} for row in rows], indent=1))
         return
@@ -141,8 +106,8 @@ def history_show(db_url, node, check, since, status, limit, fmt):
 def _rollups_usable(engine) -> bool:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from .history import rollups
-    from .history.db import HistoryError, describe_error
+    from ..history import rollups
+    from ..history.db import HistoryError, describe_error
 
     try:
         with engine.connect() as conn:
@@ -164,13 +129,13 @@ def _text(value) -> str:
 
 
 @history.command("export")
-@db_option
+@db_option()
 @click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), required=True)
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--table", type=click.Choice(["runs", "results", "metrics", "actions", "gemm_digests"]), default="results",
               show_default=True)
 @click.option("--node", help="Node name or glob.")
-@click.option("--since", help="7d, 12h, 30m, 2w or an ISO-8601 time.")
+@since_option(default=None, help_text="7d, 12h, 30m, 2w or an ISO-8601 time.")
 def history_export(db_url, fmt, output, table, node, since):
     """Write one table of the history to a file (written whole, or not at all).
 
@@ -179,13 +144,13 @@ def history_export(db_url, fmt, output, table, node, since):
       healthcheck history export --format parquet --output metrics.parquet --table metrics --since 30d
       healthcheck history export --format csv -o results.csv --node gpu017
     """
-    from .history import migrations
-    from .history.queries import export
+    from ..history import migrations
+    from ..history.queries import export
 
-    when = _since(since)
-    engine = _engine(db_url)
-    _guard(migrations.require_current, engine)
-    count = _guard(export, engine, fmt, output, table=table, node=node, since=when)
+    when = since
+    engine = open_history(db_url)
+    guard(migrations.require_current, engine)
+    count = guard(export, engine, fmt, output, table=table, node=node, since=when)
     click.echo(f"{count} {table} row(s) written to {output}")
 
 
@@ -201,7 +166,7 @@ def db():
 
 
 @db.command("upgrade")
-@db_option
+@db_option()
 def db_upgrade(db_url):
     """Create or migrate the schema to this healthcheck's version (safe to run concurrently).
 
@@ -210,12 +175,12 @@ def db_upgrade(db_url):
       healthcheck db upgrade
       HEALTHCHECK_DB_PASSWORD_FILE=/etc/healthcheck/db.pw healthcheck db upgrade --db postgresql://hc@db/hc
     """
-    from .history import migrations
-    from .history.db import redact
+    from ..history import migrations
+    from ..history.db import redact
 
-    engine = _engine(db_url)
-    before = _guard(migrations.upgrade, engine)
-    after = _guard(migrations.status, engine)
+    engine = open_history(db_url)
+    before = guard(migrations.upgrade, engine)
+    after = guard(migrations.status, engine)
     if before.current == after.current:
         click.echo(f"{redact(engine.url)}: already at {after.head}")
     else:
@@ -223,7 +188,7 @@ def db_upgrade(db_url):
 
 
 @db.command("rebuild-rollups")
-@db_option
+@db_option()
 def db_rebuild_rollups(db_url):
     """Recompute the report's rollups (per-run counts, metric series, counter levels) from the stored rows.
 
@@ -237,32 +202,40 @@ def db_rebuild_rollups(db_url):
     """
     import time
 
-    from .history import migrations, rollups
-    from .history.db import redact
+    from ..history import migrations, rollups
+    from ..history.db import redact
 
-    engine = _engine(db_url)
-    _guard(migrations.require_current, engine)
+    engine = open_history(db_url)
+    guard(migrations.require_current, engine)
     start = time.monotonic()
-    done = _guard(rollups.rebuild, engine)
+    done = guard(rollups.rebuild, engine)
     click.echo(f"{redact(engine.url)}: rollups rebuilt from {done['runs']} run(s): {done['series']} metric series, "
                f"{done['levels']} counter levels ({time.monotonic() - start:.1f} s)")
 
 
 @db.command("status")
-@db_option
-def db_status(db_url):
-    """Say where the schema stands; exit 0 when current, 1 when it needs an upgrade, 2 when newer.
+@db_option()
+@format_option(help_text="json: {database, state, description, rollups_current}.")
+def db_status(db_url, fmt):
+    """Say where the schema stands; exit 0 when current, 1 when it needs an upgrade, 6 when newer than
+    this tool.
 
     \b
     Example:
       healthcheck db status
     """
-    from .history import migrations
-    from .history.db import redact
+    from ..history import migrations
+    from ..history.db import redact
 
-    engine = _engine(db_url)
-    now = _guard(migrations.status, engine)
-    click.echo(f"{redact(engine.url)}: {now.describe()}")
-    if now.state == "current" and not _guard(_rollups_usable, engine):
-        click.echo("rollups: not built for this healthcheck (run `healthcheck db rebuild-rollups`)")
-    sys.exit({"current": 0, "empty": 1, "behind": 1, "newer": 2}[now.state])
+    engine = open_history(db_url)
+    now = guard(migrations.status, engine)
+    rollups = guard(_rollups_usable, engine) if now.state == "current" else None
+    if fmt == "json":
+        emit_json({"database": redact(engine.url), "state": now.state, "description": now.describe(),
+                   "rollups_current": rollups})
+    else:
+        click.echo(f"{redact(engine.url)}: {now.describe()}")
+        if rollups is False:
+            click.echo("rollups: not built for this healthcheck (run `healthcheck db rebuild-rollups`)")
+    sys.exit({"current": exitcodes.OK, "empty": exitcodes.FAIL, "behind": exitcodes.FAIL,
+              "newer": exitcodes.UNAVAILABLE}[now.state])

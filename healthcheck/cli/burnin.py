@@ -9,13 +9,14 @@ import os
 
 import click
 
-from .cli_slurm import UsageFailure
+from .. import exitcodes
+from .common import UsageFailure, exit_with, expectations_for, load_config
 
-SHARED_CAUSE_EXIT = 4
+SHARED_CAUSE_EXIT = exitcodes.FLAGGED  # the allocation failed for a cause its nodes share: nobody drained
 
 
 def _settings(config, flags: dict):
-    from .burnin.settings import SettingsError, resolve
+    from ..burnin.settings import SettingsError, resolve
 
     try:
         return resolve(config.burnin if config else {}, os.environ, flags)
@@ -24,8 +25,8 @@ def _settings(config, flags: dict):
 
 
 def _references(path: str):
-    from .burnin.references import ReferencesError, load
-    from .safety import UntrustedFile, check_trusted, running_as_root
+    from ..burnin.references import ReferencesError, load
+    from ..safety import UntrustedFile, check_trusted, running_as_root
 
     try:
         if path and running_as_root():
@@ -103,9 +104,8 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
       srun --ntasks-per-node=1 healthcheck burnin run --suite standard
       healthcheck burnin run --allocation
     """
-    from .cli import _load_config
 
-    config = _load_config(config_path)
+    config = load_config(config_path)
     flags = {"suite": suite, "phases": phases, "backend": backend, "gemm_duration_s": gemm_duration_s,
              "references": references, "results_dir": results_dir, "nccl_dir": nccl_dir}
     if no_drain:
@@ -132,17 +132,16 @@ def _log(message: str) -> None:
 
 
 def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt):
-    from .acquire import snapshot_for
-    from .burnin.node_run import NodeContext, node_record, run_node, write_result
-    from .cli import _expectations
-    from .probes.live import short_hostname
-    from .records import new_run_id
-    from .runner import sources_needed, utc_now_iso
+    from ..acquire import snapshot_for
+    from ..burnin.node_run import NodeContext, node_record, run_node, write_result
+    from ..probes.live import short_hostname
+    from ..records import new_run_id
+    from ..runner import sources_needed, utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
         raise UsageFailure(f"node name {node!r} is not a plain name")
-    exp = _expectations(config, node)
+    exp = expectations_for(config, node)
     started = utc_now_iso()
     cls = config.node_class(node) if config else None
     ctx = NodeContext(node, settings, refs, job_id, job_nodes,
@@ -157,7 +156,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         _log("warning: not recorded in the history: no spool (give --spool DIR, or a config file with "
              "[slurm] spool_dir)")
     else:
-        from .spool import SpoolError, append
+        from ..spool import SpoolError, append
 
         try:
             append(spool, record)
@@ -171,11 +170,10 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     if fmt == "json":
         click.echo(json.dumps(record, indent=1, default=str))
     else:
-        from .burnin.summary import node_text
+        from ..burnin.summary import node_text
 
         click.echo(node_text(record))
-    from .cli import _exit
-    from .output import exit_code
+    from ..output import exit_code
 
     if ctx.extra.get("hung"):  # a thread is stuck in a GPU call: interpreter shutdown would wait on it
         import sys
@@ -183,7 +181,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(exit_code(verdict))
-    _exit(exit_code(verdict))
+    exit_with(exit_code(verdict))
 
 
 def summary_name(job_id: str | None) -> str:
@@ -193,8 +191,8 @@ def summary_name(job_id: str | None) -> str:
 
 
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
-    from .burnin.allocation import run_allocation
-    from .runner import utc_now_iso
+    from ..burnin.allocation import run_allocation
+    from ..runner import utc_now_iso
 
     if not nodes:
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
@@ -210,16 +208,15 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
     """The end of a job's verdict, wherever it was reached (the allocation step; ``burnin report
     --drain`` over an array's node results): drains under the ownership rules, the job's run and its
     actions in the spool, the summary in the results directory, the text or JSON, the exit status."""
-    from .burnin.allocation import apply_drains
-    from .burnin.summary import allocation_text
-    from .cli import _exit
-    from .model import Status
-    from .records import new_run_id
+    from ..burnin.allocation import apply_drains
+    from ..burnin.summary import allocation_text
+    from ..model import Status
+    from ..records import new_run_id
 
     run_id = new_run_id()
     if settings.drain and outcome.drain:
-        from .slurm.actions import backend_for
-        from .slurm.settings import SlurmSettings
+        from ..slurm.actions import backend_for
+        from ..slurm.settings import SlurmSettings
 
         slurm_settings = config.slurm if config else SlurmSettings()
         apply_drains(outcome, slurm_settings, backend_for(slurm_settings), run_id, _log)
@@ -227,7 +224,7 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
         _spool_allocation(config.slurm.spool_dir, outcome, run_id, started, config_path or config.path,
                           outcome.job_id, job_nodes)
     if settings.results_dir:
-        from .burnin.node_run import write_result
+        from ..burnin.node_run import write_result
 
         try:
             write_result(settings.results_dir, summary, {"run_id": run_id, **outcome.to_dict()})
@@ -238,18 +235,18 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
     else:
         click.echo(allocation_text(outcome.to_dict()))
     if outcome.suspect_shared_cause:
-        _exit(SHARED_CAUSE_EXIT)
-    _exit(1 if outcome.status is Status.FAIL else 0)
+        exit_with(SHARED_CAUSE_EXIT)
+    exit_with(exitcodes.FAIL if outcome.status is Status.FAIL else exitcodes.OK)
 
 
 def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_path, job_id, job_nodes) -> None:
     """The job step's own run (the collective, the localisation, the fleet digests; context
     ``burnin-job``, node = the batch host) and one action record per drain, for the history."""
-    from .burnin.allocation import job_verdict
-    from .probes.live import short_hostname
-    from .records import run_record
-    from .runner import utc_now_iso
-    from .spool import SpoolError, append
+    from ..burnin.allocation import job_verdict
+    from ..probes.live import short_hostname
+    from ..records import run_record
+    from ..runner import utc_now_iso
+    from ..spool import SpoolError, append
 
     host = os.environ.get("SLURMD_NODENAME") or short_hostname()
     verdict = job_verdict(outcome, host, started)

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .cli_slurm import UsageFailure
+from .common import Unavailable, UsageFailure, exit_with, load_config
 
 
 class _Bar:
@@ -55,18 +55,17 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
       healthcheck sweep --dry-run
       healthcheck sweep --config /etc/healthcheck/healthcheck.toml --max-nodes 32 --window 01:00-05:00
     """
-    from .burnin.submit import SubmitError
-    from .safety import UntrustedFile
-    from .cli import _exit, _load_config
-    from .config import Config
-    from .slurm.actions import backend_for
-    from .slurm.backend import SlurmError
-    from .sweep import state as st
-    from .sweep.jobs import JobError
-    from .sweep.run import BUSY_EXIT, Sweeper
-    from .sweep.settings import SweepSettingsError, resolve
+    from ..burnin.submit import SubmitError
+    from ..safety import UntrustedFile
+    from ..config import Config
+    from ..slurm.actions import backend_for
+    from ..slurm.backend import SlurmError, SlurmUnreachable
+    from ..sweep import state as st
+    from ..sweep.jobs import JobError
+    from ..sweep.run import BUSY_EXIT, Sweeper
+    from ..sweep.settings import SweepSettingsError, resolve
 
-    config = _load_config(config_path) or Config(None)
+    config = load_config(config_path) or Config(None)
     try:
         settings = resolve(config.sweep, {"max_nodes": max_nodes, "partition": partition, "window": window,
                                           "suite": suite, "report": False if no_report else None,
@@ -80,7 +79,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
     bar = _Bar() if sys.stderr.isatty() and not dry_run else None
     fleet = None
     if settings.report:  # the sweep uses the history: its jobs compare their GEMM products with the fleet's
-        from .sweep.finish import write_fleet_digests
+        from ..sweep.finish import write_fleet_digests
 
         def fleet(results_dir: str) -> str | None:
             return write_fleet_digests(results_dir, settings.db_url or None, config.path, log)
@@ -90,28 +89,31 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         outcome = sweeper.run(dry_run=dry_run)
     except st.SweepBusy as exc:
         click.echo(f"[sweep] {exc}: not starting a second one", err=True)
-        _exit(BUSY_EXIT)
+        exit_with(BUSY_EXIT)
         return
-    except (st.StateError, SlurmError, JobError, SubmitError, UntrustedFile, OSError) as exc:
+    except (SlurmUnreachable, SlurmError) as exc:  # slurmctld down, scontrol missing or refusing: exit 6
+        raise Unavailable(f"sweep stopped: Slurm could not be used ({exc}); nothing was changed by this run "
+                          "(the next run continues from the saved state)") from None
+    except (st.StateError, JobError, SubmitError, UntrustedFile, OSError) as exc:
         raise click.ClickException(f"sweep stopped: {exc} (the next run continues from the saved state)") from None
     finally:
         if bar is not None:
             bar.close()
     if not dry_run and outcome.results_dir and settings.report and outcome.results:
-        from .sweep.finish import ingest_and_report
+        from ..sweep.finish import ingest_and_report
 
         outcome.report = ingest_and_report(config.slurm.spool_dir, outcome.results_dir, settings.db_url or None,
                                            config.path, log, drift=(outcome.fleet or {}).get("drift"))
         if outcome.report:
-            from .sweep.run import _write_json
+            from ..sweep.run import _write_json
 
             _write_json(os.path.join(outcome.results_dir, "sweep.json"), outcome.to_dict())
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
     else:
-        from .sweep.text import render
+        from ..sweep.text import render
 
         click.echo(render(outcome))
-    _exit(outcome.exit_code if not dry_run else 0)
+    exit_with(outcome.exit_code if not dry_run else 0)
 
 

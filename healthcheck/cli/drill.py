@@ -12,6 +12,10 @@ import json
 
 import click
 
+from .. import exitcodes
+
+from .common import UsageFailure
+
 FORMATS = ("text", "json")
 
 
@@ -28,13 +32,24 @@ def _nodes(text: str) -> list[str]:
 
 @click.group("drill")
 def drill() -> None:
-    """Fault drills: inject a fault on the cluster and time detection, drain, requeue and resume."""
+    """Fault drills: inject a fault on the cluster and time detection, drain, requeue and resume.
+
+    \b
+    Example:
+      healthcheck drill list
+      healthcheck drill run failing-check --site /var/lib/healthcheck/drill --node gpu017
+    """
 
 
 @drill.command("list")
 def list_drills() -> None:
-    """The drills and what each injects."""
-    from .drill.drills import DRILLS
+    """The drills and what each injects.
+
+    \b
+    Example:
+      healthcheck drill list
+    """
+    from ..drill.drills import DRILLS
 
     for name, (_func, node, text) in DRILLS.items():
         click.echo(f"{name:<14} node {node:<8} {text}")
@@ -52,15 +67,21 @@ def list_drills() -> None:
 @click.option("--prolog-budget", type=float, default=None, help="prolog budget in seconds (default 3)")
 def prepare(site_dir: str, slurm_conf: str, nodes: str, healthy: str, fault_bundle: str,
             prolog_budget: float | None) -> None:
-    """Write the workspace and the hooks; print the slurm.conf lines to start the cluster with."""
-    from .drill.cluster import DrillError
-    from .drill.site import Site
+    """Write the workspace and the hooks; print the slurm.conf lines to start the cluster with.
+
+    \b
+    Example:
+      healthcheck drill prepare --site /var/lib/healthcheck/drill --slurm-conf /etc/slurm/slurm.conf \\
+          --nodes 'gpu[001-004]' --bundle good.tar.gz --fault-bundle bad.tar.gz
+    """
+    from ..drill.cluster import DrillError
+    from ..drill.site import Site
 
     budgets = {"prolog_budget_s": prolog_budget} if prolog_budget is not None else None
     try:
         site = Site.prepare(site_dir, slurm_conf, _nodes(nodes), healthy, fault_bundle, budgets)
     except (DrillError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UsageFailure(str(exc)) from None
     click.echo(site.slurm_conf_lines(), nl=False)
 
 
@@ -73,12 +94,17 @@ def prepare(site_dir: str, slurm_conf: str, nodes: str, healthy: str, fault_bund
 @click.option("--record/--no-record", default=True, show_default=True,
               help="append the result to the site's spool (history: check drill.NAME)")
 def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, record: bool) -> None:
-    """Run drill NAME (see `drill list`); exit 0 when it passed, 1 when it failed."""
-    from .drill.cluster import Cluster, DrillError
-    from .drill.drills import DRILLS, run_drill
-    from .drill.model import render_text
-    from .drill.site import Site
-    from .spoolwrite import SpoolError
+    """Run drill NAME (see `drill list`); exit 0 when it passed, 1 when it failed.
+
+    \b
+    Example:
+      healthcheck drill run hung-gpu --site /var/lib/healthcheck/drill --node gpu017 --format json
+    """
+    from ..drill.cluster import Cluster, DrillError
+    from ..drill.drills import DRILLS, run_drill
+    from ..drill.model import render_text
+    from ..drill.site import Site
+    from ..spoolwrite import SpoolError
 
     if name not in DRILLS:
         raise click.BadParameter(f"no drill {name!r} (known: {', '.join(DRILLS)})", param_hint="NAME")
@@ -90,4 +116,4 @@ def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, re
     except (OSError, SpoolError) as exc:  # the spool could not take the result (SpoolError): the drill itself ran
         raise click.ClickException(f"could not record the drill's result: {exc}") from None
     click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else render_text([result]), nl=fmt == "json")
-    raise SystemExit(0 if result.ok else 1)
+    raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)

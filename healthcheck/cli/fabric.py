@@ -11,12 +11,13 @@ import json
 
 import click
 
+from .. import exitcodes
+
 MAX_INPUT = 128 * 1024 * 1024
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-class FabricUsageError(click.ClickException):
-    exit_code = 2  # usage or input error, as in healthcheck.cli
+from .common import UsageFailure as FabricUsageError
 
 
 def _read(path: str, what: str) -> bytes:
@@ -31,8 +32,8 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _fabric(path: str):
-    from .parsers import ParseError
-    from .parsers.ibnetdiscover import parse_ibnetdiscover
+    from ..parsers import ParseError
+    from ..parsers.ibnetdiscover import parse_ibnetdiscover
 
     try:
         return parse_ibnetdiscover(_read(path, "ibnetdiscover output"))
@@ -69,7 +70,8 @@ def parse_ibnetdiscover(path, fmt):
 
 @click.group(context_settings=_CONTEXT)
 def fabric():
-    """The InfiniBand fabric against its declared design (topology.toml).
+    """The fabric: InfiniBand cabling against its declared design (topology.toml), a node's inside
+    (NVLink, P2P bandwidth, NUMA and HCA affinity) and software consistency across nodes.
 
     \b
     Example:
@@ -90,8 +92,12 @@ def generate(source, hca_regex):
     Switches are named by node description (GUID when not unique), tiers inferred (leaf: has host
     CAs; spine: above the leaves; core: above the spines), rails declared when every leaf carries one
     HCA name. Edit the file by hand, then check fabrics against it.
+
+    \b
+    Example:
+      ibnetdiscover > golden.txt; healthcheck fabric generate --ibnetdiscover golden.txt > topology.toml
     """
-    from .fabric.design import DEFAULT_HCA_REGEX, DesignError, generate_design
+    from ..fabric.design import DEFAULT_HCA_REGEX, DesignError, generate_design
 
     try:
         click.echo(generate_design(_fabric(source), hca_regex or DEFAULT_HCA_REGEX), nl=False)
@@ -110,9 +116,13 @@ def check(topology, source, fmt):
     Deviations: missing_link, missing_switch, swapped, wrong_port, wrong_rail, wrong_switch,
     degraded_width, degraded_speed, unexpected_device, unexpected_link, too_few_uplinks; and per tier:
     links expected / found / misplaced / missing / degraded.
+
+    \b
+    Example:
+      ibnetdiscover > now.txt; healthcheck fabric check --topology topology.toml --ibnetdiscover now.txt
     """
-    from .fabric.compare import compare
-    from .fabric.design import DesignError, load_design
+    from ..fabric.compare import compare
+    from ..fabric.design import DesignError, load_design
 
     try:
         design = load_design(_read(topology, "topology file"), source=topology)
@@ -120,4 +130,15 @@ def check(topology, source, fmt):
         raise FabricUsageError(str(exc)) from None
     result = compare(design, _fabric(source))
     click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.to_text())
-    raise SystemExit(0 if result.ok else 1)
+    raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)
+
+
+def _register() -> None:
+    """Inside a node (topology, NVLink, P2P bandwidth) and across the fleet (software consistency)."""
+    from .fabric_node import consistency, node
+
+    fabric.add_command(consistency)
+    fabric.add_command(node)
+
+
+_register()

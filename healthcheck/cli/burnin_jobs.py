@@ -8,8 +8,10 @@ import os
 
 import click
 
-from .cli_burnin import _settings, burnin
-from .cli_slurm import UsageFailure
+from .. import exitcodes
+
+from .burnin import _settings, burnin
+from .common import SINCE, UsageFailure, guard, load_config, open_history
 
 
 @burnin.command("report")
@@ -30,7 +32,7 @@ def burnin_report(job_id, results_dir, drain, config_path, fmt):
       healthcheck burnin report 4711 --results-dir /shared/burnin-4711
       healthcheck burnin report 4800 --drain      # after sbatch --array=... burnin-array.sbatch
     """
-    from .burnin.summary import SummaryError, allocation_text, load_job
+    from ..burnin.summary import SummaryError, allocation_text, load_job
 
     directory = results_dir or os.path.join(os.getcwd(), f"burnin-{job_id}")
     if drain:
@@ -46,11 +48,10 @@ def burnin_report(job_id, results_dir, drain, config_path, fmt):
 def _drain_from_results(job_id: str, directory: str, config_path: str | None, fmt: str) -> None:
     from dataclasses import replace
 
-    from .burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
-    from .burnin.summary import SummaryError, node_results
-    from .cli import _load_config
-    from .cli_burnin import conclude
-    from .runner import utc_now_iso
+    from ..burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
+    from ..burnin.summary import SummaryError, node_results
+    from .burnin import conclude
+    from ..runner import utc_now_iso
 
     if not os.path.isdir(directory):
         raise UsageFailure(f"no results directory {directory} for job {job_id} (give --results-dir)")
@@ -60,7 +61,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
         raise UsageFailure(str(exc)) from None
     if not nodes:
         raise UsageFailure(f"{directory}: no node results for job {job_id}")
-    config = _load_config(config_path)
+    config = load_config(config_path)
     settings = replace(_settings(config, {}), results_dir=directory, drain=True)
     per_node = read_results(directory, nodes)
     outcome = AllocationOutcome(job_id, nodes, per_node)
@@ -75,7 +76,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
 @burnin.command("fleet-digests")
 @click.option("--db", "db_url", metavar="URL", help="Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, "
               "else the default SQLite file). Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
-@click.option("--since", default="30d", show_default=True, help="Runs to read: 7d, 12h, 2w or an ISO-8601 time.")
+@click.option("--since", type=SINCE, default="30d", show_default=True, metavar="WHEN", help="Runs to read: 7d, 12h, 2w or an ISO-8601 time.")
 @click.option("--min-gpus", type=click.IntRange(1, 1_000_000), default=4, show_default=True,
               help="GPUs that must have run a fleet key before its majority is trusted.")
 @click.option("--min-nodes", type=click.IntRange(1, 1_000_000), default=2, show_default=True,
@@ -95,16 +96,15 @@ def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):
     """
     from datetime import datetime, timezone
 
-    from .burnin.fleetfile import FleetFileError, write
-    from .cli_history import _engine, _guard, _since
-    from .history import migrations
-    from .history.digests import fleet_from_history
+    from ..burnin.fleetfile import FleetFileError, write
+    from ..history import migrations
+    from ..history.digests import fleet_from_history
 
-    when = _since(since)
-    engine = _engine(db_url)
+    when = since
+    engine = open_history(db_url)
     try:
-        _guard(migrations.require_current, engine)
-        view = _guard(fleet_from_history, engine, when, min_gpus=min_gpus, min_nodes=min_nodes)
+        guard(migrations.require_current, engine)
+        view = guard(fleet_from_history, engine, when, min_gpus=min_gpus, min_nodes=min_nodes)
     finally:
         engine.dispose()
     if output:
@@ -130,7 +130,7 @@ def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):
         if output:
             click.echo(f"wrote {output} ({len(view.majorities)} decided key(s))", err=True)
     if view.deviants:
-        raise SystemExit(1)
+        raise SystemExit(exitcodes.FAIL)
 
 
 @burnin.command("submit")
@@ -152,9 +152,9 @@ def burnin_submit(nnodes, nodelist, partition, reservation, gpus_per_node, suite
     Example:
       healthcheck burnin submit -N 8 -w gpu[01-08] --suite full --dry-run
     """
-    from .burnin.submit import SubmitError, sbatch_argv, submit
+    from ..burnin.submit import SubmitError, sbatch_argv, submit
 
-    from .safety import UntrustedFile, check_trusted, running_as_root
+    from ..safety import UntrustedFile, check_trusted, running_as_root
 
     try:
         argv = sbatch_argv(template, nnodes=nnodes, nodelist=nodelist, partition=partition,

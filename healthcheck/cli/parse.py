@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .cli_slurm import UsageFailure
+from .common import UsageFailure
 
 MAX_INPUT = 64 * 1024 * 1024
 
@@ -28,9 +28,24 @@ def parse():
 
     \b
     Example:
-      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --json
-      healthcheck parse nccl-tests all_reduce.log --json
+      nvidia-smi -q -x > smi.xml; healthcheck parse nvidia-smi smi.xml --format json
+      healthcheck parse nccl-tests all_reduce.log --format json
+      healthcheck parse ibnetdiscover fabric.txt --format json
     """
+
+
+def _json_format(fn):
+    """``--format text|json``, the flag every command that prints data has, and ``--json``, its alias
+    (kept for scripts written before)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, fmt, as_json, **kwargs):
+        return fn(*args, as_json=as_json or fmt == "json", **kwargs)
+
+    wrapper = click.option("--json", "as_json", is_flag=True, help="The same as --format json.")(wrapper)
+    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                        show_default=True, help="Print a summary or the parsed facts as JSON.")(wrapper)
 
 
 def _emit(data: dict, as_json: bool, text: str) -> None:
@@ -48,17 +63,17 @@ def _plain(value):
 
 
 def _node_facts(kind: str, path: str, as_json: bool) -> None:
-    from .parsers import ParseError
-    from .parsers.describe import describe
+    from ..parsers import ParseError
+    from ..parsers.describe import describe
 
     text = _read(path)
     try:
         if kind == "nvidia-smi":
-            from .parsers.nvidia_smi import parse_nvidia_smi as parser
+            from ..parsers.nvidia_smi import parse_nvidia_smi as parser
         elif kind == "kernel-log":
-            from .parsers.kernel_log import parse_kernel_log as parser
+            from ..parsers.kernel_log import parse_kernel_log as parser
         else:
-            from .parsers.ibstat import parse_ibstat as parser
+            from ..parsers.ibstat import parse_ibstat as parser
         result = parser(text)
     except ParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from exc
@@ -67,7 +82,7 @@ def _node_facts(kind: str, path: str, as_json: bool) -> None:
 
 @parse.command("nvidia-smi")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed facts as JSON.")
+@_json_format
 def parse_nvidia_smi(path, as_json):
     """`nvidia-smi -q -x` (XML) or `nvidia-smi -q` (text), detected -> per-GPU facts.
 
@@ -80,7 +95,7 @@ def parse_nvidia_smi(path, as_json):
 
 @parse.command("kernel-log")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed events as JSON.")
+@_json_format
 def parse_kernel_log(path, as_json):
     """A kernel log (dmesg, dmesg -T, journal, syslog) -> NVIDIA Xid and driver events.
 
@@ -93,7 +108,7 @@ def parse_kernel_log(path, as_json):
 
 @parse.command("ibstat")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed ports as JSON.")
+@_json_format
 def parse_ibstat(path, as_json):
     """`ibstat` output -> InfiniBand/RoCE ports, states, rates, firmware.
 
@@ -106,7 +121,7 @@ def parse_ibstat(path, as_json):
 
 @parse.command("nccl-tests")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (default: a summary).")
+@_json_format
 def parse_nccl(path, as_json):
     """An nccl-tests output (any *_perf binary, any version) -> rows, ranks, errors, α-β fit.
 
@@ -114,8 +129,8 @@ def parse_nccl(path, as_json):
     Example:
       all_reduce_perf -b 8 -e 8G -f 2 -g 8 > ar.log; healthcheck parse nccl-tests ar.log --json
     """
-    from .burnin.alphabeta import fit
-    from .parsers.nccl_tests import NcclParseError, parse as parse_text
+    from ..burnin.alphabeta import fit
+    from ..parsers.nccl_tests import NcclParseError, parse as parse_text
 
     try:
         result = parse_text(_read(path))
@@ -133,7 +148,7 @@ def parse_nccl(path, as_json):
 
 @parse.command("dcgmi")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (default: a summary).")
+@_json_format
 def parse_dcgmi(path, as_json):
     """A `dcgmi diag` output (text table or -j JSON) -> tests, per-GPU status, overall verdict.
 
@@ -141,7 +156,7 @@ def parse_dcgmi(path, as_json):
     Example:
       dcgmi diag -r 2 -j > diag.json; healthcheck parse dcgmi diag.json --json
     """
-    from .parsers.dcgmi import DcgmiParseError, parse_diag
+    from ..parsers.dcgmi import DcgmiParseError, parse_diag
 
     try:
         diag = parse_diag(_read(path))
@@ -153,7 +168,7 @@ def parse_dcgmi(path, as_json):
 
 @parse.command("fio")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (default: a summary).")
+@_json_format
 def parse_fio(path, as_json):
     """An fio --output-format=json output -> per-job bandwidth, IOPS, p99 latency.
 
@@ -161,7 +176,7 @@ def parse_fio(path, as_json):
     Example:
       fio job.fio --output-format=json > fio.json; healthcheck parse fio fio.json
     """
-    from .parsers.fio import FioParseError, parse as parse_text
+    from ..parsers.fio import FioParseError, parse as parse_text
 
     try:
         result = parse_text(_read(path))
@@ -169,3 +184,17 @@ def parse_fio(path, as_json):
         raise UsageFailure(f"{path}: {exc}") from None
     text = "; ".join(f"{j.name}: read {j.read_bw_bytes} B/s, write {j.write_bw_bytes} B/s" for j in result.jobs)
     _emit(result.to_dict(), as_json, text)
+
+
+def _register() -> None:
+    """The fabric tools' parsers live with their fabric commands; all answer ``healthcheck parse KIND``."""
+    from .fabric import parse_ibnetdiscover
+    from .fabric_counters import parse_ibqueryerrors, parse_perfquery, parse_perftest
+    from .fabric_node import parse_nvbandwidth, parse_nvlink_status, parse_topo
+
+    for command in (parse_ibnetdiscover, parse_perfquery, parse_ibqueryerrors, parse_perftest, parse_nvbandwidth,
+                    parse_topo, parse_nvlink_status):
+        parse.add_command(command)
+
+
+_register()

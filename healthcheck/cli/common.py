@@ -1,0 +1,135 @@
+"""What every command group shares: the one usage error, the exit codes (healthcheck.exitcodes), the
+config and expectations loaders, the option bundles (``--config``, ``--format``, ``--since``, ``--db``),
+and leaving with a status. Imports click and the library; never imported by the library.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+
+import click
+
+from .. import exitcodes
+
+CONFIG_ENV = "HEALTHCHECK_CONFIG"
+DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
+DB_HELP = ("Database URL or SQLite path (default: $HEALTHCHECK_DB_URL, else the default SQLite file). "
+           "Never put a password here: use $HEALTHCHECK_DB_PASSWORD_FILE.")
+
+
+class UsageFailure(click.ClickException):
+    """A usage, config or input error: one line on stderr, exit 2."""
+
+    exit_code = exitcodes.USAGE
+
+
+class Unavailable(click.ClickException):
+    """The history database or slurmctld could not be used: one line on stderr, exit 6."""
+
+    exit_code = exitcodes.UNAVAILABLE
+
+
+def exit_with(code: int) -> None:
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def config_path_of(path: str | None) -> str | None:
+    """The config named by --config, $HEALTHCHECK_CONFIG, or /etc/healthcheck/healthcheck.toml if present."""
+    return path or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+
+
+def load_config(path: str | None):
+    """The loaded config (see :func:`config_path_of`), None without one; a bad one is a UsageFailure."""
+    from ..config import ConfigError, load
+
+    path = config_path_of(path)
+    if path is None:
+        return None
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def expectations_for(config, node: str):
+    from ..config import ConfigError, default_expectations
+
+    try:
+        return config.expectations_for(node) if config else default_expectations()
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def open_history(db_url: str | None, config_path: str | None = None):
+    """The history engine for ``--db`` (else the site config's or the default). A URL it refuses (a
+    password on the command line, an unknown driver) is a usage error (exit 2); connecting happens on
+    first use, under :func:`guard` (exit 6)."""
+    from ..config import ConfigError, site_db_url
+    from ..history.db import HistoryError, open_engine
+
+    try:
+        return open_engine(db_url, None if db_url else site_db_url(config_path))
+    except (ConfigError, HistoryError) as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def guard(fn, *args, **kwargs):
+    """Run a history call; its errors (already redacted by the store) become exit 6 with one line."""
+    from ..history.db import HistoryError
+
+    try:
+        return fn(*args, **kwargs)
+    except HistoryError as exc:
+        raise Unavailable(str(exc)) from None
+
+
+class Since(click.ParamType):
+    """``--since``: a duration back from now (30d, 12h, 2w, 90m, 45s) or an ISO-8601 time (UTC when
+    zoneless); the value is an aware datetime."""
+
+    name = "WHEN"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            return value
+        from ..timespec import parse_since
+
+        try:
+            return parse_since(str(value), datetime.now(timezone.utc))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SINCE = Since()
+
+
+def config_option(help_text: str = "Expectations file (TOML); else $HEALTHCHECK_CONFIG, else "
+                                   "/etc/healthcheck/healthcheck.toml when present."):
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE", help=help_text)
+
+
+def format_option(choices=("text", "json"), default: str | None = "text", help_text: str | None = None):
+    """``--format``: one flag name on every command that prints data; ``json`` documents carry
+    ``schema_version``."""
+    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default,
+                        show_default=default is not None, help=help_text or "Output format.")
+
+
+def since_option(default: str | None = "30d", help_text: str | None = None):
+    return click.option("--since", type=SINCE, default=default, show_default=default is not None, metavar="WHEN",
+                        help=help_text or "Start of the window: a duration back from now (30d, 12h, 2w) or an "
+                                          "ISO-8601 time.")
+
+
+def db_option():
+    return click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+
+
+def emit_json(document: dict) -> None:
+    """Print a JSON document with ``schema_version`` first (1 unless the document says otherwise)."""
+    import json
+
+    out = {"schema_version": document.get("schema_version", 1), **document}
+    click.echo(json.dumps(out, indent=1, default=str))

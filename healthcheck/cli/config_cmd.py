@@ -1,0 +1,108 @@
+"""`healthcheck config generate|validate|show`: the expectations file."""
+from __future__ import annotations
+
+import click
+
+from .. import exitcodes
+from .common import UsageFailure, emit_json, exit_with, expectations_for, format_option, load_config
+
+
+@click.group()
+def config():
+    """Write, validate and show the expectations file.
+
+    \b
+    Example:
+      healthcheck config generate --nodes 'gpu[001-128]' > /etc/healthcheck/healthcheck.toml
+    """
+
+
+@config.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False))
+@format_option(help_text="json: {path, valid, classes, warnings, error}; exit 2 when not valid either way.")
+def config_validate(path, fmt):
+    """Check an expectations file; errors name the file and line (exit 2).
+
+    \b
+    Example:
+      healthcheck config validate /etc/healthcheck/healthcheck.toml
+      healthcheck config validate site.toml --format json
+    """
+    from ..config import ConfigError, load
+
+    try:
+        cfg = load(path)
+        cfg.expectations_for("__validate__")
+    except ConfigError as exc:
+        if fmt == "json":
+            emit_json({"path": path, "valid": False, "classes": None, "warnings": [], "error": str(exc)})
+            exit_with(exitcodes.USAGE)
+        raise UsageFailure(str(exc)) from exc
+    from ..config import overlapping_classes
+
+    warnings = [f"classes {a!r} and {b!r} both match {sample} ({a!r} wins)" for a, b, sample in overlapping_classes(cfg)]
+    if fmt == "json":
+        emit_json({"path": path, "valid": True, "classes": sorted(c.name for c in cfg.classes), "warnings": warnings,
+                   "error": None})
+        return
+    for warning in warnings:
+        click.echo(f"warning: {path}: {warning}", err=True)
+    click.echo(f"{path}: ok ({len(cfg.classes)} node classes)")
+
+
+@config.command("show")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--node", help="Node name (default: this host).")
+@format_option(choices=("json",), default="json", help_text="JSON, the only form (the flag every command has).")
+def config_show(config_path, node, fmt):
+    """Print the effective expectations for a node (defaults merged with its class) as JSON.
+
+    \b
+    Example:
+      healthcheck config show --config site.toml --node gpu017
+    """
+    import dataclasses
+    import json
+
+    from ..probes.live import short_hostname
+
+    node = node or short_hostname()
+    exp = expectations_for(load_config(config_path), node)
+    data = dataclasses.asdict(exp)
+    data["xid_policy"] = {"unknown_action": exp.xid_policy.unknown_action,
+                          "rules": {str(k): dataclasses.asdict(v) for k, v in exp.xid_policy.rules.items()}}
+    click.echo(json.dumps({"schema_version": 1, "node": node, **data}, indent=2, default=list))
+
+
+@config.command("generate")
+@click.option("--bundle", type=click.Path(exists=True), help="Generate from a bundle instead of this node.")
+@click.option("--nodes", help="Node-set pattern for the class (default: the node's name).")
+@click.option("--class-name", default="generated", show_default=True)
+@click.option("--sysfs-root", default="/sys", show_default=True)
+@click.option("--proc-root", default="/proc", show_default=True)
+def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
+    """Write the expectations of a known-good node (or bundle) as TOML on stdout.
+
+    Every HCA port (CA type, firmware, rate, link layer, active) and every GPU model group is
+    recorded on its own, so the node passes its own file and a node that differs in any recorded
+    fact fails; the file ends with the checks that stay informational (see `healthcheck checks`).
+
+    \b
+    Example:
+      healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml
+    """
+    from ..generate import generate_toml
+    from ..runner import utc_now_iso
+
+    if bundle:
+        from ..bundle import BundleError, snapshot_from_bundle
+
+        try:
+            snap = snapshot_from_bundle(bundle, services=_KNOWN_SERVICES)
+        except BundleError as exc:
+            raise UsageFailure(str(exc)) from exc
+    else:
+        from ..probes.live import LiveOptions, snapshot_live
+
+        snap = snapshot_live(LiveOptions(sysfs_root, proc_root, _KNOWN_SERVICES), utc_now_iso())
+    click.echo(generate_toml(snap, class_name, nodes or snap.node), nl=False)

@@ -1,0 +1,85 @@
+"""The `healthcheck` command: the group, its commands registered from one module per command group, and
+the console entry point. A thin shell over the library; heavy imports stay inside the commands.
+
+Exit status: one table for every command (healthcheck.exitcodes; README "Exit status"; `man healthcheck`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .. import exitcodes
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="healthcheck")
+def cli():
+    """Health checks, bundles and expectations for GPU nodes of a Slurm cluster.
+
+    \b
+    Example:
+      healthcheck check                      # judge this node with live probes
+      healthcheck check --bundle node7.tar.gz --format json
+    """
+
+
+def _register() -> None:
+    """One module per command group; each imports click and .common at module level only (pandas and
+    SQLAlchemy load inside the commands), so the group is cheap to build."""
+    from . import burnin_jobs  # noqa: F401 - registers burnin report/submit/fleet-digests on the burnin group
+    from .burnin import burnin
+    from .check import check, checks_cmd, collect
+    from .config_cmd import config
+    from .drill import drill
+    from .fabric import fabric
+    from .history import db, history
+    from .parse import parse
+    from .report import report
+    from .slurm import slurm
+    from .sweep import sweep
+
+    for command in (check, collect, config, checks_cmd, history, db, report, slurm, burnin, parse, sweep, fabric,
+                    drill):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point (``argv`` None: the real command line; tests pass a list)."""
+    real = argv is None
+    try:
+        cli.main(args=argv, prog_name="healthcheck", standalone_mode=True)
+    except SystemExit as done:
+        if real:
+            _leave(done.code)
+        raise
+    except Exception as exc:  # a bug of ours: say so, exit 3, no traceback unless asked
+        if os.environ.get("HEALTHCHECK_DEBUG"):
+            raise
+        click.echo(f"healthcheck: internal error: {type(exc).__name__}: {exc} "
+                   "(set HEALTHCHECK_DEBUG=1 for the traceback)", err=True)
+        if real:
+            _leave(exitcodes.INTERNAL)
+        sys.exit(exitcodes.INTERNAL)
+
+
+def _leave(code) -> None:
+    """A probe thread still stuck in the GPU driver must not hold the process at interpreter
+    shutdown: leave at once. Only from the real command line: inside a test runner it would end the
+    runner itself."""
+    import threading
+
+    from ..probes.bounded import running
+
+    if running() or any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""`healthcheck report`: the cluster readiness report from the history database.
+
+A thin shell over :mod:`healthcheck.report` (reading: :mod:`healthcheck.report.load`); pandas and
+SQLAlchemy are imported inside the command only.
+"""
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+
+import click
+
+from .. import exitcodes
+from .common import SINCE, UsageFailure, Unavailable, config_option, db_option
+
+STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
+         "plots", "render")
+
+
+def _input(call, *args, **kwargs):
+    """A report input read through the library; its errors become exit 2 (config) or 6 (database), an
+    empty window exit 1 naming the newest record."""
+    from ..report.load import ReportInputError
+    from ..report.window import EmptyWindow
+
+    try:
+        return call(*args, **kwargs)
+    except ReportInputError as exc:
+        raise (UsageFailure if exc.kind == "config" else Unavailable)(str(exc)) from None
+    except EmptyWindow as exc:
+        click.echo(f"healthcheck report: {exc}", err=True)
+        sys.exit(exitcodes.FAIL)
+
+
+def _write(path: str, text: str) -> None:
+    """Atomically, mode 0644 (a unique O_EXCL|O_NOFOLLOW temporary beside it, then renamed)."""
+    from ..atomicio import atomic_write
+
+    atomic_write(path, text, 0o644)
+
+
+class _Progress:
+    """click.progressbar over the report's steps, on a terminal only (stderr); silent otherwise."""
+
+    def __init__(self, enabled: bool):
+        self.bar = click.progressbar(length=len(STEPS), label="report", file=sys.stderr) if enabled else None
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __call__(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.label = f"report: {label:<26}"
+            self.bar.update(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+@click.command("report")
+@click.option("--since", type=SINCE, default="30d", show_default=True, metavar="WHEN",
+              help="Start of the window: a duration back from now (30d, 12h, 2w) or an ISO-8601 time. A window "
+                   "with no run and no drain record exits 1, naming the newest record.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Write the self-contained HTML report (plots inline, no network) to FILE.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default=None,
+              help="Print the report as Markdown or JSON (default: markdown, unless --html).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Write the --format output to FILE instead of stdout.")
+@db_option()
+@config_option("Expectations file whose node classes group peers for the outlier test "
+               "(else $HEALTHCHECK_CONFIG; without one the whole fleet is one peer group).")
+@click.option("--slurm/--no-slurm", default=False, show_default=True,
+              help="Ask slurmctld for the nodes' drain states (drained by us vs by others).")
+@click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (a smaller page).")
+def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots):
+    """Cluster readiness report: fleet summary (ready / drained by us / drained by others / failing),
+    failing checks ranked, nodes ranked by risk with the evidence, performance distributions with
+    outliers, error counter growth, drain timeline, and a recommended action per finding.
+
+    \b
+    Example:
+      healthcheck report --since 30d --html /srv/www/readiness.html
+      healthcheck report --since 7d --format markdown --config /etc/healthcheck/healthcheck.toml
+      healthcheck report --db postgresql://hc@db.example/hc --format json -o report.json
+    """
+    if html_path and (fmt or output):
+        raise click.UsageError("use either --html FILE or --format/--output, not both")
+    from ..report.load import load_history, site_view, slurm_states
+
+    now = datetime.now(timezone.utc)
+    node_class, topology, config_hash = _input(site_view, config_path)
+    with _Progress(sys.stderr.isatty()) as step:
+        history = _input(load_history, db_url, since, now, empty_is_error=True)
+        step("load")
+        states, note = slurm_states() if slurm else (None, None)
+        from ..report import build_report, render_json, render_markdown
+
+        rep = build_report(history, since, now, node_class=node_class, slurm_states=states, progress=step,
+                           topology=topology)
+        rep.config_hash = config_hash
+        if note:
+            rep.notes.append(note)
+        if html_path:
+            from ..report.files import write_html
+
+            written = write_html(rep, html_path, plots=not no_plots, step=step)
+        else:
+            step("plots")
+            text = render_json(rep) if fmt == "json" else render_markdown(rep)
+        step("render")
+    if html_path:
+        click.echo(f"wrote {html_path} ({rep.fleet.total} nodes, {len(rep.findings)} findings; "
+                   f"{len(written) - 1} CSV tables beside it)", err=True)
+    elif output:
+        _write(output, text)
+    else:
+        click.echo(text, nl=False)

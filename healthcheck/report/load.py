@@ -1,0 +1,96 @@
+"""What the report reads: the window's summary from the history database and the site's view of the
+fleet (node classes, topology). Library code shared by ``healthcheck report`` and the nightly sweep;
+errors are :class:`ReportInputError` (the CLI maps them to its exit codes)."""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+
+class ReportInputError(Exception):
+    """The report's input could not be read. ``kind``: "config" (a bad site config: a usage error) or
+    "history" (the database unreachable or of another schema version)."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_error: bool = False):
+    """The window's ``report.summary.Summary`` from the database (``db_url``, $HEALTHCHECK_DB_URL or the
+    default): through the rollups (``report.dbsummary``), or, where they are not built, from every row
+    (``load_frames``; slow on a big history) with a note saying how to rebuild them. A database of
+    another schema version is refused (``healthcheck db upgrade``). ``empty_is_error``: a window without a
+    run or an action raises ``report.window.EmptyWindow`` naming the newest record."""
+    from ..config import ConfigError, site_db_url
+    from ..history import migrations
+    from ..history.db import HistoryError, open_engine
+    from .dbsummary import RollupsUnavailable, load_summary
+
+    try:
+        engine = open_engine(db_url, None if db_url else site_db_url())
+    except (ConfigError, HistoryError) as exc:  # a bad config or a URL refused (e.g. a password in it)
+        raise ReportInputError(str(exc), "config") from None
+    try:
+        if not migrations.is_current(engine):  # the fast check; the full one names the reason
+            migrations.require_current(engine)
+        try:
+            summary = load_summary(engine, since, now)
+        except RollupsUnavailable as exc:
+            from ..history.queries import load_frames
+            from .summary import summarize_frames
+
+            summary = summarize_frames(load_frames(engine, since=since), since, now)
+            summary.notes.append(str(exc)[:1].upper() + str(exc)[1:] + ".")
+        if empty_is_error:
+            from .window import newest_record, require_data
+
+            require_data(summary, newest_record(engine))
+        from ..history.digests import load_digests
+
+        summary.gemm_digests = load_digests(engine, since, now)
+        return summary
+    except HistoryError as exc:  # already redacted by the store
+        raise ReportInputError(str(exc), "history") from None
+    finally:
+        engine.dispose()
+
+
+def site_view(config_path: str | None):
+    """(node -> class name, [topology], config hash) of the site config; (None, None, None) without one."""
+    path = config_path or os.environ.get("HEALTHCHECK_CONFIG")
+    if not path:
+        return None, None, None
+    from ..config import ConfigError, load
+
+    try:
+        cfg = load(path)
+    except ConfigError as exc:
+        raise ReportInputError(str(exc), "config") from None
+
+    def node_class(node: str) -> str | None:
+        cls = cfg.node_class(node)
+        return cls.name if cls is not None else None
+
+    return node_class, cfg.topology or None, _file_hash(path)
+
+
+def _file_hash(path: str) -> str | None:
+    import hashlib
+
+    from ..safety import read_regular
+
+    try:
+        return hashlib.sha256(read_regular(path, "config")).hexdigest()[:12]
+    except OSError:
+        return None
+
+
+def slurm_states():
+    """Live node states from slurmctld; (None, note) when Slurm cannot be asked."""
+    from ..slurm.backend import SlurmError, SlurmUnreachable, backend_from_name
+
+    try:
+        return backend_from_name("auto").nodes(), None
+    except (SlurmError, SlurmUnreachable, OSError) as exc:
+        return None, f"Slurm could not be asked ({exc}); drain states come from our own records."
