@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .model import GpuInfo, ProbeError, Snapshot
+from .safety import NotARegularFile, read_regular
 
 # Limits on untrusted bundles (support tickets): a bundle over any of them is refused with a
 # BundleError (exit 2), before its contents are extracted or parsed.
@@ -136,20 +137,12 @@ def _text(root: Path, name: str) -> str | None:
     f = root / name
     if not f.is_file():
         return None
-    from .bundle_files import read_bounded
-
     try:
-        fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise BundleError(f"{name}: not a regular file")
-            data = read_bounded(fd, MAX_FILE_BYTES + 1)
-        finally:
-            os.close(fd)
+        data = read_regular(str(f), f"bundle file {name}", MAX_FILE_BYTES)
+    except NotARegularFile as exc:  # a FIFO, device or folder; over the limit per bundle file
+        raise BundleError(str(exc)) from exc
     except OSError as exc:
         raise BundleError(f"{name}: cannot read: {exc.strerror or exc}") from exc
-    if len(data) > MAX_FILE_BYTES:
-        raise BundleError(f"{name}: larger than the {MAX_FILE_BYTES}-byte limit per bundle file")
     return data.decode("utf-8", "replace")
 
 

@@ -15,6 +15,8 @@ import stat
 from pathlib import Path
 from typing import Callable
 
+from .safety import read_bounded  # the one bounded read loop
+
 MAX_FILE_BYTES = 1024 * 1024
 # PCI vendors whose devices the probes look at: NVIDIA, Mellanox/NVIDIA networking.
 VENDORS = ("0x10de", "0x15b3")
@@ -44,18 +46,6 @@ def _read_small(src: Path) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def read_bounded(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes from the open file ``fd`` (until end of file)."""
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -92,17 +92,26 @@ def read_regular(path: str, what: str = "file", limit: int = MAX_TRUSTED_FILE_BY
     try:
         st = os.fstat(fd)
         _regular(st, path, what, limit)
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise NotARegularFile(f"{what} grew over {limit} bytes while it was read: refusing it")
+        data = read_bounded(fd, limit + 1)
     finally:
         os.close(fd)
+    if len(data) > limit:
+        raise NotARegularFile(f"{what} grew over {limit} bytes while it was read: refusing it")
+    return data
+
+
+def read_bounded(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from the open file ``fd`` (until end of file), 1 MiB a read: the one
+    bounded read loop (:func:`read_regular`, the bundle readers). Read ``limit + 1`` to tell a file
+    of exactly ``limit`` bytes from a longer one."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _regular(st: os.stat_result, path: str, what: str, limit: int) -> None:
