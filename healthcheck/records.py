@@ -1,5 +1,6 @@
-"""The spool's "run" record of a verdict: the one shape every producer writes (the Slurm hooks,
-`healthcheck check --spool`) and the history ingests."""
+"""The spool's records: the "run" record of a verdict and the "action" record of a drain or resume,
+the one shape of each that every producer writes (the Slurm hooks, `healthcheck check --spool`, the
+burn-in job step, the sweep) and the history ingests (:mod:`healthcheck.history.records`)."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ from .model import Verdict
 
 
 SCHEMA_VERSION = 1  # of the spool records; the history ingest skips versions it does not know
+ACTIONS = ("drain", "resume")  # what an action record may say (the history refuses anything else)
 
 
 def new_run_id() -> str:
@@ -27,6 +29,18 @@ def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: s
     if job_nodes:
         record["job_nodes"] = job_nodes
     return record
+
+
+def action_record(run_id: str, node: str, action: str, reason: str | None, *, time: str,
+                  job_id: str | None, context: str, why: str, checks=()) -> dict:
+    """The "action" record of one drain or resume: ``time`` ISO 8601 (``runner.utc_now_iso()``),
+    ``context`` who acted (prolog, epilog, slurm-check, queued, burnin, sweep), ``why`` the decision's
+    words, ``checks`` the failing checks it rests on. ValueError for an action that is neither."""
+    if action not in ACTIONS:
+        raise ValueError(f"action record: action {action!r} is not one of {', '.join(ACTIONS)}")
+    return {"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": run_id, "node": node, "time": time,
+            "action": action, "reason": reason, "job_id": job_id, "context": context, "why": why,
+            "checks": list(checks)}
 
 
 def config_hash(path: str | None) -> str | None:

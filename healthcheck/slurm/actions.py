@@ -13,7 +13,6 @@ from .ledger import (add_events, end_ledger, read_acks, read_ledger, reconcile, 
 from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi, reason_check
 from .settings import SlurmSettings
-from ..records import SCHEMA_VERSION
 from ..safety import make_private  # noqa: F401 - used here and re-exported
 
 Log = "Callable[[str], None]"  # a log function (annotations only)
@@ -100,16 +99,16 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
+    from ..records import action_record
     from ..runner import utc_now_iso
     from ..spool import SpoolError, encode
     from ..spoolwrite import append_line
 
     log(f"applied queued {item.action} of {item.node}" + (f": {item.reason}" if item.reason else ""))
     try:
-        append_line(spool_dir, encode({"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": item.run_id,
-                           "node": item.node, "time": utc_now_iso(),
-                           "action": item.action, "reason": item.reason, "job_id": None, "context": "queued",
-                           "why": f"applied from the queue (decided {item.created_at})", "checks": []}))
+        append_line(spool_dir, encode(action_record(
+            item.run_id, item.node, item.action, item.reason, time=utc_now_iso(), job_id=None,
+            context="queued", why=f"applied from the queue (decided {item.created_at})")))
     except (SpoolError, ValueError, OSError) as exc:
         log(f"spool not written ({exc})")
 
@@ -267,7 +266,7 @@ def save_baseline(state_dir: str, job_id: str, counters: dict, log: Log) -> None
 def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, job_id: str | None,
            config_path: str, log: Log) -> None:
     """One "run" record per run and one "action" record per drain/resume, to the node-local spool."""
-    from ..records import run_record
+    from ..records import action_record, run_record
     from ..spool import SpoolError, encode
     from ..spoolwrite import append_line
 
@@ -275,11 +274,9 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
     if decision.action != "none":
         from ..runner import utc_now_iso
 
-        records.append({"kind": "action", "schema_version": SCHEMA_VERSION, "run_id": run_id,
-                        "node": verdict.node, "time": utc_now_iso(),
-                        "action": decision.action, "reason": decision.reason, "job_id": job_id,
-                        "context": verdict.context, "why": decision.why,
-                        "checks": sorted({f.check for f in verdict.failing})})
+        records.append(action_record(run_id, verdict.node, decision.action, decision.reason, time=utc_now_iso(),
+                                     job_id=job_id, context=verdict.context, why=decision.why,
+                                     checks=sorted({f.check for f in verdict.failing})))
     try:
         make_private(spool_dir)
     except OSError:

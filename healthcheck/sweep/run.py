@@ -327,6 +327,7 @@ class Sweeper:
     def _record(self, state: st.SweepState, results: dict[str, NodeResult], out: SweepOutcome, run_id: str) -> None:
         """The nodes' burn-in records and the sweep's actions, to this host's spool (the history ingests
         them; re-ingesting a node's own spool later is a no-op by run id)."""
+        from ..records import action_record
         from ..runner import utc_now_iso
         from ..spool import SpoolError, append
 
@@ -340,10 +341,10 @@ class Sweeper:
                 pass
         for a in out.applied:
             if a.get("applied") and a["action"] in ("drain", "restore", "resume"):
-                records.append({"kind": "action", "schema_version": 1, "run_id": run_id, "node": a["node"],
-                                "time": utc_now_iso(), "action": "resume" if a["action"] == "resume" else "drain",
-                                "reason": a["reason"], "job_id": state.jobs.get(a["node"]), "context": "sweep",
-                                "why": a["why"], "checks": a["checks"]})
+                records.append(action_record(
+                    run_id, a["node"], "resume" if a["action"] == "resume" else "drain", a["reason"],
+                    time=utc_now_iso(), job_id=state.jobs.get(a["node"]), context="sweep", why=a["why"],
+                    checks=a["checks"]))
         try:
             for rec in records:
                 append(spool, rec)
