@@ -30,6 +30,26 @@ class Unavailable(click.ClickException):
     exit_code = exitcodes.UNAVAILABLE
 
 
+MAX_INPUT = 64 * 1024 * 1024  # a recorded tool output or a design file; the parsers have their own bounds
+
+
+def read_input(path: str, what: str = "tool output", limit: int = MAX_INPUT) -> bytes:
+    """The bytes of an input file named on the command line: a regular file of at most ``limit`` bytes
+    (a FIFO, a device or a folder is refused before it is read: safety.read_regular); else exit 2
+    naming the file."""
+    from ..safety import read_regular
+
+    try:
+        return read_regular(path, what, limit)
+    except OSError as exc:
+        raise UsageFailure(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+
+
+def read_text(path: str, what: str = "tool output", limit: int = MAX_INPUT) -> str:
+    """:func:`read_input` decoded as UTF-8 (undecodable bytes replaced: tool outputs are mostly ASCII)."""
+    return read_input(path, what, limit).decode("utf-8", "replace")
+
+
 def exit_with(code: int) -> None:
     sys.stdout.flush()
     sys.exit(code)

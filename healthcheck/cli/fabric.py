@@ -12,23 +12,14 @@ import json
 import click
 
 from .. import exitcodes
+from .common import read_input, UsageFailure as FabricUsageError
 
 MAX_INPUT = 128 * 1024 * 1024
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-from .common import UsageFailure as FabricUsageError
-
-
 def _read(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT + 1)
-    except OSError as exc:
-        raise FabricUsageError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT:
-        raise FabricUsageError(f"{path}: larger than {MAX_INPUT >> 20} MiB; not a {what}")
-    return data
+    return read_input(path, what, MAX_INPUT)
 
 
 def _fabric(path: str):

@@ -10,24 +10,14 @@ import json
 import click
 
 from .. import exitcodes
+from .common import read_text, UsageFailure
 
-MAX_INPUT = 64 * 1024 * 1024
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
                        help="text: a summary; json: everything parsed.")
 
 
-from .common import UsageFailure
-
-
 def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT + 1)
-    except OSError as exc:
-        raise UsageFailure(f"{path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT:
-        raise UsageFailure(f"{path}: larger than {MAX_INPUT >> 20} MiB; not a tool output")
-    return data.decode("utf-8", "replace")
+    return read_text(path)
 
 
 def _parse(path: str, parser):

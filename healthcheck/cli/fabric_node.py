@@ -18,25 +18,16 @@ import os
 import click
 
 from .. import exitcodes
+from .common import read_text, UsageFailure
 
-MAX_INPUT = 64 * 1024 * 1024
 MAX_FILES = 100_000
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
                        show_default=True, help="Output format.")
 
 
-from .common import UsageFailure
-
-
 def _read(path: str, what: str = "file") -> str:
-    from ..safety import read_regular
-
-    try:
-        data = read_regular(path, what, MAX_INPUT)
-    except OSError as exc:
-        raise UsageFailure(f"{path}: {exc.strerror or exc}") from None
-    return data.decode("utf-8", "replace")
+    return read_text(path, what)
 
 
 def _emit(fmt: str, data: dict, text: str) -> None:

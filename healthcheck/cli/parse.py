@@ -6,20 +6,11 @@ import json
 
 import click
 
-from .common import UsageFailure
-
-MAX_INPUT = 64 * 1024 * 1024
+from .common import read_text, UsageFailure
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT + 1)
-    except OSError as exc:
-        raise UsageFailure(f"{path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT:
-        raise UsageFailure(f"{path}: larger than {MAX_INPUT >> 20} MiB; not a tool output")
-    return data.decode("utf-8", "replace")
+    return read_text(path)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
