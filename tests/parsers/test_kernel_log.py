@@ -253,9 +253,9 @@ def test_huge_xid_number_is_not_an_event():
 def test_adversarial_lines_stay_linear(line):
     import time
 
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a loaded CI machine does not count
     assert len(parse_kernel_log(line)) == 1
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_impossible_date_gives_no_time_but_keeps_event():
