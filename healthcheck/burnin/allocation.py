@@ -20,6 +20,9 @@ from .settings import BurninSettings
 
 LOCALISE = "burnin.localise"
 RESULT = "burnin.result"
+RDMA = "burnin.rdma"
+COUNTERS = "fabric.counters"
+RDMA_LINK_LAYERS = ("InfiniBand", "Ethernet")  # IB, and RoCE on an Ethernet port
 
 
 @dataclass
@@ -40,6 +43,7 @@ class AllocationOutcome:
     drain: list[str] = field(default_factory=list)
     suspect_shared_cause: str | None = None
     actions: list[dict[str, Any]] = field(default_factory=list)
+    rdma: dict[str, Any] | None = None  # RdmaPhaseResult.to_dict() when the phase ran
 
     @property
     def status(self) -> Status:
@@ -49,7 +53,7 @@ class AllocationOutcome:
         return {"job_id": self.job_id, "nodes": self.nodes, "status": self.status.value,
                 "drain": self.drain, "suspect_shared_cause": self.suspect_shared_cause,
                 "collective": [f.to_dict() for f in self.collective], "localisation": self.localisation,
-                "actions": self.actions,
+                "actions": self.actions, "rdma": self.rdma,
                 "per_node": {n: {"status": o.status.value, "findings": [f.to_dict() for f in o.findings]}
                              for n, o in self.per_node.items()}}
 
@@ -167,8 +171,12 @@ def _attribute(outcome: AllocationOutcome, loc) -> None:
 
 
 def run_allocation(nodes: list[str], settings: BurninSettings, refs: References, job_id: str | None,
-                   log: Callable[[str], None] = lambda _m: None) -> AllocationOutcome:
-    """Everything but the Slurm actions (see apply_drains)."""
+                   log: Callable[[str], None] = lambda _m: None, *, rdma_settings: Any = None,
+                   pair_runner: Any = None, counter_runner: Any = None,
+                   counter_settings: Any = None) -> AllocationOutcome:
+    """Everything but the Slurm actions (see apply_drains). ``rdma_settings`` (a ``[burnin.rdma]``
+    :class:`~healthcheck.burnin.rdma.RdmaSettings`; default the packaged one), ``pair_runner`` (perftest)
+    and ``counter_runner`` (perfquery) are the RDMA phase's; tests inject recorded outputs."""
     from .nccl_run import Sweep, run_across
 
     per_node = read_results(settings.results_dir, nodes) if settings.results_dir else {
@@ -198,8 +206,83 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
             if collective == "all_reduce" and finding.status is Status.FAIL and ref is not None \
                     and ref.low_bound and settings.localise and not run.missing:
                 _attribute(outcome, _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log))
+    if settings.phase_on("rdma"):
+        run_rdma(outcome, settings, rdma_settings, pair_runner, counter_runner, counter_settings, log)
     outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
     return outcome
+
+
+def rdma_targets(per_node: dict[str, NodeOutcome]) -> tuple[list[str], list[str], dict[str, list[tuple[str, int]]]]:
+    """From the nodes' own records (``burnin.hcas``: the checks phase's IB ports): the nodes with an
+    active IB or RoCE port, the rails (HCAs active on every one of those nodes, sorted) and each node's
+    active (HCA, port) pairs on those rails."""
+    active: dict[str, list[tuple[str, int]]] = {}
+    for node, o in per_node.items():
+        hcas = ((o.record or {}).get("burnin") or {}).get("hcas") or []
+        ports = sorted({(h["device"], int(h.get("port") or 1)) for h in hcas if isinstance(h, dict)
+                        and isinstance(h.get("device"), str) and h["device"] and not h["device"].startswith("-")
+                        and str(h.get("state") or "").upper() == "ACTIVE"
+                        and (h.get("link_layer") or "InfiniBand") in RDMA_LINK_LAYERS})
+        if ports:
+            active[node] = ports
+    if not active:
+        return [], [], {}
+    rails = sorted(set.intersection(*({d for d, _p in ports} for ports in active.values())))
+    return sorted(active), rails, {n: [(d, p) for d, p in ports if d in rails] for n, ports in active.items()}
+
+
+def run_rdma(outcome: AllocationOutcome, settings: BurninSettings, rdma_settings: Any, pair_runner: Any,
+             counter_runner: Any, counter_settings: Any, log: Callable[[str], None]) -> None:
+    """The RDMA pair phase across the allocation (perftest per rail, burnin/rdma.py) with the port
+    counters read before and after its rounds (fabric/sampler.py). Node and HCA attributions and
+    ports whose counters grew join their node's findings (so they drain under the blast radius like
+    the other phases' FAILs); the phase's verdict, path warnings and unread counters are job findings."""
+    from .rdma import defaults, run_rdma_phase
+
+    nodes, rails, ports = rdma_targets(outcome.per_node)
+    if len(nodes) < 2 or not rails:
+        why = (f"{len(nodes)} node(s) with an active IB/RoCE port" if len(nodes) < 2
+               else "no HCA active on every node with one")
+        outcome.collective.append(Finding(RDMA, Status.SKIP, f"RDMA pairs not run: {why} (2 needed)"))
+        return
+    rs = rdma_settings or defaults()
+    from ..fabric.sampler import CounterSampler
+
+    sampler = CounterSampler([(n, d, p) for n in nodes for d, p in ports[n]], rs.launcher, counter_runner)
+    log(f"RDMA pairs across {len(nodes)} nodes on {len(rails)} rail(s): {', '.join(rails)}")
+    try:
+        result = run_rdma_phase(nodes, rails, rs, pair_runner, known_good=known_good_in(settings.known_good, nodes),
+                                seed=settings.seed, counter_sampler=sampler, counter_settings=counter_settings)
+    except ValueError as exc:  # a setting that cannot schedule this allocation (ports): the phase's error
+        outcome.collective.append(Finding(RDMA, Status.ERROR, f"RDMA pairs not run: {exc}"))
+        return
+    outcome.rdma = result.to_dict()
+    by_node = {a.component: a for a in result.attributions}
+    for f in result.findings():
+        node = _owner(f, by_node, nodes)
+        if f.check == COUNTERS and not sampler.read:
+            continue  # nothing was read: no verdict on the counters (said below)
+        if node is None:
+            outcome.collective.append(f)
+            continue
+        o = outcome.per_node[node]
+        o.findings.append(Finding(f.check, f.status, f.message, f.component, dict(f.metrics)))
+        o.status = worst([o.status, f.status])
+    if sampler.errors:
+        shown = "; ".join(sampler.errors[:4]) + (f"; {len(sampler.errors) - 4} more" if len(sampler.errors) > 4 else "")
+        what = "could not be read on any port" if not sampler.read else "not read on every port"
+        outcome.collective.append(Finding(COUNTERS, Status.WARN, f"port counters {what}: {shown}"[:300]))
+
+
+def _owner(f: Finding, attributions: dict[str, Any], nodes: list[str]) -> str | None:
+    """The node a finding of the RDMA phase belongs to (None: the job's, e.g. a path between two nodes)."""
+    if f.check == COUNTERS:
+        node = (f.component or "").split("/")[0]
+        return node if node in nodes and f.status is not Status.PASS else None
+    a = attributions.get(f.component or "")
+    if a is None or a.kind == "path":
+        return None
+    return a.nodes[0] if a.nodes and a.nodes[0] in nodes else None
 
 
 def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdict:
@@ -208,7 +291,7 @@ def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdi
     findings = list(outcome.collective)
     for node, o in outcome.per_node.items():
         for f in o.findings:
-            if f.check in (LOCALISE, "burnin.gemm.fleet", RESULT):
+            if f.check in (LOCALISE, "burnin.gemm.fleet", RESULT, RDMA, COUNTERS):
                 findings.append(Finding(f.check, f.status, f"{node}: {f.message}", node, dict(f.metrics)))
     if outcome.suspect_shared_cause:
         findings.append(Finding("burnin.blast_radius", Status.WARN, outcome.suspect_shared_cause))

@@ -59,6 +59,9 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
     ctx.before, ctx.before_findings = snap, list(verdict.findings)
     if snap.versions:  # for the fleet's version-drift analysis (the sweep, the report)
         ctx.extra["versions"] = dict(snap.versions)
+    if snap.ib_ports:  # for the allocation's RDMA pair phase: which HCAs each node has up
+        ctx.extra["hcas"] = [{"device": p.device, "port": p.port, "state": p.state, "link_layer": p.link_layer,
+                              "rate_gbps": p.rate_gbps} for p in snap.ib_ports]
     if snap.gpus:
         ctx.gpu_name = next((g.name for g in snap.gpus if g.name), None)
         ctx.gpu_count = len(snap.gpus)

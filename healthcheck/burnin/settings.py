@@ -8,7 +8,9 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Mapping  # noqa: F401
 
 SUITES = ("quick", "standard", "full")
-PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")
+PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")  # each node's own (node_run.PHASES)
+ALLOCATION_PHASES = ("rdma",)  # the job step's alone: perftest pairs across the allocation (full suite, or asked)
+ALL_PHASES = PHASES + ALLOCATION_PHASES
 BACKENDS = ("auto", "torch", "cupy", "numpy")
 DTYPES = ("bf16", "fp16", "fp32")
 
@@ -57,7 +59,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"gemm_duration_s": 30.0, "bandwidth_repeats": 5, "dcgm_level": 1, "nccl_collectives": ("all_reduce",),
               "nccl_max_bytes": 1 << 30, "nccl_iters": 10, "storage_runtime_s": 15.0},
     "standard": {},
-    "full": {"gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
+    "full": {"phases": ALL_PHASES, "gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
              "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
                                   "sendrecv"),
              "nccl_max_bytes": 16 << 30, "nccl_iters": 50, "storage_runtime_s": 300.0},
@@ -65,7 +67,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 ENV_PREFIX = "HEALTHCHECK_BURNIN_"
 _CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES}
-_LIST_CHOICES = {"phases": PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
+_LIST_CHOICES = {"phases": ALL_PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
                                                         "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
@@ -161,4 +163,4 @@ def describe(settings: BurninSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in fields(settings)}
 
 
-__all__ = ["BurninSettings", "SettingsError", "resolve", "validate", "from_env", "describe", "PHASES", "SUITES"]
+__all__ = ["BurninSettings", "SettingsError", "resolve", "validate", "from_env", "describe", "PHASES", "ALL_PHASES", "SUITES"]

@@ -198,7 +198,9 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
                            "SLURM_JOB_NODELIST is not set)")
     started = utc_now_iso()
-    outcome = run_allocation(nodes, settings, refs, job_id, _log)
+    sections = {"rdma_settings": config.section("burnin.rdma"),
+                "counter_settings": config.section("fabric.counters")} if config else {}
+    outcome = run_allocation(nodes, settings, refs, job_id, _log, **sections)
     conclude(outcome, config, config_path, settings, started, summary_name(job_id), fmt,
              os.environ.get("SLURM_JOB_NODELIST"))
 
