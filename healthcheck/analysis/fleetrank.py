@@ -333,17 +333,24 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
     return combine(ev)
 
 
+def recent_names(figures: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """The metric names :func:`recent_inputs` keeps: (last n samples, last n + ``REGRESSION_WINDOW``
+    samples: the "higher is better" figures, judged against their own baseline too)."""
+    figs = FIGURES if figures is None else figures
+    names = sorted(set(figs) | set(floors_.REFERENCE_KEYS) | {floors_.TEMPERATURE}
+                   | {m for pair in floors_.PCIE_PAIRS for m in pair})
+    longer = [m for m in names if figs.get(m) == "low"]
+    return [m for m in names if m not in longer], longer
+
+
 def recent_inputs(metrics: pd.DataFrame | None, runs: pd.DataFrame | None, *, n: int = pers.DEFAULT_N,
                   figures: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What :func:`rank_fleet` needs of a window, reduced: the last ``n`` samples of every series of
     the judged figures and floors (``n + REGRESSION_WINDOW`` of the "higher is better" figures: their
     own baseline), no counters (pass the moved counter series separately), and the last ``n`` runs
     of every node (run_id, node, started_at). For a report summary."""
-    figs = FIGURES if figures is None else figures
-    names = sorted(set(figs) | set(floors_.REFERENCE_KEYS) | {floors_.TEMPERATURE}
-                   | {m for pair in floors_.PCIE_PAIRS for m in pair})
-    longer = [m for m in names if figs.get(m) == "low"]
-    parts = [pers.last_samples(metrics, [m for m in names if m not in longer], n),
+    short, longer = recent_names(figures)
+    parts = [pers.last_samples(metrics, short, n),
              pers.last_samples(metrics, longer, n + REGRESSION_WINDOW)]
     recent = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True).drop(columns="pos")
     cols = ["run_id", "node", "started_at"]
@@ -364,6 +371,12 @@ def rank_summary(summary: Any, *, gpu_model: Mapping[str, Any] | Callable[[str],
     counters = summary.counter_samples
     metrics = pd.concat([f for f in (perf, counters) if f is not None and len(f)], ignore_index=True) \
         if any(f is not None and len(f) for f in (perf, counters)) else None
-    return rank_fleet(metrics=metrics, results=summary.flagged_results, runs=summary.recent_runs,
+    results = summary.flagged_results
+    latest = getattr(summary, "latest_results", None)
+    if latest is not None and len(latest):  # ERROR (the checker could not judge) is evidence too; the
+        errors = latest[latest["status"] == "error"]  # summary keeps it for the latest runs only
+        if len(errors):
+            results = pd.concat([results, errors], ignore_index=True) if len(results) else errors
+    return rank_fleet(metrics=metrics, results=results, runs=summary.recent_runs,
                       actions=summary.actions, now=summary.now, gpu_model=gpu_model, rack=rack,
                       references=references, k=k, n=n, reliability=summary.reliability, **kw)

@@ -64,11 +64,12 @@ def regressions_since(metrics: pd.DataFrame | None, names: list[str] | None = No
 
 
 def new_node_ttff(runs: pd.DataFrame | None, *, now: Any, new_since: Any,
-                  actions: pd.DataFrame | None = None) -> pd.DataFrame:
+                  actions: pd.DataFrame | None = None, reliability: pd.DataFrame | None = None) -> pd.DataFrame:
     """Nodes whose first run is at or after ``new_since``: their time to first failure (hours; NaN
     when they have not failed yet), failure onsets and hours observed; sorted by ttff (failed
-    first), then node."""
-    rel = availability.reliability(runs, now=now, actions=actions)
+    first), then node. ``reliability``: an :func:`availability.reliability` frame already computed
+    (a report summary's), instead of ``runs`` and ``actions``."""
+    rel = reliability if reliability is not None else availability.reliability(runs, now=now, actions=actions)
     rel = rel[rel["first_seen"] >= utc(new_since)]
     if rel.empty:
         return empty(TTFF_COLUMNS)

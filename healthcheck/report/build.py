@@ -114,21 +114,29 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
                  slurm_states: Mapping[str, Any] | None = None,
                  progress: Callable[[str], None] | None = None,
                  topology: Mapping[str, Any] | None = None, drift: list[str] | None = None,
-                 gpu_model: Mapping[str, str] | Callable[[str], Any] | None = None) -> Report:
+                 gpu_model: Mapping[str, str] | Callable[[str], Any] | None = None,
+                 fleet: Any = None, versions: Any = None, expected_versions: Any = None) -> Report:
     """The readiness report of the window [since, now]. ``history`` is a ``summary.Summary`` of that
     window (``dbsummary.load_summary``: the database through its rollups) or the four frames (see the
-    module docstring), summarised here in pandas first."""
+    module docstring), summarised here in pandas first. ``fleet``: the ``[fleet]`` settings
+    (``analysis.fleetsettings.FleetSettings``; None: its defaults) of the fleet ranking, used when the
+    summary carries each node's recent runs (the default of both producers). ``versions``: a (node,
+    [node_class,] item, value) frame for the version tables (the history database has none)."""
+    from ..analysis.fleetsettings import FleetSettings
+
     step = progress or (lambda label: None)
     since, now = summ.utc(since), summ.utc(now)
-    sm = history if isinstance(history, summ.Summary) else summ.summarize_frames(history, since, now)
+    fs = fleet if fleet is not None else FleetSettings()
+    sm = history if isinstance(history, summ.Summary) else summ.summarize_frames(history, since, now,
+                                                                                recent=fs.persist_n)
     if (sm.since, sm.now) != (since, now):
         raise ValueError(f"the summary covers {sm.since} to {sm.now}, not the report's {since} to {now}")
     acts = sm.actions
     peer = (lambda n: node_class(n) or "default") if node_class else (lambda n: "all")
     step("latest runs")
     latest = sm.latest_runs
-    fleet = _fleet(latest, acts, slurm_states)
-    state_of = {n: s for s, ns in fleet.nodes.items() for n in ns}
+    fleet_ = _fleet(latest, acts, slurm_states)
+    state_of = {n: s for s, ns in fleet_.nodes.items() for n in ns}
     latest_results = sm.latest_results
     # ERROR (the checker could not judge) is a finding too, with what to do next: never hidden
     now_bad = latest_results[latest_results["status"].isin(["fail", "warn", "error"])]
@@ -160,12 +168,20 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     drain_df = inputs.drain_stats(acts, since, now, flaps)
     drains = _drains(drain_df, intervals)
     step("risk")
+    tables: dict[str, list] = {}
     if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
         from ..analysis.fleetrank import rank_summary
         from ..topology import node_groups
 
-        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} if topology else None
-        ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None)
+        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} \
+            if topology and fs.peers_per_rack else None
+        ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None, k=fs.persist_k, n=fs.persist_n,
+                              weights=fs.weights or None, thermal=fs.thermal_limits or None, dtype=fs.gemm_dtype)
+        step("fleet tables")
+        from .fleetsection import fleet_tables
+
+        tables = fleet_tables(sm, now, k=fs.persist_k, n=fs.persist_n, versions=versions,
+                              expected_versions=expected_versions)
     else:
         ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps,
                              drains=drain_df, reliability=sm.reliability)
@@ -176,7 +192,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
         for line in drift or []]
     rank = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
     findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
-    counts = {**sm.counts, "nodes": fleet.total}
+    counts = {**sm.counts, "nodes": fleet_.total}
     notes = list(sm.notes)
     if not sm.counts["runs"] and not sm.counts["actions"]:
         notes.append(f"No data: no run or action recorded between {since:%Y-%m-%d %H:%M} and {now:%Y-%m-%d %H:%M} "
@@ -187,9 +203,9 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     from .fleetstate import daily_states
 
     fleet_days = daily_states(sm.node_days, acts, since, now) if sm.node_days is not None else None
-    return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet, checks, risks,
+    return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet_, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
-                  fleet_days)
+                  fleet_days, fleet_tables=tables)
 
 
 def _sdc(digests: list[Any]) -> list[Finding]:
@@ -228,5 +244,22 @@ def _risks(ranked: pd.DataFrame, state_of: dict[str, str], peer: Callable[[str],
     """The report's view of ``analysis.risk.rank_nodes``: the nodes with something against them, in its
     order (score, then node), each with its state, peer group and evidence lines (shortened)."""
     ranked = ranked[ranked["score"] > 0]
+    has_why = "why" in ranked.columns
     return [NodeRisk(str(r.node), round(float(r.score), 1), state_of.get(str(r.node), "unknown"), peer(str(r.node)),
-                     [_short(x) for x in r.evidence]) for r in ranked.itertuples(index=False)]
+                     [_short(x) for x in r.evidence], _why(r.why) if has_why else [])
+            for r in ranked.itertuples(index=False)]
+
+
+WHY_SHOWN = ("kind", "check", "component", "metric", "value", "peer_median", "limit", "hits", "runs", "severity",
+             "persistent", "points")
+
+
+def _why(rows: Any) -> list[dict[str, Any]]:
+    """The ranking's structured evidence rows (analysis/fleetrank.py ``why``), plain, with the text shortened."""
+    out = []
+    for w in rows or []:
+        row = {k: w.get(k) for k in WHY_SHOWN}
+        if isinstance(row["points"], float):
+            row["points"] = round(row["points"], 3)
+        out.append({**row, "text": _short(w.get("text"))})
+    return out

@@ -62,9 +62,11 @@ def _frame(conn, stmt, columns: list[str], times: tuple[str, ...] = ()) -> pd.Da
     return df.astype({c: "float64" for c in ("value", "duration_s") if c in df.columns})
 
 
-def load_summary(engine, since: Any, now: Any) -> summ.Summary:
-    """The summary of [since, now] (see the module docstring). HistoryError (redacted) on database errors,
-    RollupsUnavailable when the rollups cannot be used."""
+def load_summary(engine, since: Any, now: Any, recent: int | None = None) -> summ.Summary:
+    """The summary of [since, now] (see the module docstring). ``recent``: as
+    ``summary.summarize_frames`` (each node's last n runs and samples for the fleet ranking; None: the
+    default n, 0: none). HistoryError (redacted) on database errors, RollupsUnavailable when the rollups
+    cannot be used."""
     from sqlalchemy.exc import SQLAlchemyError
 
     since, now = summ.utc(since), summ.utc(now)
@@ -74,16 +76,16 @@ def load_summary(engine, since: Any, now: Any) -> summ.Summary:
             if not sqlite:
                 conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
             with conn.begin():
-                return _Reader(conn, sqlite, since, now).summary()
+                return _Reader(conn, sqlite, since, now, summ.recent_n(recent)).summary()
     except SQLAlchemyError as exc:
         raise HistoryError(describe_error(exc, engine.url)) from None
 
 
 class _Reader:
-    def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp) -> None:
+    def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp, recent: int = 0) -> None:
         from ..history import schema
 
-        self.conn, self.sqlite, self.s = conn, sqlite, schema
+        self.conn, self.sqlite, self.s, self.recent = conn, sqlite, schema, recent
         self.since, self.now = since.to_pydatetime(), now.to_pydatetime()
         self.window = (since, now)
 
@@ -103,7 +105,8 @@ class _Reader:
                                          "actions": len(acts)},
                             latest, summ.reliability(self._onsets(span), now), self._flagged(),
                             self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
-                            acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now))
+                            acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now),
+                            **self._recent())
 
     def _c(self, col):
         """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties
@@ -280,3 +283,66 @@ class _Reader:
             keys = pd.concat([df.loc[redo, KEY_COLUMNS], mine], ignore_index=True).drop_duplicates()
             df = pd.concat([df[~redo], summ.perf_latest(self._samples(keys))], ignore_index=True)
         return df.sort_values(trends.SERIES_KEYS, kind="stable").reset_index(drop=True)
+
+    # -- the fleet ranking's inputs (summary.summarize_frames(recent=n) gives the same) --------------------
+
+    def _recent(self) -> dict[str, Any]:
+        """Each node's last n runs and the last n (n + the regression window for the "higher is better"
+        figures) samples of every judged series, and the runs the MTBF table needs: bounded reads by
+        window functions (ROW_NUMBER / LAG), then the same pandas reduction as the frames path, so both
+        give identical frames."""
+        if not self.recent:
+            return {}
+        from ..analysis.fleetrank import recent_names
+
+        short, long_ = recent_names()
+        metrics = self._last_samples(short, long_, self.recent)
+        runs = self._last_runs(self.recent)
+        return {**summ.recent_fields(metrics, runs, self.recent), "mtbf_runs": self._mtbf_runs()}
+
+    def _last_samples(self, short: list[str], long_: list[str], n: int) -> pd.DataFrame:
+        from sqlalchemy import case, func, literal, select
+
+        from ..analysis.fleetrank import REGRESSION_WINDOW
+
+        m = self.s.metrics
+        limit = case((m.c.name.in_(long_), n + REGRESSION_WINDOW), else_=n) if long_ else literal(n)
+        rn = func.row_number().over(partition_by=(m.c.node, m.c.check, m.c.component, m.c.name),
+                                    order_by=(m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc()))
+        cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
+        inner = (select(*cols, m.c.seq, rn.label("rn"), limit.label("lim"))
+                 .where(m.c.name.in_(short + long_), self._in_window(m.c.started_at)).subquery())
+        stmt = (select(*(inner.c[c] for c in summ.COLUMNS["metrics"])).where(inner.c.rn <= inner.c.lim)
+                .order_by(inner.c.started_at, self._c(inner.c.run_id), inner.c.seq, self._c(inner.c.name)))
+        return _frame(self.conn, stmt, summ.COLUMNS["metrics"], ("started_at",))
+
+    def _last_runs(self, n: int) -> pd.DataFrame:
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        rn = func.row_number().over(partition_by=runs.c.node,
+                                    order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
+        inner = (select(*self._runs_columns(), rn.label("rn")).where(self._in_window(runs.c.started_at))
+                 .subquery())
+        stmt = (select(*(inner.c[c] for c in summ.COLUMNS["runs"])).where(inner.c.rn <= n)
+                .order_by(inner.c.started_at, self._c(inner.c.run_id)))
+        return _frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",))
+
+    def _mtbf_runs(self) -> pd.DataFrame:
+        """``summary.mtbf_runs`` in SQL: the window's runs with a fail/warn result, the run of the same
+        node and context just before each, and each node's first run."""
+        from sqlalchemy import and_, func, or_, select
+
+        runs, res = self.s.runs, self.s.results
+        flagged = (select(res.c.run_id).select_from(runs.join(res, res.c.run_id == runs.c.run_id))
+                   .where(self._in_window(runs.c.started_at), runs.c.n_flagged > 0, res.c.status.in_(summ.FLAGGED)))
+        order = (runs.c.started_at, self._c(runs.c.run_id))
+        nxt = func.lead(runs.c.run_id).over(partition_by=(runs.c.node, runs.c.context), order_by=order)
+        first = func.row_number().over(partition_by=runs.c.node, order_by=order)
+        inner = (select(*self._runs_columns(), nxt.label("nxt"), first.label("first"))
+                 .where(self._in_window(runs.c.started_at)).subquery())
+        stmt = (select(*(inner.c[c] for c in summ.COLUMNS["runs"]))
+                .where(or_(inner.c.run_id.in_(flagged), inner.c.first == 1,
+                           and_(inner.c.nxt.is_not(None), inner.c.nxt.in_(flagged))))
+                .order_by(inner.c.started_at, self._c(inner.c.run_id)))
+        return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))

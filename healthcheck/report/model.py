@@ -61,6 +61,9 @@ class NodeRisk:
     state: str
     node_class: str
     evidence: list[str]
+    # the fleet ranking's evidence rows (kind, check, component, metric, value, peer_median = the peers' median
+    # or the unit's own baseline, limit, hits, runs, severity, persistent, points, text); empty without it
+    why: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -129,6 +132,9 @@ class Report:
     intervals: Any = None  # DataFrame (node, start, end, open, reason) for the drain timeline
     fleet_days: Any = None  # DataFrame (day, one count per fleetstate.STATES) for the fleet-state plot
     config_hash: str | None = None  # of the config the report was made with (set by the caller), for the footer
+    # report/fleetsection.py: {table name: records} (regressions, new-nodes, mtbf-check, mtbf-component,
+    # versions, drift); plain values, times as ISO text; empty without the fleet ranking's inputs
+    fleet_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -156,6 +162,7 @@ class Report:
             "drains": [_plain(d.__dict__) for d in self.drains],
             "drain_intervals": intervals,
             "fleet_days": fleet_days(self.fleet_days),
+            "fleet_tables": {k: [_plain(r) for r in v] for k, v in self.fleet_tables.items()},
         }
 
 

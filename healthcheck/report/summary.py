@@ -68,6 +68,9 @@ class Summary:
     # last n samples of each judged figure (analysis/fleetrank.py); None: the report ranks as before.
     recent_runs: pd.DataFrame | None = None
     perf_recent: pd.DataFrame | None = None
+    # With ``recent``: the runs the MTBF tables need (``mtbf_runs``): the window's runs with a fail/warn
+    # result, the run of the same node and context just before each, and each node's first run.
+    mtbf_runs: pd.DataFrame | None = None
 
 
 def utc(ts: Any) -> pd.Timestamp:
@@ -142,9 +145,12 @@ def reliability(runs: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
     return availability.reliability(runs, now=now)
 
 
-def summarize_frames(frames: Any, since: Any, now: Any, recent: int = 0) -> Summary:
+def summarize_frames(frames: Any, since: Any, now: Any, recent: int | None = None) -> Summary:
     """The summary of the window [since, now] of in-memory frames (the ``load_frames`` contract).
-    ``recent`` > 0 also keeps each node's last ``recent`` runs and samples (the fleet ranking's input)."""
+    ``recent`` > 0 also keeps each node's last ``recent`` runs and samples (the fleet ranking's input)
+    and the runs of the MTBF tables; None: the ranking's default n (``persistence.DEFAULT_N``); 0: none
+    (the report then ranks the old way, ``risk.rank_nodes``)."""
+    recent = recent_n(recent)
     since, now = utc(since), utc(now)
     f = {k: window(v, TIME_COLUMN[k], since, now) for k, v in frames_of(frames).items()}
     runs = by_time(f["runs"])
@@ -155,13 +161,43 @@ def summarize_frames(frames: Any, since: Any, now: Any, recent: int = 0) -> Summ
                                 "actions": len(f["actions"])},
                    latest, reliability(runs, now), flagged, results_of(results, latest["run_id"]),
                    counter_samples(metrics), perf_latest(metrics), f["actions"], "frames",
-                   node_days=fleetstate.node_days(runs), **_recent(metrics, runs, recent))
+                   node_days=fleetstate.node_days(runs), **_recent(metrics, runs, results, recent))
 
 
-def _recent(metrics: pd.DataFrame, runs: pd.DataFrame, n: int) -> dict[str, Any]:
-    if not n:
-        return {}
+def recent_n(recent: int | None) -> int:
+    """``recent`` checked: None -> the ranking's default n; else an int >= 0 (ValueError otherwise)."""
+    if recent is None:
+        from ..analysis.persistence import DEFAULT_N
+
+        return DEFAULT_N
+    if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
+        raise ValueError(f"recent must be an integer >= 0 (runs per node), not {recent!r}")
+    return recent
+
+
+def recent_fields(metrics: pd.DataFrame, runs: pd.DataFrame, n: int) -> dict[str, Any]:
+    """``perf_recent`` and ``recent_runs`` of a window's metrics and runs (or of any superset of each
+    node's last n runs and each series' last samples: the reduction is the same)."""
     from ..analysis.fleetrank import recent_inputs
 
     perf, last_runs = recent_inputs(metrics, runs, n=n)
     return {"perf_recent": perf, "recent_runs": last_runs}
+
+
+def mtbf_runs(runs: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """The runs (``by_time`` order) that ``fleetviews.mtbf`` needs to find the same failure onsets and
+    node-hours as over all of them: those with a fail/warn result, the run of the same node and context
+    just before each (adjacent there, so adjacent here), and each node's first run."""
+    if runs.empty:
+        return runs
+    flagged = set(results.loc[results["status"].isin(FLAGGED), "run_id"]) if len(results) else set()
+    ctx = runs["context"].astype(object).where(runs["context"].notna(), None)
+    nxt = runs["run_id"].groupby([runs["node"], ctx], sort=False, dropna=False).shift(-1)
+    keep = runs["run_id"].isin(flagged) | nxt.isin(flagged) | ~runs["node"].duplicated()
+    return runs[keep.to_numpy()].reset_index(drop=True)
+
+
+def _recent(metrics: pd.DataFrame, runs: pd.DataFrame, results: pd.DataFrame, n: int) -> dict[str, Any]:
+    if not n:
+        return {}
+    return {**recent_fields(metrics, runs, n), "mtbf_runs": mtbf_runs(runs, results)}

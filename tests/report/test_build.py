@@ -14,7 +14,11 @@ from tests.report.synth import HOSTILE, NOW, SINCE, make_frames
 
 @pytest.fixture(scope="module")
 def report():
-    return build_report(make_frames(), SINCE, NOW)
+    # recent=0: the old ranking (risk.rank_nodes), which these tests pin down; the fleet ranking, now the
+    # default, is tested in test_fleet_default_*.py
+    from healthcheck.report.summary import summarize_frames
+
+    return build_report(summarize_frames(make_frames(), SINCE, NOW, recent=0), SINCE, NOW)
 
 
 def test_fleet_summary_counts_each_state(report):

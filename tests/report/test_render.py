@@ -49,7 +49,9 @@ def test_html_escapes_hostile_node_names_and_messages(page):
     risk = page[page.index('<h2 id="risk">'):]
     risk = risk[:risk.index("<h2", 4)]
     assert html.escape(HOSTILE, quote=True) in risk and "<img" not in risk
-    assert html.escape("FAIL host.mounts [/scratch]: </td><img src=x", quote=True) in risk
+    # the fleet ranking's evidence row (the default ranking since issue 16)
+    assert html.escape("FAIL host.mounts [/scratch] in 1 of the last 1 runs, now too: </td><img src=x",
+                       quote=True) in risk
     # in the SVG labels too: plots.label() keeps it printable, then it is escaped
     assert "&lt;script&gt;" in page
 
