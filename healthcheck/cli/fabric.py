@@ -13,6 +13,7 @@ import click
 
 from .. import exitcodes
 from .common import read_input, UsageFailure as FabricUsageError
+from .fabric_spool import SPOOL, spool_result
 
 MAX_INPUT = 128 * 1024 * 1024
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -101,7 +102,8 @@ def generate(source, hca_regex):
 @click.option("--ibnetdiscover", "source", required=True, type=click.Path(dir_okay=False),
               help="ibnetdiscover (or -p) output of the fabric now.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def check(topology, source, fmt):
+@SPOOL
+def check(topology, source, fmt, spool_dir):
     """Compare the fabric with its design: exit 0 when it matches, 1 with every deviation named.
 
     Deviations: missing_link, missing_switch, swapped, wrong_port, wrong_rail, wrong_switch,
@@ -112,15 +114,23 @@ def check(topology, source, fmt):
     Example:
       ibnetdiscover > now.txt; healthcheck fabric check --topology topology.toml --ibnetdiscover now.txt
     """
+    import time
+
     from ..fabric.compare import compare
     from ..fabric.design import DesignError, load_design
+    from ..runner import utc_now_iso
 
+    started, t0 = utc_now_iso(), time.monotonic()
     try:
         design = load_design(_read(topology, "topology file"), source=topology)
     except DesignError as exc:
         raise FabricUsageError(str(exc)) from None
     result = compare(design, _fabric(source))
     click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.to_text())
+    if spool_dir:
+        from ..fabric.record import topology_findings
+
+        spool_result(spool_dir, topology_findings(result), None, started, t0)
     raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import click
 
 from .. import exitcodes
 from .common import read_text, UsageFailure
+from .fabric_spool import SPOOL, spool_result
 
 MAX_FILES = 100_000
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -185,9 +187,11 @@ def _render_findings(findings) -> str:
               help="Site nvbandwidth references (same shape as the packaged p2p_references.toml).")
 @click.option("--median-tolerance", type=click.FloatRange(0.01, 0.9), default=0.15, show_default=True,
               help="A pair this far below the node's median fails.")
+@click.option("--node", "node_name", help="The node these outputs are from, for --spool (default: this host).")
+@SPOOL
 @_FORMAT
 def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku, refs_path,
-         median_tolerance, fmt):
+         median_tolerance, node_name, spool_dir, fmt):
     """Check one node's inside: topology against expectations, nvbandwidth pairs against the SKU
     reference and the node's median. Exit 0 when all match, 1 on any deviation, 2 on bad input.
 
@@ -202,7 +206,11 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
     from ..parsers.nvbandwidth import parse_nvbandwidth
     from ..parsers.nvidia_smi_topo import parse_topo_m, parse_topo_p2p
     from ..parsers.nvlink import parse_nvlink_status
+    from ..runner import utc_now_iso
 
+    started, t0 = utc_now_iso(), time.monotonic()
+    if node_name is not None and (not node_name or "/" in node_name or node_name.startswith((".", "-"))):
+        raise UsageFailure(f"--node {node_name!r} is not a plain node name")
     if not (topo_path or p2p_path or nvlink_path or nvb_path):
         raise UsageFailure("give at least one of --topo, --p2p, --nvlink-status, --nvbandwidth")
     topo = _parse(parse_topo_m, topo_path) if topo_path else None
@@ -234,6 +242,7 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
     data = {"status": status.value, "topology": nodetopo.to_dict(topology),
             "results": [f.to_dict() for f in findings]}
     _emit(fmt, data, _render_findings(findings))
+    spool_result(spool_dir, findings, node_name, started, t0)
     if status in (Status.FAIL, Status.ERROR, Status.WARN):
         raise SystemExit(exitcodes.FAIL)
 
@@ -270,8 +279,9 @@ def _record_files(path: str) -> list[str]:
               help="Declared set (TOML or JSON): items and their versions, or a [consistency] table "
                    "with expected/ignore/env_prefixes.")
 @click.option("--ignore", multiple=True, help="Item to leave out (repeatable), e.g. kernel.")
+@SPOOL
 @_FORMAT
-def consistency(path, expect_path, ignore, fmt):
+def consistency(path, expect_path, ignore, spool_dir, fmt):
     """Software and environment consistency across nodes: driver, CUDA, NCCL, OFED/rdma-core, HCA
     firmware, VBIOS, kernel, container image and NCCL_*/UCX_* variables; the odd nodes per item.
 
@@ -285,7 +295,9 @@ def consistency(path, expect_path, ignore, fmt):
       healthcheck fabric consistency facts/ --expect software.toml
     """
     from ..fabric import software
+    from ..runner import utc_now_iso
 
+    started, t0 = utc_now_iso(), time.monotonic()
     settings_table: dict = {}
     if expect_path:
         data = _toml_or_json(expect_path, "declared software set")
@@ -306,5 +318,9 @@ def consistency(path, expect_path, ignore, fmt):
     except software.ConsistencyError as exc:
         raise UsageFailure(str(exc)) from None
     _emit(fmt, software.to_dict(report), software.render_text(report))
+    if spool_dir:
+        from ..fabric.record import consistency_findings
+
+        spool_result(spool_dir, consistency_findings(report), None, started, t0)
     if not report.consistent:
         raise SystemExit(exitcodes.FAIL)
