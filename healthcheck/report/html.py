@@ -24,8 +24,9 @@ EVIDENCE_SHOWN = 2
 NODES_TEXT = 160  # characters of a folded node list in a cell; the CSV has every node
 EXAMPLE_TEXT = 160  # characters of a finding group's example detail (the CSV has every detail)
 SECTIONS = (("fleet-days", "Fleet state per day"), ("fleet", "Fleet summary"), ("findings", "Findings"),
-            ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("perf", "Performance"),
-            ("growth", "Counter growth"), ("drains", "Drains"), ("about", "About this report"))
+            ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("trends", "Fleet trends"), ("perf", "Performance"),
+            ("growth", "Counter growth"), ("drains", "Drains"),
+            ("commissioning", "Commissioning"), ("about", "About this report"))
 KIND_ORDER = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
 
 CSS = """
@@ -220,10 +221,72 @@ def _risks(p: _Page) -> str:
         return '<td><ul class="ev">' + "".join(f"<li>{e(x)}</li>" for x in items[:EVIDENCE_SHOWN]) + more + \
             "</ul></td>"
 
+    if any(x.why for x in r.risks):
+        return _risks_why(p)
     rows = ([_td(i + 1, "num"), _td(x.node, "mono"), _td(f"{x.score:g}", "num"), _td(STATE_LABELS.get(x.state, x.state)),
              _td(x.node_class), evidence(x.evidence)] for i, x in enumerate(r.risks))
     return ('<h2 id="risk">Nodes ranked by risk</h2>'
             + p.table(["#", "node", "risk", "state", "class", "evidence"], rows, len(r.risks), "nodes", "risk"))
+
+
+def why_cells(w: dict[str, Any]) -> list[str]:
+    """A ``why`` row's fields as text: kind, subject (metric or check, [component]), value, peer median
+    (outliers) or own baseline (regressions), limit (floors), "hits of runs"."""
+    subject = w.get("metric") or w.get("check") or ""
+    if w.get("component"):
+        subject += f" [{w['component']}]"
+    runs = f"{w['hits']} of {w['runs']}" if w.get("runs") else (f"{w['hits']}x" if w.get("hits") else "")
+    fmt = (lambda v: "" if v is None else (f"{v:,.4g}" if isinstance(v, (int, float)) else str(v)))
+    return [str(w.get("kind") or ""), subject, fmt(w.get("value")), fmt(w.get("peer_median")), fmt(w.get("limit")),
+            runs]
+
+
+def _risks_why(p: _Page) -> str:
+    """The fleet ranking: per node its heaviest evidence row as columns (what, value, the peers' median or
+    the unit's own baseline, the limit, in how many of the last runs) and its sentence; every row in the
+    ``why`` CSV."""
+    r = p.r
+
+    def row(i: int, x) -> list[str]:
+        w = x.why[0] if x.why else {}
+        kind, subject, value, peer, limit, runs = why_cells(w) if w else [""] * 6
+        more = f" (+{len(x.why) - 1} more)" if len(x.why) > 1 else ""
+        return [_td(i + 1, "num"), _td(x.node, "mono"), _td(f"{x.score:g}", "num"),
+                _td(STATE_LABELS.get(x.state, x.state)), _td(kind), _td(subject, "mono"), _td(value, "num"),
+                _td(peer, "num"), _td(limit, "num"), _td(runs, "num"),
+                _td(_cut(str(w.get("text") or ""), EXAMPLE_TEXT) + more)]
+
+    link = p.csv_link("why", "every evidence row (CSV)")
+    return ('<h2 id="risk">Nodes ranked by risk</h2><p class="muted">Severity-weighted: persistence over the last '
+            "runs, absolute floors and ceilings, robust statistics per GPU model (and rack); the heaviest evidence "
+            f"row of each node.{' ' + link if link else ''}</p>"
+            + p.table(["#", "node", "risk", "state", "why", "metric / check", "value", "peers / baseline", "limit",
+                       "runs", "evidence"], (row(i, x) for i, x in enumerate(r.risks)), len(r.risks), "nodes",
+                      "risk"))
+
+
+def _trends(p: _Page) -> str:
+    """The fleet tables (report/fleetsection.py), each folded; the regressions open."""
+    from . import fleetsection as fsec
+
+    r = p.r
+    title = '<h2 id="trends">Fleet trends: regressions, new nodes, MTBF, versions</h2>'
+    if not r.fleet_tables:
+        return title + "<p>Not computed (the report was built without the fleet ranking's inputs).</p>"
+    parts = []
+    for name, label, cols in fsec.TABLES:
+        rows = r.fleet_tables.get(name, [])
+        if name in ("versions", "drift") and not rows:
+            parts.append(f'<p class="muted">{e(label)}: no version data (the sweep\'s burn-in records carry '
+                         "them; the history database does not).</p>")
+            continue
+        body = (p.table([h for _, h in cols], ([_td(fsec.cell(x.get(c), c), "mono" if c in ("node", "key", "value")
+                                                     and isinstance(x.get(c), str) else "") for c, _ in cols]
+                                               for x in rows), len(rows), "rows", name) if rows else "<p>None.</p>")
+        opened = " open" if name == "regressions" and rows else ""
+        parts.append(f'<details class="more"{opened}><summary>{e(label)}: {e(fsec.summary_line(name, rows))}'
+                     f"</summary>{body}</details>")
+    return title + "".join(parts)
 
 
 def _num(value: float) -> str:
@@ -271,6 +334,40 @@ def _drains(p: _Page, svg: str | None) -> str:
                       len(r.drains), "nodes", "drains"))
 
 
+def _commissioning(p: _Page) -> str:
+    """The latest fabric results (deviations named) and the drills' mean timings (report/commissioning.py)."""
+    c = p.r.commissioning
+    title = '<h2 id="commissioning">Commissioning</h2>'
+    if c is None or c.empty:
+        return title + "<p>No fabric result or fault drill recorded in the window.</p>"
+    out = title
+    if c.fabric:
+        def named(f) -> str:
+            items = "".join(f"<li>{_status(d['status'])} <span class=\"mono\">{e(d['component'] or '-')}</span> "
+                            f"{e(_cut(d['message'], 300))}</li>" for d in f.deviations)
+            more = f"<li>{f.more:,} more</li>" if f.more else ""
+            return f"<td><ul>{items}{more}</ul></td>" if items else "<td>none</td>"
+
+        head = "".join(f"<th>{h}</th>" for h in ("check", "node", "latest", "status", "results", "deviations"))
+        rows = "".join(f"<tr>{_td(f.check, 'mono')}{_td(f.node, 'mono')}{_td(f.started_at)}<td>{_status(f.status)}</td>"
+                       f"{_td(f.results, 'num')}{named(f)}</tr>" for f in c.fabric[:MAX_ROWS])
+        out += f"<h3>Fabric: latest result per check</h3><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    if c.drills:
+        stages = ("detect_s", "drain_s", "requeue_s", "resume_s")
+
+        def cell(d, s) -> str:
+            return _td(f"{d.mean_s[s]:.2f}" if s in d.mean_s else "-", "num")
+
+        head = "".join(f"<th>{h}</th>" for h in ("drill", "runs", "failed", "detect s", "drain s", "requeue s",
+                                                 "resume s", "time to detect", "latest"))
+        rows = "".join(f"<tr>{_td(d.drill, 'mono')}{_td(d.runs, 'num')}{_td(d.failed, 'num')}"
+                       + "".join(cell(d, s) for s in stages) + f"{_td(d.detect_text)}{_td(d.last_at)}</tr>"
+                       for d in c.drills)
+        out += (f"<h3>Fault drills: mean seconds per stage</h3><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{rows}</tbody></table>")
+    return out
+
+
 def _footer(p: _Page) -> str:
     from .. import __version__
 
@@ -312,8 +409,8 @@ def render_html(report: Report, plots: bool = True, step: Callable[[str], None] 
         body = head + notes + _fleet(p)
     else:
         body = (head + _toc() + notes + _fleet_days(p, svgs["days"]) + _fleet(p) + _findings(p) + _checks(p)
-                + _risks(p) + _distributions(p, svgs["dist"]) + _growth(p, svgs["growth"])
-                + _drains(p, svgs["drains"]))
+                + _risks(p) + _trends(p) + _distributions(p, svgs["dist"]) + _growth(p, svgs["growth"])
+                + _drains(p, svgs["drains"]) + _commissioning(p))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "

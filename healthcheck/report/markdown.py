@@ -11,6 +11,7 @@ from typing import Any
 from .model import NODE_STATES, STATE_LABELS, Report, iso
 
 MAX_ROWS = 200
+FLEET_ROWS = 50  # rows of each fleet table and of the "why" table (the JSON and the HTML's CSVs hold all)
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
 
 
@@ -23,12 +24,61 @@ def md(value: Any) -> str:
     return _SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
 
 
-def _table(headers: list[str], rows: list[list[Any]], what: str) -> list[str]:
+def _table(headers: list[str], rows: list[list[Any]], what: str, cap: int = MAX_ROWS) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows[:MAX_ROWS]]
-    if len(rows) > MAX_ROWS:
-        out.append(f"\n{len(rows) - MAX_ROWS} more {what} not shown (see --format json).")
+    out += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows[:cap]]
+    if len(rows) > cap:
+        out.append(f"\n{len(rows) - cap} more {what} not shown (see --format json).")
     return out + [""]
+
+
+def _why(r: Report) -> list[str]:
+    """The fleet ranking's evidence rows of the ranked nodes, heaviest first per node."""
+    from .html import why_cells
+
+    rows = [[x.node, *why_cells(w)] for x in r.risks for w in x.why]
+    if not rows:
+        return []
+    return ["### Why: the evidence of each ranked node", ""] + _table(
+        ["node", "kind", "metric / check", "value", "peers / baseline", "limit", "runs"], rows, "evidence rows",
+        FLEET_ROWS)
+
+
+def _trends(r: Report) -> list[str]:
+    from . import fleetsection as fsec
+
+    if not r.fleet_tables:
+        return []
+    out = ["## Fleet trends", ""]
+    for name, label, cols in fsec.TABLES:
+        rows = r.fleet_tables.get(name, [])
+        out += [f"### {label}", ""]
+        out += _table([h for _, h in cols], [[fsec.cell(x.get(c), c) for c, _ in cols] for x in rows], "rows",
+                      FLEET_ROWS) if rows else ["None." if name not in ("versions", "drift") else
+                                                "No version data (the history database has none).", ""]
+    return out
+
+
+def _commissioning(r: Report) -> list[str]:
+    """The latest fabric results (deviations named) and the drills' mean timings (report/commissioning.py)."""
+    c = r.commissioning
+    lines = ["## Commissioning", ""]
+    if c is None or c.empty:
+        return lines + ["No fabric result or fault drill recorded in the window.", ""]
+    if c.fabric:
+        lines += ["### Fabric: latest result per check", ""]
+        lines += _table(["check", "node", "latest", "status", "results", "deviations"],
+                        [[f.check, f.node, f.started_at, f.status, f.results,
+                          "; ".join(f"{d['component'] or '-'}: {d['message']}" for d in f.deviations)
+                          + (f"; {f.more} more" if f.more else "")] for f in c.fabric], "checks")
+    if c.drills:
+        stages = ("detect_s", "drain_s", "requeue_s", "resume_s")
+        lines += ["### Fault drills: mean seconds per stage", ""]
+        lines += _table(["drill", "runs", "failed", "detect s", "drain s", "requeue s", "resume s", "time to detect",
+                         "latest"],
+                        [[d.drill, d.runs, d.failed] + [f"{d.mean_s[s]:.2f}" if s in d.mean_s else "-" for s in stages]
+                         + [d.detect_text, d.last_at] for d in c.drills], "drills")
+    return lines
 
 
 def render_markdown(report: Report) -> str:
@@ -56,6 +106,7 @@ def render_markdown(report: Report) -> str:
     lines += _table(["node", "risk", "state", "class", "evidence"],
                     [[x.node, f"{x.score:g}", STATE_LABELS.get(x.state, x.state), x.node_class, "; ".join(x.evidence)]
                      for x in r.risks], "nodes") if r.risks else ["No node shows a risk.", ""]
+    lines += _why(r) + _trends(r)
     lines += ["## Performance distributions", ""]
     lines += _table(["metric", "values", "p5", "median", "p95", "outliers"],
                     [[d.metric, d.count, f"{d.p5:.4g}", f"{d.median:.4g}", f"{d.p95:.4g}",
@@ -70,5 +121,6 @@ def render_markdown(report: Report) -> str:
                     [[d.node, d.drains, f"{d.drained_hours:g}", "yes" if d.open else "no",
                       "yes" if d.flapping else "", d.last_reason] for d in r.drains], "nodes") \
         if r.drains else ["No drain recorded.", ""]
+    lines += _commissioning(r)
     lines += [f"_Analyses: {md(r.source)}_", ""]
     return "\n".join(lines)

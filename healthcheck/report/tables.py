@@ -15,7 +15,10 @@ from typing import Any, Iterable
 from .fleetstate import STATES, to_records
 from .model import Report, iso
 
-NAMES = ("findings", "checks", "risk", "outliers", "growth", "drains", "nodes", "fleet-days")
+NAMES = ("findings", "checks", "risk", "why", "outliers", "growth", "drains", "nodes", "fleet-days", "regressions",
+         "new-nodes", "mtbf-check", "mtbf-component", "versions", "drift")
+WHY = ("kind", "check", "component", "metric", "value", "peer_median", "limit", "hits", "runs", "severity",
+       "persistent", "points", "text")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -79,4 +82,15 @@ def csv_tables(report: Report) -> dict[str, str]:
                        ([d.node, d.drains, d.drained_hours, d.open, d.flapping, d.last_reason] for d in r.drains)),
         "nodes": _csv(["node", "state"], ([n, s] for s, ns in r.fleet.nodes.items() for n in ns)),
         "fleet-days": _csv(["day", *STATES], ([x["day"], *(x[s] for s in STATES)] for x in to_records(r.fleet_days))),
+        "why": _csv(["rank", "node", *WHY], ([i + 1, x.node, *(w.get(k) for k in WHY)]
+                                             for i, x in enumerate(r.risks) for w in x.why)),
+        **{name: _fleet_csv(name, r.fleet_tables.get(name, [])) for name in NAMES[-6:]},
     }
+
+
+def _fleet_csv(name: str, rows: list[dict]) -> str:
+    """A fleet table (report/fleetsection.py records) with every column."""
+    from .fleetsection import TABLES
+
+    header = list(rows[0]) if rows else [c for n, _, cols in TABLES if n == name for c, _ in cols]
+    return _csv(header, ([x.get(c) for c in header] for x in rows))

@@ -97,7 +97,7 @@ def test_tables_capped_and_the_rest_in_the_csvs(fleet, tmp_path):
     assert sorted(p.rsplit("/", 1)[-1] for p in paths) == sorted(
         [f"readiness.{n}.csv" for n in NAMES] + ["readiness.html"])
     page = (tmp_path / "readiness.html").read_text()
-    risk = page[page.index('<h2 id="risk">'):page.index('<h2 id="perf">')]
+    risk = page[page.index('<h2 id="risk">'):page.index('<h2 id="trends">')]  # the fleet trends follow
     assert risk.count("<tr>") == MAX_ROWS + 2  # two header rows: the preview and the closed details
     assert f"{len(fleet.risks) - MAX_ROWS:,} more nodes not shown" in risk and 'href="readiness.risk.csv"' in risk
     assert risk.index("<details") > risk.index("</table>")  # only PREVIEW_ROWS rows before the fold
