@@ -205,7 +205,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     fleet_days = daily_states(sm.node_days, acts, since, now) if sm.node_days is not None else None
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet_, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
-                  fleet_days, fleet_tables=tables)
+                  fleet_days, fleet_tables=tables, commissioning=getattr(sm, "commissioning", None))
 
 
 def _sdc(digests: list[Any]) -> list[Finding]:

@@ -35,7 +35,7 @@ import pandas as pd
 from ..analysis import trends
 from ..history.db import HistoryError, describe_error, is_sqlite
 from . import actions as act
-from . import fleetstate
+from . import commissioning, fleetstate
 from . import summary as summ
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
@@ -106,7 +106,7 @@ class _Reader:
                             latest, summ.reliability(self._onsets(span), now), self._flagged(),
                             self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
                             acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now),
-                            **self._recent())
+                            **self._recent(), commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now))
 
     def _c(self, col):
         """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties

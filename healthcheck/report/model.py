@@ -135,6 +135,7 @@ class Report:
     # report/fleetsection.py: {table name: records} (regressions, new-nodes, mtbf-check, mtbf-component,
     # versions, drift); plain values, times as ISO text; empty without the fleet ranking's inputs
     fleet_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    commissioning: Any = None  # report.commissioning.Commissioning: latest fabric results, drill timings
 
     @property
     def empty(self) -> bool:
@@ -163,6 +164,7 @@ class Report:
             "drain_intervals": intervals,
             "fleet_days": fleet_days(self.fleet_days),
             "fleet_tables": {k: [_plain(r) for r in v] for k, v in self.fleet_tables.items()},
+            "commissioning": _plain(self.commissioning.to_dict()) if self.commissioning is not None else None,
         }
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..analysis import availability, trends
 from . import actions as act
-from . import fleetstate
+from . import commissioning, fleetstate
 
 COLUMNS = {
     "runs": ["run_id", "node", "context", "job_id", "started_at", "duration_s", "status"],
@@ -71,6 +71,8 @@ class Summary:
     # With ``recent``: the runs the MTBF tables need (``mtbf_runs``): the window's runs with a fail/warn
     # result, the run of the same node and context just before each, and each node's first run.
     mtbf_runs: pd.DataFrame | None = None
+    # The commissioning section's rows (report/commissioning.py): latest fabric results, drill timings
+    commissioning: Any = None
 
 
 def utc(ts: Any) -> pd.Timestamp:
@@ -161,7 +163,8 @@ def summarize_frames(frames: Any, since: Any, now: Any, recent: int | None = Non
                                 "actions": len(f["actions"])},
                    latest, reliability(runs, now), flagged, results_of(results, latest["run_id"]),
                    counter_samples(metrics), perf_latest(metrics), f["actions"], "frames",
-                   node_days=fleetstate.node_days(runs), **_recent(metrics, runs, results, recent))
+                   node_days=fleetstate.node_days(runs), **_recent(metrics, runs, results, recent),
+                   commissioning=commissioning.from_frames(results, metrics))
 
 
 def recent_n(recent: int | None) -> int:
