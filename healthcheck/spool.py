@@ -26,6 +26,7 @@ import fcntl
 import os
 from .record import record as dataclass
 if False:  # annotations only (typing is not imported on the hot path)
+    from pathlib import Path  # noqa: F401
     from typing import Any, Callable, Iterator  # noqa: F401
 from .jsonwrite import dumps
 from .lazylog import LazyLog

@@ -12,7 +12,6 @@ Only decided keys are written (see ``healthcheck.analysis.digests``).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Mapping
 
 SCHEMA = 1

@@ -31,7 +31,6 @@ def nvlink_state(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     report NVLink (None: PCIe GPUs, text output without links), or reports none and none are expected.
     """
     name = "gpu.nvlink.state"
-    expected = exp.nvlinks_per_gpu
     if "gpus.nvlink" in snap.probe_errors:
         return [_nvlink_source_error(name, snap)]
 

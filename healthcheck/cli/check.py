@@ -124,10 +124,6 @@ def collect(output, config_path, sysfs_root, proc_root):
     click.echo(f"bundle written: {path}")
 
 
-_KNOWN_SERVICES = ("slurmd", "munged", "nvidia-persistenced", "nv-fabricmanager", "nv-hostengine",
-                   "sshd", "opensm", "chronyd", "ntpd", "dcgm-exporter", "node_exporter")
-
-
 @click.command("checks")
 @click.option("--context", type=click.Choice(["check", "prolog", "epilog", "slurm-check", "burnin"]))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,

@@ -7,6 +7,10 @@ from .. import exitcodes
 from .common import UsageFailure, emit_json, exit_with, expectations_for, format_option, load_config
 
 
+_KNOWN_SERVICES = ("slurmd", "munged", "nvidia-persistenced", "nv-fabricmanager", "nv-hostengine",
+                   "sshd", "opensm", "chronyd", "ntpd", "dcgm-exporter", "node_exporter")
+
+
 @click.group()
 def config():
     """Write, validate and show the expectations file.

@@ -43,6 +43,35 @@ def _register() -> None:
     for command in (check, collect, config, checks_cmd, history, db, report, slurm, burnin, parse, sweep, fabric,
                     drill):
         cli.add_command(command)
+    _needs_extras(cli)
+
+
+def _needs_extras(group: click.Group, path: tuple[str, ...] = ()) -> None:
+    """Each command that needs an optional extra (healthcheck.extras.COMMANDS) first says so, naming the
+    pip line (exit 2), instead of failing on an import deep inside; --help works without it."""
+    import functools
+
+    from ..extras import extra_for
+
+    for name, command in group.commands.items():
+        where = path + (name,)
+        if isinstance(command, click.Group):
+            _needs_extras(command, where)
+        elif command.callback is not None and extra_for(" ".join(where)):
+            command.callback = functools.wraps(command.callback)(_requiring(" ".join(where), command.callback))
+
+
+def _requiring(command_path: str, callback):
+    def call(*args, **kwargs):
+        from ..extras import MissingExtra, require_for
+        from .common import UsageFailure
+
+        try:
+            require_for(command_path)
+        except MissingExtra as exc:
+            raise UsageFailure(str(exc)) from None
+        return callback(*args, **kwargs)
+    return call
 
 
 _register()

@@ -81,8 +81,10 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
     if settings.report:  # the sweep uses the history: its jobs compare their GEMM products with the fleet's
         from ..sweep.finish import write_fleet_digests
 
-        def fleet(results_dir: str) -> str | None:
+        def digests(results_dir: str) -> str | None:
             return write_fleet_digests(results_dir, settings.db_url or None, config.path, log)
+
+        fleet = digests
 
     sweeper = Sweeper(config, settings, backend_for(config.slurm), log=log, progress=bar, fleet_digests=fleet)
     try:

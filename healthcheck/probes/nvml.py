@@ -18,8 +18,6 @@ noted in ``GpuInfo.error`` (``lost`` stays False): nothing is silently swallowed
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable
 
 from healthcheck.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id

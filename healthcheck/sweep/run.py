@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from .. import subproc
 from ..atomicio import make_dirs
-from ..exitcodes import BUSY as BUSY_EXIT, FAIL, FLAGGED as FLAGGED_EXIT, OK  # the one table
+from ..exitcodes import BUSY as BUSY_EXIT, FAIL, FLAGGED as FLAGGED_EXIT, OK  # noqa: F401 - the one table (BUSY_EXIT for cli/sweep)
 from ..model import Finding, Status
 from ..slurm.reasons import is_ours
 from . import state as st

@@ -88,3 +88,17 @@ def test_parse_takes_format_json_and_keeps_json_as_its_alias(tmp_path):
                    "\t\tLink layer: InfiniBand\n")
     a, b = invoke("parse", "ibstat", str(out), "--format", "json"), invoke("parse", "ibstat", str(out), "--json")
     assert a.exit_code == b.exit_code == 0 and json.loads(a.output) == json.loads(b.output)
+
+
+def test_a_command_without_its_extra_names_the_pip_line(monkeypatch):
+    """The node install has no pandas/SQLAlchemy: `healthcheck report` says which extra to install (exit 2)
+    instead of an internal error; --help still works."""
+    from healthcheck import extras
+
+    monkeypatch.setattr(extras, "installed", lambda module: module not in {"pandas", "sqlalchemy"})
+    result = invoke("report", "--since", "7d")
+    assert result.exit_code == exitcodes.USAGE, result.output
+    assert "healthcheck report needs the [history] extra" in result.output and "pip install" in result.output
+    assert invoke("history", "show").exit_code == exitcodes.USAGE
+    assert invoke("report", "--help").exit_code == exitcodes.OK
+    assert invoke("checks", "--format", "json").exit_code == exitcodes.OK  # the node's commands need none
