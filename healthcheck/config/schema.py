@@ -83,12 +83,20 @@ class Validator:
             for number, line in enumerate(self.lines, 1):
                 if re.search(pattern, line):
                     return number
+        return self._header(key if not table and key is not None else table)  # a top-level key: [key]
+
+    def _header(self, table: str) -> int | None:
+        """Line of the ``[table]`` header, else of its first sub-table's (``[table.sub]``), or None."""
         want = _norm_table(table)
+        first_sub = None
         for number, line in enumerate(self.lines, 1):
             header = _HEADER.match(line.strip())
-            if header and _norm_table(header.group(1)) == want:
+            name = _norm_table(header.group(1)) if header else None
+            if name == want:
                 return number
-        return None
+            if first_sub is None and name is not None and name.startswith(want + "."):
+                first_sub = number
+        return first_sub
 
     def _in_table(self, table: str, key: str) -> int | None:
         """Line of ``key = ...`` written inside the ``[table]`` header's body, or None."""
@@ -150,10 +158,9 @@ class Validator:
             else:  # a container of sections (e.g. [fabric]): only those
                 for key in value:
                     if key not in inner:
-                        raise self.error(f"unknown section [{top}.{key}] (expected "
-                                         f"{', '.join(f'[{top}.{c}]' for c in inner)})",
-                                         f"{top}.{key}" if isinstance(value[key], dict) else top,
-                                         None if isinstance(value[key], dict) else key)
+                        line = self._header(f"{top}.{key}") or self._in_table(top, key) or self._locate(top, key)
+                        raise ConfigError(f"unknown section [{top}.{key}] (expected "
+                                          f"{', '.join(f'[{top}.{c}]' for c in inner)})", self.path, line)
             for name, table in tables.items():
                 entry = SECTIONS[name]
                 if self.defer and not entry.hot:
