@@ -14,7 +14,7 @@ from .. import exitcodes
 from .common import SINCE, UsageFailure, Unavailable, config_option, db_option
 
 STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
-         "plots", "render")
+         "fleet tables", "plots", "render")
 
 
 def _input(call, *args, **kwargs):
@@ -89,18 +89,19 @@ def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots):
     """
     if html_path and (fmt or output):
         raise click.UsageError("use either --html FILE or --format/--output, not both")
-    from ..report.load import load_history, site_view, slurm_states
+    from ..report.load import fleet_settings, load_history, site_view, slurm_states
 
     now = datetime.now(timezone.utc)
     node_class, topology, config_hash = _input(site_view, config_path)
+    fleet = _input(fleet_settings, config_path)  # [fleet]: k of the last n runs, weights, thermal limits
     with _Progress(sys.stderr.isatty()) as step:
-        history = _input(load_history, db_url, since, now, empty_is_error=True)
+        history = _input(load_history, db_url, since, now, empty_is_error=True, recent=fleet.persist_n)
         step("load")
         states, note = slurm_states() if slurm else (None, None)
         from ..report import build_report, render_json, render_markdown
 
         rep = build_report(history, since, now, node_class=node_class, slurm_states=states, progress=step,
-                           topology=topology)
+                           topology=topology, fleet=fleet)
         rep.config_hash = config_hash
         if note:
             rep.notes.append(note)

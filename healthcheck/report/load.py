@@ -16,12 +16,14 @@ class ReportInputError(Exception):
         self.kind = kind
 
 
-def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_error: bool = False):
+def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_error: bool = False,
+                 recent: int | None = None):
     """The window's ``report.summary.Summary`` from the database (``db_url``, $HEALTHCHECK_DB_URL or the
     default): through the rollups (``report.dbsummary``), or, where they are not built, from every row
     (``load_frames``; slow on a big history) with a note saying how to rebuild them. A database of
     another schema version is refused (``healthcheck db upgrade``). ``empty_is_error``: a window without a
-    run or an action raises ``report.window.EmptyWindow`` naming the newest record."""
+    run or an action raises ``report.window.EmptyWindow`` naming the newest record. ``recent``: the last
+    runs per node the fleet ranking judges (``[fleet] persist_n``; None: its default)."""
     from ..config import ConfigError, site_db_url
     from ..history import migrations
     from ..history.db import HistoryError, open_engine
@@ -35,12 +37,12 @@ def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_er
         if not migrations.is_current(engine):  # the fast check; the full one names the reason
             migrations.require_current(engine)
         try:
-            summary = load_summary(engine, since, now)
+            summary = load_summary(engine, since, now, recent=recent)
         except RollupsUnavailable as exc:
             from ..history.queries import load_frames
             from .summary import summarize_frames
 
-            summary = summarize_frames(load_frames(engine, since=since), since, now)
+            summary = summarize_frames(load_frames(engine, since=since), since, now, recent=recent)
             summary.notes.append(str(exc)[:1].upper() + str(exc)[1:] + ".")
         if empty_is_error:
             from .window import newest_record, require_data
@@ -73,6 +75,22 @@ def site_view(config_path: str | None):
         return cls.name if cls is not None else None
 
     return node_class, cfg.topology or None, _file_hash(path)
+
+
+def fleet_settings(config_path: str | None):
+    """The ``[fleet]`` settings (``analysis.fleetsettings.FleetSettings``) of the site config (``config_path``
+    or $HEALTHCHECK_CONFIG); the defaults without one. A bad section: ReportInputError ("config")."""
+    from ..analysis.fleetsettings import FleetSettings
+
+    path = config_path or os.environ.get("HEALTHCHECK_CONFIG")
+    if not path:
+        return FleetSettings()
+    from ..config import ConfigError, load
+
+    try:
+        return load(path).section("fleet")
+    except (ConfigError, ValueError) as exc:
+        raise ReportInputError(str(exc), "config") from None
 
 
 def _file_hash(path: str) -> str | None:

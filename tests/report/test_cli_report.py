@@ -15,14 +15,14 @@ from tests.report.synth import make_frames
 def frames(monkeypatch):
     seen = {}
 
-    def fake_load(db_url, since, now, empty_is_error=False):
+    def fake_load(db_url, since, now, empty_is_error=False, recent=None):
         """The database replaced by the synthetic frames; the window judged by the library itself."""
         from healthcheck.report.summary import summarize_frames
         from healthcheck.report.window import require_data
 
-        seen.update(db_url=db_url, since=since, now=now)
+        seen.update(db_url=db_url, since=since, now=now, recent=recent)
         frames = make_frames()
-        summary = summarize_frames(frames, since, now)
+        summary = summarize_frames(frames, since, now, recent=recent)
         if empty_is_error:
             require_data(summary, frames["runs"]["started_at"].max().to_pydatetime())
         return summary
