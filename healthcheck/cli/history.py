@@ -33,7 +33,9 @@ def history():
 @click.option("--batch-rows", default=100_000, show_default=True, type=click.IntRange(1),
               help="Rows per transaction (whole runs; fewer, larger transactions ingest faster).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and skipped lines.")
-def history_ingest(paths, db_url, batch_rows, quiet):
+@click.option("--progress/--no-progress", default=None,
+              help="Spools read and rows stored so far, on stderr after each batch (default: on a terminal).")
+def history_ingest(paths, db_url, batch_rows, quiet, progress):
     """Store spooled records in the database, idempotently (re-ingesting stores nothing twice).
 
     PATHS are spool directories, or shared directories holding many nodes' spools at any depth
@@ -56,7 +58,12 @@ def history_ingest(paths, db_url, batch_rows, quiet):
         raise UsageFailure(f"{missing[0]}: no such file or directory (a spool directory or a folder of spools)")
     engine = open_history(db_url)
     guard(migrations.require_current, engine, create=True)
-    report = guard(ingest, list(paths) or ["/var/lib/healthcheck/spool"], engine, batch_rows=batch_rows)
+    import sys
+
+    show = sys.stderr.isatty() and not quiet if progress is None else progress
+    on_batch = (lambda rep: click.echo(rep.progress(), err=True)) if show else None
+    report = guard(ingest, list(paths) or ["/var/lib/healthcheck/spool"], engine, batch_rows=batch_rows,
+                   on_batch=on_batch)
     for item in report.skipped[:20]:
         click.echo(f"skipped {item.where}: {item.reason}", err=True)
     if len(report.skipped) > 20:

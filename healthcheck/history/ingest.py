@@ -75,6 +75,13 @@ class IngestReport:
     skipped: list[Skipped] = field(default_factory=list)
     batches: int = 0
     retries: int = 0
+    spools_read: int = 0       # spool directories read to their end so far (progress: of len(spools))
+
+    def progress(self) -> str:
+        """One line of progress so far (``on_batch`` callers print it)."""
+        rows = self.runs + self.results + self.metrics + self.actions
+        return (f"ingest: {self.spools_read}/{len(self.spools)} spool(s) read, {self.records:,} record(s), "
+                f"{rows:,} row(s) stored in {self.batches} batch(es)")
 
     def summary(self) -> str:
         return (f"{len(self.spools)} spool(s), {self.records} record(s): stored {self.runs} run(s) "
@@ -142,6 +149,7 @@ def _records(report: IngestReport) -> Iterator[tuple[Path, dict]]:
             found += 1
             yield spool_dir, rec
         bad = len(report.skipped) - before
+        report.spools_read += 1
         if found == 0 and bad:
             report.skipped.append(Skipped(str(spool_dir), f"no healthcheck records in {bad} line(s): "
                                                           "another tool's file, or not a spool"))
