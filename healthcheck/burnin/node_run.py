@@ -37,6 +37,9 @@ class NodeContext:
     fleet_digests: dict[str, str] | None = None
     log: Callable[[str], None] = lambda _msg: None
     node_class: str | None = None
+    # progress lines (a start and an end line per phase, elapsed time, ETA); None: none. The CLI passes an
+    # echo to stderr on a terminal or when asked (--progress)
+    progress: Callable[[str], None] | None = None
     # filled while running
     sku: Sku | None = None
     gpu_name: str | None = None
@@ -290,6 +293,49 @@ def deadline(name: str, s: BurninSettings) -> float | None:
     return None
 
 
+def expected(name: str, s: BurninSettings) -> tuple[float, bool] | None:
+    """(seconds, exact) a phase is configured to take: the GEMM's and fio's run times (exact: the phase
+    lasts about that long), or the bound of a phase given only a timeout (dcgm, nccl: at most); None when
+    the settings say nothing of its length."""
+    if name == "gemm":
+        return s.gemm_duration_s, True
+    if name == "storage" and s.storage_paths:
+        return s.storage_runtime_s * len(s.storage_paths), True
+    if name == "dcgm":
+        return s.dcgm_timeout_s, False
+    if name == "nccl":
+        return s.nccl_timeout_s * max(1, len(s.nccl_collectives)), False
+    return None
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + " UTC"
+
+
+def phase_start_line(node: str, name: str, i: int, total: int, s: BurninSettings, wall: float) -> str:
+    """"n1: phase gemm 2/5: start, expected 300 s (ETA 17:10:05 UTC)" (``wall``: the epoch seconds now)."""
+    exp = expected(name, s)
+    if exp is None:
+        eta = "no configured duration"
+    elif exp[1]:
+        eta = f"expected {exp[0]:.0f} s (ETA {_clock(wall + exp[0])})"
+    else:
+        eta = f"at most {exp[0]:.0f} s (by {_clock(wall + exp[0])})"
+    return f"{node}: phase {name} {i}/{total}: start, {eta}"
+
+
+def phase_end_line(node: str, name: str, i: int, total: int, took: float, elapsed: float,
+                   findings: list[Finding]) -> str:
+    """"n1: phase gemm 2/5: done in 301.2 s, worst FAIL (3 findings); 6 min 2 s since the burn-in began"."""
+    worst = max((str(f.status) for f in findings), key=lambda st: _SEVERITY.get(st, 0), default=None)
+    what = f"worst {worst.upper()} ({len(findings)} finding(s))" if worst is not None else "no finding"
+    m, sec = divmod(int(elapsed), 60)
+    return f"{node}: phase {name} {i}/{total}: done in {took:.1f} s, {what}; {m} min {sec} s since the burn-in began"
+
+
+_SEVERITY = {"pass": 0, "skip": 1, "warn": 2, "error": 3, "fail": 4}
+
+
 def _guarded(ctx: NodeContext, name: str, phase: Callable[[NodeContext], list[Finding]]) -> list[Finding]:
     try:
         return phase(ctx)
@@ -323,17 +369,24 @@ def run_node(ctx: NodeContext, started_at: str) -> Verdict:
     """Every enabled phase in order; the verdict of the node (context ``burnin``)."""
     t0 = time.monotonic()
     findings: list[Finding] = []
-    for name, phase in PHASES.items():
-        if not ctx.settings.phase_on(name):
-            continue
+    enabled = [n for n in PHASES if ctx.settings.phase_on(n)]
+    for i, name in enumerate(enabled, 1):
+        phase = PHASES[name]
         if ctx.unusable and name in GPU_PHASES:
             findings.append(Finding(f"burnin.{name}", Status.SKIP, f"node unusable ({ctx.unusable})"))
+            if ctx.progress:
+                ctx.progress(f"{ctx.node}: phase {name} {i}/{len(enabled)}: skipped, node unusable ({ctx.unusable})")
             continue
         ctx.log(f"{ctx.node}: phase {name}")
+        if ctx.progress:
+            ctx.progress(phase_start_line(ctx.node, name, i, len(enabled), ctx.settings, time.time()))
         p0 = time.monotonic()
         limit = deadline(name, ctx.settings)
         out = _bounded(ctx, name, phase, limit) if limit is not None else _guarded(ctx, name, phase)
         ctx.extra.setdefault("phase_seconds", {})[name] = round(time.monotonic() - p0, 3)
+        if ctx.progress:
+            ctx.progress(phase_end_line(ctx.node, name, i, len(enabled), time.monotonic() - p0,
+                                        time.monotonic() - t0, out))
         findings.extend(out)
     ran_load = any(ctx.settings.phase_on(n) for n in LOAD_PHASES)
     if ctx.before is not None and ctx.snapshot is not None and ran_load and not ctx.extra.get("hung"):
