@@ -40,10 +40,13 @@ def _write(path: str, text: str) -> None:
 
 
 class _Progress:
-    """click.progressbar over the report's steps, on a terminal only (stderr); silent otherwise."""
+    """click.progressbar over the report's steps on a terminal (stderr); when asked off a terminal, one
+    line per step ("report: 3/10 counter growth"); silent otherwise."""
 
     def __init__(self, enabled: bool):
-        self.bar = click.progressbar(length=len(STEPS), label="report", file=sys.stderr) if enabled else None
+        tty = sys.stderr.isatty()
+        self.bar = click.progressbar(length=len(STEPS), label="report", file=sys.stderr) if enabled and tty else None
+        self.lines, self.done = enabled and not tty, 0
 
     def __enter__(self):
         if self.bar is not None:
@@ -51,6 +54,9 @@ class _Progress:
         return self
 
     def __call__(self, label: str) -> None:
+        self.done += 1
+        if self.lines:
+            click.echo(f"report: {self.done}/{len(STEPS)} {label}", err=True)
         if self.bar is not None:
             self.bar.label = f"report: {label:<26}"
             self.bar.update(1)
@@ -76,7 +82,9 @@ class _Progress:
 @click.option("--slurm/--no-slurm", default=False, show_default=True,
               help="Ask slurmctld for the nodes' drain states (drained by us vs by others).")
 @click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (a smaller page).")
-def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots):
+@click.option("--progress/--no-progress", default=None,
+              help="The build's steps on stderr (default: a progress bar on a terminal, nothing otherwise).")
+def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots, progress):
     """Cluster readiness report: fleet summary (ready / drained by us / drained by others / failing),
     failing checks ranked, nodes ranked by risk with the evidence, performance distributions with
     outliers, error counter growth, drain timeline, and a recommended action per finding.
@@ -94,7 +102,7 @@ def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots):
     now = datetime.now(timezone.utc)
     node_class, topology, config_hash = _input(site_view, config_path)
     fleet = _input(fleet_settings, config_path)  # [fleet]: k of the last n runs, weights, thermal limits
-    with _Progress(sys.stderr.isatty()) as step:
+    with _Progress(sys.stderr.isatty() if progress is None else progress) as step:
         history = _input(load_history, db_url, since, now, empty_is_error=True, recent=fleet.persist_n)
         step("load")
         states, note = slurm_states() if slurm else (None, None)

@@ -111,3 +111,23 @@ def test_the_cli_takes_the_fleet_section_of_its_config(engine, tmp_path, monkeyp
     cfg.write_text("[fleet]\npersist_k = 4\npersist_n = 2\n")
     res = CliRunner().invoke(cli_report.report, ["--db", url, "--config", str(cfg), "--format", "json"])
     assert res.exit_code == 2 and "persist_k" in res.output
+
+
+def test_report_progress_lines_when_asked_off_a_terminal(engine, monkeypatch):
+    from click.testing import CliRunner
+
+    from healthcheck.cli import report as cli_report
+
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the CLI part needs only one backend")
+    since, now = hist.WINDOWS["30d"]
+    monkeypatch.setattr(cli_report, "datetime", type("D", (), {"now": staticmethod(lambda tz=None: now)}))
+    args = ["--db", str(engine.url), "--since", since.isoformat(), "--format", "json"]
+    res = CliRunner().invoke(cli_report.report, args + ["--progress"], catch_exceptions=False)
+    assert res.exit_code == 0
+    steps = [x for x in res.stderr.splitlines() if x.startswith("report: ")]
+    total = len(cli_report.STEPS)
+    assert steps[0] == f"report: 1/{total} load" and steps[-1] == f"report: {total}/{total} render"
+    assert [int(x.split()[1].split("/")[0]) for x in steps] == list(range(1, total + 1))
+    quiet = CliRunner().invoke(cli_report.report, args, catch_exceptions=False)
+    assert quiet.exit_code == 0 and "report: " not in quiet.stderr and quiet.stdout.startswith("{")
