@@ -246,7 +246,7 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
     ``burnin-job``, node = the batch host) and one action record per drain, for the history."""
     from ..burnin.allocation import job_verdict
     from ..probes.live import short_hostname
-    from ..records import run_record
+    from ..records import action_record, run_record
     from ..runner import utc_now_iso
     from ..spool import SpoolError, append
 
@@ -255,11 +255,10 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
     records = [run_record(verdict, run_id, job_id, config_path, job_nodes=job_nodes)]
     for a in outcome.actions:
         if a["action"] in ("drain", "resume"):
-            records.append({"kind": "action", "schema_version": 1, "run_id": run_id, "node": a["node"],
-                            "time": utc_now_iso(), "action": a["action"], "reason": a["reason"], "job_id": job_id,
-                            "context": "burnin", "why": a["why"],
-                            "checks": sorted({f.check for f in outcome.per_node[a["node"]].findings
-                                              if f.status.value == "fail"})})
+            records.append(action_record(run_id, a["node"], a["action"], a["reason"], time=utc_now_iso(),
+                                         job_id=job_id, context="burnin", why=a["why"],
+                                         checks=sorted({f.check for f in outcome.per_node[a["node"]].findings
+                                                        if f.status.value == "fail"})))
     try:
         for rec in records:
             append(spool, rec)

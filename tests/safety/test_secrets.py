@@ -82,7 +82,7 @@ def test_unreachable_database_errors_never_show_the_password(world, command, sou
     else:  # the whole URL, password inside, from the environment (allowed: not argv)
         env["HEALTHCHECK_DB_URL"] = world["url"].replace("hc@", f"hc:{quote(SECRET, safe='')}@")
     proc = healthcheck(args, env, world["tmp"])
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.returncode == 6, proc.stdout + proc.stderr  # the database could not be used (exitcodes.UNAVAILABLE)
     assert "Connection refused" in proc.stderr or "connection failed" in proc.stderr, proc.stderr
     assert "***" in proc.stderr  # the URL is named, its password masked
     assert_no_secret(proc.stdout, proc.stderr)
@@ -123,7 +123,7 @@ def test_sweep_dry_run_with_a_database_never_shows_or_passes_on_the_password(wor
     for fmt in ("text", "json"):
         proc = healthcheck(["sweep", "--dry-run", "--config", str(config), "--db", world["url"], "--format", fmt],
                            env, world["tmp"])
-        assert proc.returncode == 1 and "sweep stopped" in proc.stderr, proc.stdout + proc.stderr
+        assert proc.returncode == 6 and "sweep stopped" in proc.stderr, proc.stdout + proc.stderr  # Slurm unusable
         assert_no_secret(proc.stdout, proc.stderr)
     argv = (world["tmp"] / "scontrol.argv").read_text()
     child_env = (world["tmp"] / "scontrol.env").read_text()
