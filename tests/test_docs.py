@@ -6,7 +6,7 @@ from pathlib import Path
 from healthcheck.catalog_doc import markdown
 from healthcheck.checks.registry import load_all
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # The names the issue made a contract (history, drains and dashboards key on them).
 CONTRACT = """gpu.count gpu.lost gpu.ecc.mode gpu.ecc.uncorrected gpu.ecc.corrected gpu.retired_pages
