@@ -68,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 ENV_PREFIX = "HEALTHCHECK_BURNIN_"
 _CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES}
 _LIST_CHOICES = {"phases": ALL_PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                                                        "broadcast", "reduce", "sendrecv")}
+                                                            "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
            "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31)}
@@ -163,4 +163,5 @@ def describe(settings: BurninSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in fields(settings)}
 
 
-__all__ = ["BurninSettings", "SettingsError", "resolve", "validate", "from_env", "describe", "PHASES", "ALL_PHASES", "SUITES"]
+__all__ = ["BurninSettings", "SettingsError", "resolve", "validate", "from_env", "describe", "PHASES", "ALL_PHASES",
+           "SUITES"]

@@ -351,7 +351,8 @@ def _commissioning(p: _Page) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("check", "node", "latest", "status", "results", "deviations"))
         rows = "".join(f"<tr>{_td(f.check, 'mono')}{_td(f.node, 'mono')}{_td(f.started_at)}<td>{_status(f.status)}</td>"
                        f"{_td(f.results, 'num')}{named(f)}</tr>" for f in c.fabric[:MAX_ROWS])
-        out += f"<h3>Fabric: latest result per check</h3><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        out += (f"<h3>Fabric: latest result per check</h3><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{rows}</tbody></table>")
     if c.drills:
         stages = ("detect_s", "drain_s", "requeue_s", "resume_s")
 

@@ -132,7 +132,7 @@ def test_a_window_without_commissioning_rows_says_so(tmp_path):
 
     from healthcheck.report.build import build_report
     from healthcheck.report.html import render_html
-    from healthcheck.report.summary import empty_frame, summarize_frames
+    from healthcheck.report.summary import empty_frame
 
     assert from_frames(None, None).empty and from_frames(empty_frame("results"), empty_frame("metrics")).empty
     runs = pd.DataFrame({"run_id": ["r1"], "node": ["n1"], "context": ["prolog"], "job_id": [None],
