@@ -197,7 +197,11 @@ def validate(section: dict) -> TopoExpect:
     if unknown:
         raise TopologyExpectError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})")
     pairs = {}
-    for name, word in (section.get("pairs") or {}).items():
+    given = section.get("pairs") or {}
+    if not isinstance(given, dict):
+        raise TopologyExpectError(f"pairs: expected a table of GPU pairs such as {{ \"0-1\" = \"NV4\" }}, "
+                                  f"not {type(given).__name__}")
+    for name, word in given.items():
         a, sep, b = str(name).partition("-")
         if not (sep and a.strip().isdigit() and b.strip().isdigit()) or int(a) == int(b):
             raise TopologyExpectError(f"pairs: key {name!r} is not a GPU pair such as \"0-1\"")
