@@ -91,7 +91,7 @@ BAD = [
     ('[burnin.rdma]\nlauncher = ["srun"]\n', 2, "launcher"),
     ('[fabric.node]\ngpus = 8\np2p = "maybe"\n', 3, "[fabric.node] p2p"),
     ('[fabric]\nnode = { gpus = 0 }\n', 2, "[fabric.node] gpus"),
-    ('[fabric.node]\ngpus = 8\npairs = [1]\n', 1, "[fabric.node] cannot be read"),  # a validator's TypeError
+    ('[fabric.node]\ngpus = 8\npairs = [1]\n', 3, "[fabric.node] pairs: expected a table"),
     ('[fabric.consistency]\nexpected = { driver = "550.54" }\nignore = "driver"\n', 3, "ignore must be a list"),
     ('[fabric.consistency.expected]\ndriver = "*"\n', 2, "expected.driver"),
     ('[fleet]\npersist_n = 5\npersist_k = 7\n', 3, "fleet.persist_k (7) must not exceed"),
@@ -208,3 +208,17 @@ def test_importing_the_package_imports_no_section_module():
                           cwd=str(PACKAGE.parents[1]))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['healthcheck.config.loading', 'healthcheck.config.model']"
+
+
+def test_a_validator_that_trips_on_a_type_is_a_config_error_at_the_header(monkeypatch):
+    """A validator that did not expect a value's type (TypeError, AttributeError ...) is still the file's
+    fault: a ConfigError naming the section at its header line, never a traceback."""
+    import healthcheck.fabric.nodetopo as nodetopo
+
+    def trips(section):
+        return section["gpus"].upper()  # AttributeError on an int
+
+    monkeypatch.setattr(nodetopo, "validate", trips)
+    with pytest.raises(ConfigError) as err:
+        loads('[defaults]\n\n[fabric.node]\ngpus = 8\n', "site.toml").section("fabric.node")
+    assert "[fabric.node] cannot be read (AttributeError" in str(err.value) and err.value.line == 3
