@@ -58,7 +58,10 @@ def site(tmp_path):
     double = nccl_double.install(tmp_path / "nccl-tests", rec, {SLOW: 0.6}, gpus=8)
     refs = tmp_path / "refs.toml"
     entry = f'{{ value = {base:.2f}, lower = -0.2, upper = 0.5, unit = "GB/s", source = "the recording itself" }}'
-    refs.write_text(f"[sku.h100_sxm]\nnccl_all_reduce_busbw_gbps = {entry}\n"
+    # the recording is an 8x A100-SXM4 run (NVLink 3) replayed on the H100 bundles: its line rate and the
+    # efficiency references of its link, so the healthy nodes pass the line-rate judgement as they should
+    refs.write_text(f"[sku.h100_sxm]\nnccl_all_reduce_busbw_gbps = {entry}\nlink = \"nvlink3\"\n"
+                    'line_rate_gbps = { value = 300.0, unit = "GB/s", source = "NVLink 3: the recording\'s A100" }\n'
                     f"[fabric.test]\nnccl_all_reduce_busbw_gbps = {entry}\n")
     config = tmp_path / "site.toml"
     config.write_text("\n".join([
