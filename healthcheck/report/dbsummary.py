@@ -40,6 +40,7 @@ from . import summary as summ
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
 IDS_PER_QUERY = 900
+RUNS_PER_SAMPLE = 2  # the fleet ranking's per-run figures are read from each node's 2n-th latest run on
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 
 
@@ -301,20 +302,60 @@ class _Reader:
         return {**summ.recent_fields(metrics, runs, self.recent), "mtbf_runs": self._mtbf_runs()}
 
     def _last_samples(self, short: list[str], long_: list[str], n: int) -> pd.DataFrame:
-        from sqlalchemy import case, func, literal, select
+        """At least the last n samples of each series of ``short`` and the last n + the regression window of
+        ``long_`` in the window (``recent_inputs`` then keeps exactly those). ``short`` figures are sampled
+        in (nearly) every run: they are read from each node's n-th latest run on (index seeks on (node,
+        name, started_at)) of its ``RUNS_PER_SAMPLE`` * n-th latest run on; a series with fewer than n
+        samples there is read again over the whole window (exact either way).
+        ``long_`` (the weekly burn-in figures) by ROW_NUMBER per series over the window."""
+        from sqlalchemy import and_, func, select, tuple_
 
         from ..analysis.fleetrank import REGRESSION_WINDOW
 
-        m = self.s.metrics
-        limit = case((m.c.name.in_(long_), n + REGRESSION_WINDOW), else_=n) if long_ else literal(n)
-        rn = func.row_number().over(partition_by=(m.c.node, m.c.check, m.c.component, m.c.name),
-                                    order_by=(m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc()))
+        m, runs = self.s.metrics, self.s.runs
         cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
-        inner = (select(*cols, m.c.seq, rn.label("rn"), limit.label("lim"))
-                 .where(m.c.name.in_(short + long_), self._in_window(m.c.started_at)).subquery())
-        stmt = (select(*(inner.c[c] for c in summ.COLUMNS["metrics"])).where(inner.c.rn <= inner.c.lim)
-                .order_by(inner.c.started_at, self._c(inner.c.run_id), inner.c.seq, self._c(inner.c.name)))
-        return _frame(self.conn, stmt, summ.COLUMNS["metrics"], ("started_at",))
+        names = summ.COLUMNS["metrics"] + ["seq"]
+        parts = []
+        if long_:
+            rn = func.row_number().over(partition_by=(m.c.node, m.c.check, m.c.component, m.c.name),
+                                        order_by=(m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc()))
+            inner = (select(*cols, m.c.seq, rn.label("rn"))
+                     .where(m.c.name.in_(long_), self._in_window(m.c.started_at)).subquery())
+            parts.append(_frame(self.conn, select(*(inner.c[c] for c in names))
+                                .where(inner.c.rn <= n + REGRESSION_WINDOW), names, ("started_at",)))
+        if short:
+            rn = func.row_number().over(partition_by=runs.c.node,
+                                        order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
+            last = select(runs.c.node, runs.c.started_at, rn.label("rn")).where(
+                self._in_window(runs.c.started_at)).subquery()
+            span = RUNS_PER_SAMPLE * n  # runs of other kinds (a burn-in) between two samples: some slack
+            cut = select(last.c.node, func.min(last.c.started_at).label("cut"), func.count().label("k")).where(
+                last.c.rn <= span).group_by(last.c.node).subquery()
+            stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
+                    .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
+            got = _frame(self.conn, stmt, names, ("started_at",))
+            # series with fewer than n samples since their node's cut, on nodes with n runs or more: again,
+            # whole (their cut may have hidden older samples)
+            full = {r[0] for r in self.conn.execute(select(cut.c.node).where(cut.c.k >= span))}
+            comp = got["component"].astype(object).where(got["component"].notna(), "")
+            size = got.groupby([got["node"], got["check"], comp, got["name"]], sort=False)["value"].transform("size")
+            again = sorted(set(zip(got.loc[(size < n) & got["node"].isin(full), "node"],
+                                   got.loc[(size < n) & got["node"].isin(full), "name"])))
+            if again:
+                keep = [k not in set(again) for k in zip(got["node"], got["name"])]
+                got = got[keep]
+                for i in range(0, len(again), PAIRS_PER_QUERY):
+                    parts.append(_frame(self.conn, select(*cols, m.c.seq).where(
+                        tuple_(m.c.node, m.c.name).in_(again[i:i + PAIRS_PER_QUERY]),
+                        self._in_window(m.c.started_at)), names, ("started_at",)))
+            parts.append(got)
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return summ.empty_frame("metrics").astype({"value": "float64"})
+        df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        # the load_frames order (started_at, then the primary key run_id, seq, name by code point)
+        df = df.sort_values(["started_at", "run_id", "seq", "name"], kind="stable").reset_index(drop=True)
+        return df[summ.COLUMNS["metrics"]]
 
     def _last_runs(self, n: int) -> pd.DataFrame:
         from sqlalchemy import func, select
