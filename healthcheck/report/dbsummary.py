@@ -308,7 +308,7 @@ class _Reader:
         name, started_at)) of its ``RUNS_PER_SAMPLE`` * n-th latest run on; a series with fewer than n
         samples there is read again over the whole window (exact either way).
         ``long_`` (the weekly burn-in figures) by ROW_NUMBER per series over the window."""
-        from sqlalchemy import and_, func, select, tuple_
+        from sqlalchemy import func, select, tuple_
 
         from ..analysis.fleetrank import REGRESSION_WINDOW
 

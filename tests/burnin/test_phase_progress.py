@@ -37,7 +37,8 @@ def test_a_start_and_an_end_line_per_phase(tmp_path, monkeypatch):
     assert starts[0].endswith("no configured duration")
     assert re.search(r"expected 300 s \(ETA \d\d:\d\d:\d\d UTC\)$", starts[1])
     assert re.search(r"at most 1800 s \(by \d\d:\d\d:\d\d UTC\)$", starts[2])  # dcgm: only its timeout
-    assert re.match(r"n1: phase checks 1/3: done in \d+\.\d s, worst PASS \(1 finding\(s\)\); 0 min \d+ s since", ends[0])
+    assert re.match(r"n1: phase checks 1/3: done in \d+\.\d s, worst PASS \(1 finding\(s\)\); 0 min \d+ s since",
+                    ends[0])
     assert "worst WARN (2 finding(s))" in ends[1] and "no finding" in ends[2]
 
 
