@@ -158,6 +158,13 @@ def _thermal_spread(summary, sku: Sku | None) -> list[Finding]:
     return judge_thermal_spread(summary, ref.value, source=f"{sku.name} thermal_spread_c")
 
 
+def _phase_soak(ctx: NodeContext) -> list[Finding]:
+    from .soak import phase
+
+    backend, devices, _sku = _backend(ctx)
+    return phase(ctx, backend, devices, _nvml([d.index for d in devices]) if backend.name != "numpy" else None)
+
+
 def _phase_recheck(ctx: NodeContext) -> list[Finding]:
     """The node checks again over a fresh snapshot, compared with the checks phase's (pure judges)."""
     from ..runner import judge
@@ -168,7 +175,7 @@ def _phase_recheck(ctx: NodeContext) -> list[Finding]:
     return judge_recheck(ctx.before_findings, verdict.findings) + judge_load_errors(ctx.before, snap)
 
 
-LOAD_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "storage")
+LOAD_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "storage", "soak")
 
 
 def _fleet_digests(ctx: NodeContext) -> tuple[dict[str, str] | None, str | None]:
@@ -278,8 +285,8 @@ def _phase_storage(ctx: NodeContext) -> list[Finding]:
 
 PHASES: dict[str, Callable[[NodeContext], list[Finding]]] = {
     "checks": _phase_checks, "gemm": _phase_gemm, "bandwidth": _phase_bandwidth, "dcgm": _phase_dcgm,
-    "nccl": _phase_nccl, "storage": _phase_storage}
-GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl")
+    "nccl": _phase_nccl, "storage": _phase_storage, "soak": _phase_soak}
+GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "soak")
 
 
 def deadline(name: str, s: BurninSettings) -> float | None:
@@ -288,6 +295,8 @@ def deadline(name: str, s: BurninSettings) -> float | None:
     tools run through the subprocess seam with their own deadlines; the probes have budgets)."""
     if name == "gemm":
         return 2 * s.gemm_duration_s + 600
+    if name == "soak":  # slices overrun by at most one product each, plus per-slice setup
+        return 1.5 * s.soak_duration_s + 600
     if name == "bandwidth":  # HBM and both PCIe directions, at no less than 1 GB/s
         return 600 + 3 * s.bandwidth_repeats * s.bandwidth_bytes / 1e9
     return None
@@ -299,6 +308,8 @@ def expected(name: str, s: BurninSettings) -> tuple[float, bool] | None:
     the settings say nothing of its length."""
     if name == "gemm":
         return s.gemm_duration_s, True
+    if name == "soak":
+        return s.soak_duration_s, True
     if name == "storage" and s.storage_paths:
         return s.storage_runtime_s * len(s.storage_paths), True
     if name == "dcgm":

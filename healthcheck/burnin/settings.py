@@ -9,8 +9,9 @@ if False:  # annotations only (typing is not imported on the hot path)
 
 SUITES = ("quick", "standard", "full")
 PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")  # each node's own (node_run.PHASES)
+OPT_IN_PHASES = ("soak",)  # node phases run only when `phases` names them (hours long: soak_duration_s)
 ALLOCATION_PHASES = ("rdma",)  # the job step's alone: perftest pairs across the allocation (full suite, or asked)
-ALL_PHASES = PHASES + ALLOCATION_PHASES
+ALL_PHASES = PHASES + OPT_IN_PHASES + ALLOCATION_PHASES
 BACKENDS = ("auto", "torch", "cupy", "numpy")
 DTYPES = ("bf16", "fp16", "fp32")
 
@@ -50,6 +51,8 @@ class BurninSettings:
     seed: int = 1234
     fleet_digests: str = ""   # the fleet's majority GEMM digests (``healthcheck burnin fleet-digests``)
     known_good: str = ""      # hostlist of nodes trusted as localisation partners (those inside the job)
+    soak_duration_s: float = 3600.0  # the soak phase (opt-in: phases = [..., "soak"]): GEMM for this long...
+    soak_sample_s: float = 60.0      # ...in slices of this length, one telemetry/throughput point each
 
     def phase_on(self, name: str) -> bool:
         return name in self.phases
@@ -71,7 +74,8 @@ _LIST_CHOICES = {"phases": ALL_PHASES, "nccl_collectives": ("all_reduce", "all_g
                                                             "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
-           "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31)}
+           "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31),
+           "soak_duration_s": (1, 7 * 86400), "soak_sample_s": (0.1, 3600)}
 
 
 class SettingsError(ValueError):
@@ -156,7 +160,11 @@ def resolve(config_table: Mapping[str, Any] | None = None, environ: Mapping[str,
     merged: dict[str, Any] = {"suite": suite, **PRESETS[suite]}
     for layer in layers:
         merged.update(layer)
-    return replace(BurninSettings(), **merged)
+    settings = replace(BurninSettings(), **merged)
+    if settings.soak_sample_s > settings.soak_duration_s:
+        raise SettingsError(f"burnin settings: soak_sample_s = {settings.soak_sample_s:g} is longer than "
+                            f"soak_duration_s = {settings.soak_duration_s:g} (a slice cannot outlast the soak)")
+    return settings
 
 
 def describe(settings: BurninSettings) -> dict[str, Any]:
