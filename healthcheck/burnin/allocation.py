@@ -22,6 +22,9 @@ LOCALISE = "burnin.localise"
 RESULT = "burnin.result"
 RDMA = "burnin.rdma"
 COUNTERS = "fabric.counters"
+CONSISTENCY = "fabric.consistency"  # the allocation's software facts compared (fabric/software.py)
+PAIR = "fabric.rdma.pair"  # one bandwidth pair run of the RDMA phase, for the report's heatmap
+MAX_PAIR_FINDINGS = 4096  # the latest run per (test, rail, pair) only; beyond this many, the rest is counted
 RDMA_LINK_LAYERS = ("InfiniBand", "Ethernet")  # IB, and RoCE on an Ethernet port
 
 
@@ -173,16 +176,18 @@ def _attribute(outcome: AllocationOutcome, loc) -> None:
 def run_allocation(nodes: list[str], settings: BurninSettings, refs: References, job_id: str | None,
                    log: Callable[[str], None] = lambda _m: None, *, rdma_settings: Any = None,
                    pair_runner: Any = None, counter_runner: Any = None,
-                   counter_settings: Any = None) -> AllocationOutcome:
+                   counter_settings: Any = None, software_settings: Any = None) -> AllocationOutcome:
     """Everything but the Slurm actions (see apply_drains). ``rdma_settings`` (a ``[burnin.rdma]``
     :class:`~healthcheck.burnin.rdma.RdmaSettings`; default the packaged one), ``pair_runner`` (perftest)
-    and ``counter_runner`` (perfquery) are the RDMA phase's; tests inject recorded outputs."""
+    and ``counter_runner`` (perfquery) are the RDMA phase's; tests inject recorded outputs.
+    ``software_settings``: the declared software set (:func:`healthcheck.fabric.software.validate`)."""
     from .nccl_run import Sweep, run_across
 
     per_node = read_results(settings.results_dir, nodes) if settings.results_dir else {
         n: NodeOutcome(n, Status.PASS, [], None) for n in nodes}
     outcome = AllocationOutcome(job_id, nodes, per_node)
     compare_digests(per_node)
+    outcome.collective.extend(compare_software(per_node, software_settings))
     if len(nodes) >= 2 and settings.phase_on("nccl"):
         gpn = [(o.record or {}).get("burnin", {}).get("gpu_count") or 0 for o in per_node.values()]
         tasks = max(1, min([g for g in gpn if g] or [1]))
@@ -210,6 +215,64 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         run_rdma(outcome, settings, rdma_settings, pair_runner, counter_runner, counter_settings, log)
     outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
     return outcome
+
+
+def compare_software(per_node: dict[str, NodeOutcome], settings: Any = None) -> list[Finding]:
+    """Item 5 across the allocation: the nodes' software facts (``burnin.versions`` of their records, the
+    ``sw.versions`` results) compared item by item (fabric/software.py): one job finding per item,
+    WARN naming the odd nodes and their values (never a drain on its own: which side is right is the
+    admin's call), PASS with the majority. None when fewer than two nodes reported facts."""
+    from ..fabric.record import consistency_findings
+    from ..fabric.software import ConsistencyError, check_consistency, node_facts
+
+    facts, bad = [], []
+    for node, o in sorted(per_node.items()):
+        if o.record is None:
+            continue
+        try:
+            f = node_facts({**o.record, "node": node}, f"{node}.json")
+        except ConsistencyError as exc:
+            bad.append(str(exc))
+            continue
+        if f.facts:
+            facts.append(f)
+    out = [Finding(CONSISTENCY, Status.WARN, f"software facts unreadable: {why}"[:300]) for why in bad[:4]]
+    if len(facts) < 2:
+        return out
+    for f in consistency_findings(check_consistency(facts, settings)):
+        status = Status.WARN if f.status is Status.FAIL else f.status
+        out.append(Finding(f.check, status, f.message, f.component, dict(f.metrics)))
+    return out
+
+
+def pair_findings(pairs: list[dict[str, Any]], threshold_gbps: float | None) -> list[Finding]:
+    """The RDMA phase's bandwidth pair runs (``RdmaPhaseResult.to_dict()["pairs"]``) as findings for the
+    history (check ``fabric.rdma.pair``, component ``TEST/DEVICE/SERVER,CLIENT``, metrics ``gbyte_s``
+    (GB/s: perftest's Gb/s / 8), ``rail``, ``low``): WARN for a pair below the phase's threshold or
+    without a result (who is to blame is the phase's own ``burnin.rdma`` finding), else PASS. The
+    latest run per (test, rail, pair) only; latency runs are left out."""
+    latest: dict[tuple, dict[str, Any]] = {}
+    for p in pairs:
+        if not isinstance(p, dict) or str(p.get("test", "")).endswith("_lat"):
+            continue
+        key = (p.get("test"), p.get("rail"), tuple(sorted((str(p.get("server")), str(p.get("client"))))))
+        latest[key] = p
+    out = []
+    for (test, rail, _pair), p in sorted(latest.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0, kv[0][2])):
+        comp = f"{test}/{p.get('device')}/{p.get('server')},{p.get('client')}"
+        value = p.get("value")
+        if not isinstance(value, (int, float)):
+            out.append(Finding(PAIR, Status.WARN, f"{comp}: no result ({p.get('error') or 'no value'})"[:300], comp,
+                               {"rail": float(rail or 0), "low": 1.0}))
+            continue
+        low = threshold_gbps is not None and value < threshold_gbps
+        msg = f"{comp}: {value:.1f} Gb/s" + (f", below {threshold_gbps:g} Gb/s" if low else "")
+        out.append(Finding(PAIR, Status.WARN if low else Status.PASS, msg, comp,
+                           {"gbyte_s": round(value / 8.0, 3), "rail": float(rail or 0), "low": float(low)}))
+    if len(out) > MAX_PAIR_FINDINGS:
+        extra = len(out) - MAX_PAIR_FINDINGS
+        out = out[:MAX_PAIR_FINDINGS] + [Finding(PAIR, Status.SKIP, f"{extra} more pair run(s) not recorded")]
+    return out
 
 
 def rdma_targets(per_node: dict[str, NodeOutcome]) -> tuple[list[str], list[str], dict[str, list[tuple[str, int]]]]:
@@ -257,6 +320,8 @@ def run_rdma(outcome: AllocationOutcome, settings: BurninSettings, rdma_settings
         outcome.collective.append(Finding(RDMA, Status.ERROR, f"RDMA pairs not run: {exc}"))
         return
     outcome.rdma = result.to_dict()
+    outcome.rdma["pair_findings"] = [f.to_dict() for f in pair_findings(outcome.rdma.get("pairs") or [],
+                                                                        rs.threshold_gbps)]
     by_node = {a.component: a for a in result.attributions}
     for f in result.findings():
         node = _owner(f, by_node, nodes)
@@ -289,6 +354,9 @@ def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdi
     """The job step's own findings as a verdict (context ``burnin-job``): the collective(s), and the
     job-level findings it attached to nodes (localisation, fleet digests), component = the node."""
     findings = list(outcome.collective)
+    for d in (outcome.rdma or {}).get("pair_findings") or []:
+        findings.append(Finding(d["check"], Status(d["status"]), d.get("message", ""), d.get("component"),
+                                dict(d.get("metrics") or {})))
     for node, o in outcome.per_node.items():
         for f in o.findings:
             if f.check in (LOCALISE, "burnin.gemm.fleet", RESULT, RDMA, COUNTERS):
