@@ -242,6 +242,10 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
     data = {"status": status.value, "topology": nodetopo.to_dict(topology),
             "results": [f.to_dict() for f in findings]}
     _emit(fmt, data, _render_findings(findings))
+    if spool_dir and nvb_path:  # the matrices cell by cell, for the report (not in the output above)
+        from ..fabric.record import p2p_matrix_findings
+
+        findings = findings + p2p_matrix_findings(result, findings)
     spool_result(spool_dir, findings, node_name, started, t0)
     if status in (Status.FAIL, Status.ERROR, Status.WARN):
         raise SystemExit(exitcodes.FAIL)

@@ -8,7 +8,10 @@ Pure: results in, plain findings and records out; the spool append is the caller
   component the tier) whose metrics are its links expected / found / misplaced / missing / degraded;
 - ``fabric consistency``: one finding per item (check ``fabric.consistency``, component the item):
   PASS with the majority, FAIL naming the odd nodes and their values;
-- ``fabric node``: its own findings as they are (``fabric.node.topology``, ``fabric.node.p2p``).
+- ``fabric node``: its own findings as they are (``fabric.node.topology``, ``fabric.node.p2p``), plus
+  the nvbandwidth GPU x GPU matrices cell by cell (:func:`p2p_matrix_findings`, check
+  ``fabric.node.p2p.pair``, component ``TEST/GPUr>GPUc``, metric ``gbyte_s``): FAIL where the judge
+  named that pair slow, else PASS; the report draws the matrix per node from them.
 
 The record's node is the host that ran the command (or ``--node``); for ``fabric node`` the node judged.
 """
@@ -20,6 +23,8 @@ CONTEXT = "fabric"
 TOPOLOGY = "fabric.topology"
 TIER = "fabric.topology.tier"
 CONSISTENCY = "fabric.consistency"
+P2P_PAIR = "fabric.node.p2p.pair"
+MAX_P2P_CELLS = 2048  # per record (16 GPUs x 15 peers x 8 tests); the rest counted in one SKIP
 MAX_MESSAGE = 1000
 
 
@@ -67,6 +72,32 @@ def consistency_findings(report: Any) -> list:
                            {"odd_values": float(len(item.odd))}))
     if not out:
         out.append(Finding(CONSISTENCY, Status.SKIP, f"no item to compare across {report.n_nodes} node(s)"))
+    return out
+
+
+def p2p_matrix_findings(result: Any, judged: Iterable[Any]) -> list:
+    """The GPU x GPU cells of an nvbandwidth result (:class:`healthcheck.parsers.nvbandwidth.NvbResult`)
+    as findings (see the module docstring). ``judged``: ``healthcheck.fabric.p2p.judge``'s findings, whose
+    FAILs (component ``GPUa-GPUb``, message ``TEST: ...``) mark their cells slow."""
+    from ..model import Finding, Status
+    from ..parsers.nvbandwidth import pairs
+
+    slow = {(f.message.split(":", 1)[0], f.component) for f in judged
+            if f.check == "fabric.node.p2p" and f.status is Status.FAIL and f.component}
+    out = []
+    for test in result.tests:
+        if test.status != "passed" or test.row_kind != "GPU" or test.column_kind != "GPU" \
+                or (test.unit or "GB/s") != "GB/s":
+            continue
+        for row, column, value in pairs(test):
+            pair = "-".join(sorted({f"GPU{row}", f"GPU{column}"}))
+            bad = (test.name, pair) in slow
+            out.append(Finding(P2P_PAIR, Status.FAIL if bad else Status.PASS,
+                               f"{test.name}: GPU{row} / GPU{column} {value:.1f} GB/s" + (" (slow)" if bad else ""),
+                               f"{test.name}/GPU{row}>GPU{column}", {"gbyte_s": float(value)}))
+    if len(out) > MAX_P2P_CELLS:
+        extra = len(out) - MAX_P2P_CELLS
+        out = out[:MAX_P2P_CELLS] + [Finding(P2P_PAIR, Status.SKIP, f"{extra} more matrix cell(s) not recorded")]
     return out
 
 
