@@ -205,7 +205,21 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     fleet_days = daily_states(sm.node_days, acts, since, now) if sm.node_days is not None else None
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet_, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
-                  fleet_days, fleet_tables=tables, commissioning=getattr(sm, "commissioning", None))
+                  fleet_days, fleet_tables=tables,
+                  commissioning=_readiness(getattr(sm, "commissioning", None), findings, fleet_))
+
+
+def _readiness(c: Any, findings: list[Finding], fleet_: Any) -> Any:
+    """The commissioning section with its readiness verdicts (report/readiness.py): per node of the fleet
+    and of the commissioning rows, and for the cluster; None stays None, an empty section stays empty."""
+    if c is None or c.empty:
+        return c
+    from dataclasses import replace
+
+    from .readiness import assess
+
+    nodes = sorted({n for ns in fleet_.nodes.values() for n in ns})
+    return replace(c, readiness=assess(c, findings, nodes))
 
 
 def _sdc(digests: list[Any]) -> list[Finding]:

@@ -9,6 +9,16 @@ timings of the window, from the same history the rest of the report reads.
   it; ``detect_runs`` gives "time to detect: N prolog(s)" (HealthCheckProgram runs for ctld-restart,
   which detects through it).
 
+- RDMA pairs: the latest run's ``fabric.rdma.pair`` cells (the burn-in's RDMA phase): per test and rail,
+  node x node GB/s, low pairs marked (the heatmap).
+- P2P: per node, the latest ``fabric node`` run's ``fabric.node.p2p.pair`` cells (nvbandwidth GPU x GPU
+  GB/s, slow pairs marked).
+- Consistency: the latest ``fabric.consistency`` run (``fabric consistency --spool`` or a burn-in job):
+  per item the majority and the odd values with their folded nodes (read back from the finding's message,
+  the format of ``fabric/record.py``).
+- Drill failures: per node, the drills whose latest run there failed.
+- Readiness (``report/readiness.py``, set by ``build_report``): one verdict per node and for the cluster.
+
 Two producers, one reduction: :func:`from_frames` (the ``load_frames`` results and metrics frames)
 and :func:`load_sql` (the same rows selected from the database, then :func:`from_frames`), so both
 report paths give equal sections. Plain values only (times as ISO text, means rounded to the
@@ -26,6 +36,10 @@ DRILL_PREFIX = "drill."
 STAGES = ("detect_s", "drain_s", "requeue_s", "resume_s")
 DETECT_RUNS = "detect_runs"
 DETECT_HOOK = {"ctld-restart": "HealthCheckProgram run"}  # else: the prolog detects
+RDMA_PAIR = "fabric.rdma.pair"
+P2P_PAIR = "fabric.node.p2p.pair"
+CONSISTENCY = "fabric.consistency"
+CELL_CHECKS = (RDMA_PAIR, P2P_PAIR)  # drawn as matrices, not listed in the fabric table
 MAX_NAMED = 50  # deviations named per fabric check (the count says how many there were)
 _ORDER = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
 
@@ -62,17 +76,46 @@ class DrillTiming:
 
 
 @dataclass
+class PairMap:
+    """Cells of one run: RDMA pairs (key ``TEST rail N DEVICE``, a/b nodes) or one node's P2P matrices
+    (key the nvbandwidth test, a/b ``GPUr``/``GPUc``)."""
+    node: str          # the node judged (P2P) or the batch host that ran the phase (RDMA)
+    run_id: str
+    started_at: str
+    cells: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # key -> [{a, b, gbyte_s, low}]
+
+
+@dataclass
+class ConsistencyItem:
+    item: str
+    status: str
+    majority: str
+    odd: list[list[str]] = field(default_factory=list)  # [value, folded nodes]
+
+
+@dataclass
 class Commissioning:
     fabric: list[FabricLatest] = field(default_factory=list)
     drills: list[DrillTiming] = field(default_factory=list)
+    rdma: PairMap | None = None
+    p2p: list[PairMap] = field(default_factory=list)
+    consistency: list[ConsistencyItem] = field(default_factory=list)
+    consistency_from: str = ""  # "node at time" of the consistency run shown
+    drill_failures: dict[str, list[str]] = field(default_factory=dict)  # node -> drills whose latest run failed
+    readiness: Any = None  # report.readiness.Readiness (build_report)
 
     @property
     def empty(self) -> bool:
-        return not self.fabric and not self.drills
+        return not self.fabric and not self.drills and self.rdma is None and not self.p2p
 
     def to_dict(self) -> dict[str, Any]:
         return {"fabric": [asdict(f) for f in self.fabric],
-                "drills": [{**asdict(d), "detect_text": d.detect_text} for d in self.drills]}
+                "drills": [{**asdict(d), "detect_text": d.detect_text} for d in self.drills],
+                "rdma": asdict(self.rdma) if self.rdma is not None else None,
+                "p2p": [asdict(m) for m in self.p2p],
+                "consistency": [asdict(i) for i in self.consistency], "consistency_from": self.consistency_from,
+                "drill_failures": {k: list(v) for k, v in self.drill_failures.items()},
+                "readiness": self.readiness.to_dict() if self.readiness is not None else None}
 
 
 def _iso(ts: Any) -> str:
@@ -84,7 +127,8 @@ def _text(value: Any) -> str:
 
 
 def _fabric(results: pd.DataFrame) -> list[FabricLatest]:
-    fab = results[results["check"].astype(str).str.startswith(FABRIC_PREFIX)]
+    checks = results["check"].astype(str)
+    fab = results[checks.str.startswith(FABRIC_PREFIX) & ~checks.isin(CELL_CHECKS)]
     if fab.empty:
         return []
     fab = fab.assign(check=fab["check"].astype(str), node=fab["node"].astype(str), run_id=fab["run_id"].astype(str))
@@ -132,11 +176,90 @@ def _drills(results: pd.DataFrame, metrics: pd.DataFrame) -> list[DrillTiming]:
     return out
 
 
+def _latest_runs(rows: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    """The rows of the latest run (per ``by`` when given: one latest run per value of that column)."""
+    rows = rows.assign(run_id=rows["run_id"].astype(str), node=rows["node"].astype(str))
+    order = rows.sort_values(["started_at", "run_id"], kind="stable")
+    last = order.drop_duplicates([by] if by else ["check"], keep="last")[["run_id"] + ([by] if by else [])]
+    return rows[rows["run_id"].isin(set(last["run_id"]))]
+
+
+def _cells(results: pd.DataFrame, metrics: pd.DataFrame | None, check: str, per_node: bool) -> list[PairMap]:
+    res = results[results["check"].astype(str) == check]
+    if res.empty:
+        return []
+    res = _latest_runs(res, "node" if per_node else None)
+    values: dict[tuple[str, str], float] = {}
+    if metrics is not None and len(metrics):
+        met = metrics[(metrics["check"].astype(str) == check) & (metrics["name"].astype(str) == "gbyte_s")
+                      & metrics["run_id"].astype(str).isin(set(res["run_id"]))]
+        values = {(str(r.run_id), _text(r.component)): float(r.value) for r in met.itertuples(index=False)
+                  if pd.notna(r.value)}
+    maps: dict[str, PairMap] = {}
+    for r in res.sort_values(["run_id", "component"], key=lambda c: c.map(_text)).itertuples(index=False):
+        comp = _text(r.component)
+        m = maps.setdefault(str(r.run_id), PairMap(str(r.node), str(r.run_id), _iso(r.started_at)))
+        if check == RDMA_PAIR:  # TEST/DEVICE/A,B
+            parts = comp.split("/")
+            if len(parts) != 3 or "," not in parts[2]:
+                continue
+            key, (a, b) = f"{parts[0]} {parts[1]}", parts[2].split(",", 1)  # the device names the rail
+        else:  # TEST/GPUr>GPUc
+            test, _, pair = comp.rpartition("/")
+            if not test or ">" not in pair:
+                continue
+            key, (a, b) = test, pair.split(">", 1)
+        value = values.get((str(r.run_id), comp))
+        m.cells.setdefault(key, []).append({"a": a, "b": b, "gbyte_s": value,
+                                            "low": str(r.status) != "pass"})
+    return sorted((m for m in maps.values() if m.cells), key=lambda m: m.node)
+
+
+def _consistency(results: pd.DataFrame) -> tuple[list[ConsistencyItem], str]:
+    res = results[results["check"].astype(str) == CONSISTENCY]
+    if res.empty:
+        return [], ""
+    res = _latest_runs(res, None)
+    first = res.iloc[0]
+    items = []
+    for r in res.sort_values("component", key=lambda c: c.map(_text)).itertuples(index=False):
+        item, status, msg = _text(r.component), str(r.status), _text(r.message)
+        if not item:
+            continue
+        rest = msg[len(item) + 2:] if msg.startswith(f"{item}: ") else msg
+        if status == "pass":
+            items.append(ConsistencyItem(item, status, rest.rsplit(" on ", 1)[0]))
+            continue
+        odd_text, base = rest, ""
+        if rest.endswith(")") and " (" in rest:
+            odd_text, base = rest[:-1].rsplit(" (", 1)
+        majority = base[len("majority "):].rsplit(" on ", 1)[0] if base.startswith("majority ") else base
+        odd = [list(part.rsplit(" on ", 1)) if " on " in part else [part, ""] for part in odd_text.split("; ")]
+        items.append(ConsistencyItem(item, status, majority, odd))
+    return items, f"{first.node} at {_iso(res['started_at'].max())}"
+
+
+def _drill_failures(results: pd.DataFrame) -> dict[str, list[str]]:
+    res = results[results["check"].astype(str).str.startswith(DRILL_PREFIX)]
+    if res.empty:
+        return {}
+    res = res.assign(check=res["check"].astype(str), node=res["node"].astype(str), run_id=res["run_id"].astype(str))
+    latest = res.sort_values(["started_at", "run_id"], kind="stable").drop_duplicates(["check", "node"], keep="last")
+    out: dict[str, list[str]] = {}
+    for r in latest.itertuples(index=False):
+        if str(r.status) in ("fail", "error"):
+            out.setdefault(r.node, []).append(r.check[len(DRILL_PREFIX):])
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
 def from_frames(results: pd.DataFrame | None, metrics: pd.DataFrame | None) -> Commissioning:
     """The section from the window's results and metrics frames (``load_frames`` columns)."""
     if results is None or results.empty:
         return Commissioning()
-    return Commissioning(_fabric(results), _drills(results, metrics))
+    rdma = _cells(results, metrics, RDMA_PAIR, per_node=False)
+    items, source = _consistency(results)
+    return Commissioning(_fabric(results), _drills(results, metrics), rdma[0] if rdma else None,
+                         _cells(results, metrics, P2P_PAIR, per_node=True), items, source, _drill_failures(results))
 
 
 def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Commissioning:
@@ -162,5 +285,5 @@ def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Commissioning:
                     or_(r.c.check.startswith(FABRIC_PREFIX, autoescape=True),
                         r.c.check.startswith(DRILL_PREFIX, autoescape=True)))
     metrics = frame(m, ["run_id", "node", "started_at", "check", "component", "name", "value"],
-                    m.c.check.startswith(DRILL_PREFIX, autoescape=True))
+                    or_(m.c.check.startswith(DRILL_PREFIX, autoescape=True), m.c.check.in_(CELL_CHECKS)))
     return from_frames(results, metrics)

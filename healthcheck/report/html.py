@@ -366,7 +366,9 @@ def _commissioning(p: _Page) -> str:
                        for d in c.drills)
         out += (f"<h3>Fault drills: mean seconds per stage</h3><table><thead><tr>{head}</tr></thead>"
                 f"<tbody>{rows}</tbody></table>")
-    return out
+    from .readiness import html_parts  # readiness, consistency, RDMA heatmap, P2P matrices
+
+    return out + html_parts(c, getattr(p, "plots", True))
 
 
 def _footer(p: _Page) -> str:
@@ -392,6 +394,7 @@ def render_html(report: Report, plots: bool = True, step: Callable[[str], None] 
     tables then link them (``files.write_html`` writes both)."""
     r = report
     p = _Page(r, csv_base)
+    p.plots = plots  # the commissioning section's heatmaps follow it (report/readiness.py)
     svgs: dict[str, str | None] = {"days": None, "dist": None, "growth": None, "drains": None}
     if plots and not r.empty:
         from . import plots as pl

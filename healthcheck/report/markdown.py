@@ -78,7 +78,9 @@ def _commissioning(r: Report) -> list[str]:
                          "latest"],
                         [[d.drill, d.runs, d.failed] + [f"{d.mean_s[s]:.2f}" if s in d.mean_s else "-" for s in stages]
                          + [d.detect_text, d.last_at] for d in c.drills], "drills")
-    return lines
+    from .readiness import markdown_lines  # readiness, consistency, pair bandwidth matrices
+
+    return lines + markdown_lines(c)
 
 
 def render_markdown(report: Report) -> str:
