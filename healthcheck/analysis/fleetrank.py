@@ -200,8 +200,13 @@ def evidence_checks(ch: pd.DataFrame, w: Mapping[str, float]) -> list[dict]:
                  severity="status", persistent="persistent")
     for r, latest, msg in zip(rows, ch["latest"], ch["message"]):
         status = r["severity"]
+        # A FAIL in the node's latest run is a verdict, not a statistical outlier: the node is failing
+        # now (the hooks drain it) and ranks with full weight, as a floor crossed in the latest run does.
+        if latest and status == "fail":
+            r["persistent"] = True
+        share = 1.0 if latest and status == "fail" else _share(r["hits"], r["runs"])
         factor = 1.0 if r["persistent"] else NOISE_FACTOR
-        r["points"] = w[f"check_{status}"] * _share(r["hits"], r["runs"]) * factor
+        r["points"] = w[f"check_{status}"] * share * factor
         r["severity"] = {"error": "warn"}.get(status, status) if r["persistent"] else "info"
         now = ", now too" if latest else ", not in the latest run"
         r["text"] = (f"{status.upper()} {r['check']}{_comp(r['component'])} in {r['hits']} of the last "

@@ -119,3 +119,19 @@ def test_regression_hits_follow_baseline_deviation():
     assert np.allclose(got["baseline"], latest.loc[got.index, "baseline"])
     with pytest.raises(ValueError, match="window"):
         regression_hits(df, ["gemm_tflops"], k=2, n=5, window="30D")
+
+
+def test_a_fail_in_the_latest_run_ranks_with_full_weight():
+    """A check that FAILs in the node's latest run is a verdict (the hooks drain the node), not noise: it
+    counts in full even when it is the first of the last n runs; an old one-off FAIL stays noise."""
+    import pandas as pd
+
+    from healthcheck.analysis import fleetrank
+
+    ch = pd.DataFrame({"node": ["new", "old"], "check": ["gpu.row_remap"] * 2, "component": ["gpu0"] * 2,
+                       "hits": [1, 1], "runs": [5, 5], "status": ["fail", "fail"], "persistent": [False, False],
+                       "latest": [True, False], "message": ["pending remap", "pending remap"]})
+    weights = dict(fleetrank.DEFAULT_WEIGHTS)
+    new, old = fleetrank.evidence_checks(ch, weights)
+    assert new["persistent"] and new["severity"] == "fail" and new["points"] == weights["check_fail"]
+    assert not old["persistent"] and old["severity"] == "info" and old["points"] < new["points"] / 5
