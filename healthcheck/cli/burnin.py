@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 
@@ -70,7 +71,7 @@ def burnin():
 
 _FLAG_OPTIONS = [
     click.option("--suite", type=click.Choice(["quick", "standard", "full"]), help="Preset of durations and tests."),
-    click.option("--phases", help="Comma list of phases (checks,gemm,bandwidth,dcgm,nccl,storage)."),
+    click.option("--phases", help="Comma list of phases (checks,gemm,bandwidth,dcgm,nccl,storage,rdma,soak)."),
     click.option("--backend", type=click.Choice(["auto", "torch", "cupy", "numpy"]), help="GEMM/bandwidth backend."),
     click.option("--duration", "gemm_duration_s", type=float, help="GEMM stress seconds per GPU."),
     click.option("--references", help="Site references file (merged over the built-in ones)."),
@@ -95,8 +96,10 @@ def _flag_options(fn):
 @click.option("--node", help="This node's name (default: $SLURMD_NODENAME or the short hostname).")
 @click.option("--spool", "spool_dir", help="Record the run in this spool (default: the config's [slurm] spool_dir).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--progress/--no-progress", default=None,
+              help="A start and an end line per phase with elapsed time and ETA on stderr (default: on a terminal).")
 def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references, results_dir, nccl_dir, allocation,
-               no_drain, node, spool_dir, fmt):
+               no_drain, node, spool_dir, fmt, progress):
     """Burn in this node (under srun: every node of the job), or with --allocation conclude the job.
 
     \b
@@ -124,14 +127,15 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
     if allocation:
         _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt)
     else:
-        _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt)
+        show = progress if progress is not None else sys.stderr.isatty()
+        _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt, show)
 
 
 def _log(message: str) -> None:
     click.echo(f"[burnin] {message}", err=True)
 
 
-def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt):
+def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt, progress=False):
     from ..acquire import snapshot_for
     from ..burnin.node_run import NodeContext, node_record, run_node, write_result
     from ..probes.live import short_hostname
@@ -147,7 +151,8 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     ctx = NodeContext(node, settings, refs, job_id, job_nodes,
                       snapshot=lambda: (snapshot_for(node, exp, started, sources=sources_needed(exp, "burnin")), exp),
                       log=_log,
-                      node_class=cls.name if cls else None)
+                      node_class=cls.name if cls else None,
+                      progress=_log if progress else None)
     verdict = run_node(ctx, started)
     run_id = new_run_id()
     record = node_record(ctx, verdict, run_id, config_path or (config.path if config else None))

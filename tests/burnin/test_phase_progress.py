@@ -65,3 +65,18 @@ def test_eta_sources():
     assert node_run.expected("storage", s) == (60.0, True)
     assert node_run.expected("nccl", s) == (200.0, False)
     assert node_run.expected("checks", s) is None and node_run.expected("bandwidth", s) is None
+
+
+def test_burnin_run_prints_phase_lines_when_asked(tmp_path):
+    """`healthcheck burnin run --progress`: a start and an end line per phase on stderr, even when stderr
+    is not a terminal; without the flag (and no terminal) none."""
+    from click.testing import CliRunner
+
+    from healthcheck.cli import cli
+
+    args = ["burnin", "run", "--phases", "checks", "--backend", "numpy", "--results-dir", str(tmp_path / "r"),
+            "--spool", str(tmp_path / "spool"), "--node", "nodeP"]
+    shown = CliRunner().invoke(cli, args + ["--progress"])
+    quiet = CliRunner().invoke(cli, args)
+    assert "phase checks 1/1" in shown.output, shown.output  # the progress lines number the phases
+    assert "phase checks 1/1" not in quiet.output and quiet.exit_code == shown.exit_code
