@@ -94,8 +94,9 @@ def assess(c: Any, findings: Iterable[Any], nodes: Iterable[str]) -> Readiness:
                 block(parts[0], "fabric deviations", f"{fl.check} {d['component']}: {d['message'][:80]}")
             else:
                 cluster["switch/tier deviations"] = cluster.get("switch/tier deviations", 0) + 1
-        if fl.more:
-            cluster["switch/tier deviations"] = cluster.get("switch/tier deviations", 0) + fl.more
+        if fl.more:  # beyond the 50 named per check: counted, their nodes not known here
+            key = "fabric deviations not named"
+            cluster[key] = cluster.get(key, 0) + fl.more
     for item in c.consistency:
         if item.status == "pass":
             continue
