@@ -127,8 +127,8 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     step = progress or (lambda label: None)
     since, now = summ.utc(since), summ.utc(now)
     fs = fleet if fleet is not None else FleetSettings()
-    sm = history if isinstance(history, summ.Summary) else summ.summarize_frames(history, since, now,
-                                                                                recent=fs.persist_n)
+    sm = history if isinstance(history, summ.Summary) else \
+        summ.summarize_frames(history, since, now, recent=fs.persist_n)
     if (sm.since, sm.now) != (since, now):
         raise ValueError(f"the summary covers {sm.since} to {sm.now}, not the report's {since} to {now}")
     acts = sm.actions

@@ -24,7 +24,8 @@ EVIDENCE_SHOWN = 2
 NODES_TEXT = 160  # characters of a folded node list in a cell; the CSV has every node
 EXAMPLE_TEXT = 160  # characters of a finding group's example detail (the CSV has every detail)
 SECTIONS = (("fleet-days", "Fleet state per day"), ("fleet", "Fleet summary"), ("findings", "Findings"),
-            ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("trends", "Fleet trends"), ("perf", "Performance"),
+            ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("trends", "Fleet trends"),
+            ("perf", "Performance"),
             ("growth", "Counter growth"), ("drains", "Drains"),
             ("commissioning", "Commissioning"), ("about", "About this report"))
 KIND_ORDER = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
@@ -280,9 +281,13 @@ def _trends(p: _Page) -> str:
             parts.append(f'<p class="muted">{e(label)}: no version data (the sweep\'s burn-in records carry '
                          "them; the history database does not).</p>")
             continue
-        body = (p.table([h for _, h in cols], ([_td(fsec.cell(x.get(c), c), "mono" if c in ("node", "key", "value")
-                                                     and isinstance(x.get(c), str) else "") for c, _ in cols]
-                                               for x in rows), len(rows), "rows", name) if rows else "<p>None.</p>")
+
+        def cells(x: dict, cols=cols) -> list[str]:
+            return [_td(fsec.cell(x.get(c), c), "mono" if c in ("node", "key", "value") and isinstance(x.get(c), str)
+                        else "") for c, _ in cols]
+
+        body = (p.table([h for _, h in cols], (cells(x) for x in rows), len(rows), "rows", name) if rows
+                else "<p>None.</p>")
         opened = " open" if name == "regressions" and rows else ""
         parts.append(f'<details class="more"{opened}><summary>{e(label)}: {e(fsec.summary_line(name, rows))}'
                      f"</summary>{body}</details>")
