@@ -66,7 +66,7 @@ import time, json, sys
 t0 = time.perf_counter()
 from healthcheck.bundle import snapshot_from_bundle
 from healthcheck.config import default_expectations
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from healthcheck.output import render
 t1 = time.perf_counter()
 snap = snapshot_from_bundle(sys.argv[1])
@@ -98,7 +98,7 @@ t0 = time.perf_counter()
 from healthcheck.bundle import snapshot_from_bundle
 from healthcheck.config import default_expectations
 from healthcheck.output import exit_code, render
-from healthcheck.runner import judge, utc_now_iso
+from healthcheck.judge import judge, utc_now_iso
 imports = time.perf_counter() - t0
 fleet, count = sys.argv[1], int(sys.argv[2])
 names = sorted(os.listdir(fleet))[:count]

@@ -372,7 +372,7 @@ def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdi
 def apply_drains(outcome: AllocationOutcome, slurm_settings, backend, run_id: str,
                  log: Callable[[str], None]) -> None:
     """Drain the planned nodes, each under the ownership rules (never over an admin's reason)."""
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
     from ..slurm.backend import SlurmError
     from ..slurm.policy import decide
 

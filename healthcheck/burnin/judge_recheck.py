@@ -3,7 +3,7 @@ after, and the node checks' findings on each -> findings. No I/O.
 
 Checks:
 
-- ``burnin.recheck``: the node checks (``runner.judge`` in context ``burnin``) run again after the load;
+- ``burnin.recheck``: the node checks (``judge.judge`` in context ``burnin``) run again after the load;
   every finding worse than the same check's finding on the same component before the load is repeated
   under this name with its status ("gpu.temperature gpu3 after the load: ..."); PASS when none got worse.
   What was already wrong before the load is in the first pass's findings, not repeated.

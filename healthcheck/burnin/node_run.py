@@ -53,7 +53,7 @@ class NodeContext:
 
 
 def _phase_checks(ctx: NodeContext) -> list[Finding]:
-    from ..runner import judge
+    from ..judge import judge
 
     if ctx.snapshot is None:
         return [Finding("burnin.checks", Status.SKIP, "node checks not configured for this run")]
@@ -167,7 +167,7 @@ def _phase_soak(ctx: NodeContext) -> list[Finding]:
 
 def _phase_recheck(ctx: NodeContext) -> list[Finding]:
     """The node checks again over a fresh snapshot, compared with the checks phase's (pure judges)."""
-    from ..runner import judge
+    from ..judge import judge
     from .judge_recheck import judge_load_errors, judge_recheck
 
     snap, exp = ctx.snapshot()

@@ -140,7 +140,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     from ..burnin.node_run import NodeContext, node_record, run_node, write_result
     from ..probes.live import short_hostname
     from ..records import new_run_id
-    from ..runner import sources_needed, utc_now_iso
+    from ..judge import sources_needed, utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
@@ -197,7 +197,7 @@ def summary_name(job_id: str | None) -> str:
 
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
     from ..burnin.allocation import run_allocation
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     if not nodes:
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
@@ -252,7 +252,7 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
     from ..burnin.allocation import job_verdict
     from ..probes.live import short_hostname
     from ..records import action_record, run_record
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
     from ..spool import SpoolError, append
 
     host = os.environ.get("SLURMD_NODENAME") or short_hostname()

@@ -51,7 +51,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
     from ..burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
     from ..burnin.summary import SummaryError, node_results
     from .burnin import conclude
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     if not os.path.isdir(directory):
         raise UsageFailure(f"no results directory {directory} for job {job_id} (give --results-dir)")

@@ -40,7 +40,7 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
     """
     from ..checks.registry import index
     from ..output import exit_code, render
-    from ..runner import SelectionError, check_patterns, judge, utc_now_iso
+    from ..judge import SelectionError, check_patterns, judge, utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:  # before any probing: a pattern that matches nothing is a usage error, not a PASS of 0 checks
@@ -66,7 +66,7 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
 
         node = node or short_hostname()
         exp = expectations_for(config, node)
-        from ..runner import sources_needed
+        from ..judge import sources_needed
 
         try:  # only the sources the chosen checks need are probed (`--only 'host.*'` asks no BMC)
             snap = snapshot_for(node, exp, started, sysfs_root, proc_root,

@@ -96,7 +96,7 @@ def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
       healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml
     """
     from ..generate import generate_toml
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     if bundle:
         from ..bundle import BundleError, snapshot_from_bundle

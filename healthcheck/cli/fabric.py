@@ -118,7 +118,7 @@ def check(topology, source, fmt, spool_dir):
 
     from ..fabric.compare import compare
     from ..fabric.design import DesignError, load_design
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:

@@ -100,7 +100,7 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
     from ..records import action_record
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
     from ..spool import SpoolError, encode
     from ..spoolwrite import append_line
 
@@ -240,7 +240,7 @@ def _only(verdict: Verdict, held: dict) -> Verdict:
 
 
 def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log) -> None:
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
     from .pending import PendingAction, PendingError, queue
 
     try:
@@ -272,7 +272,7 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
 
     records = [run_record(verdict, run_id, job_id, config_path)]
     if decision.action != "none":
-        from ..runner import utc_now_iso
+        from ..judge import utc_now_iso
 
         records.append(action_record(run_id, verdict.node, decision.action, decision.reason, time=utc_now_iso(),
                                      job_id=job_id, context=verdict.context, why=decision.why,

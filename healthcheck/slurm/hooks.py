@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if fast_prolog(node, job_id, config_path, t0, __version__) == 0:
             return 0
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     started = utc_now_iso()
     from ..records import new_run_id
@@ -177,13 +177,13 @@ def _load(path: str, node: str):
 
 def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):
     """In the child: probe, add the job's facts, judge. Returns plain data for the parent."""
-    from ..runner import judge
+    from ..judge import judge
     from ..acquire import snapshot_for
     from ..probes import live
 
     # every probe deadline inside the budget, so a hung GPU is judged (gpu.responsive) in time
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
-    from ..runner import sources_needed
+    from ..judge import sources_needed
 
     snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE))

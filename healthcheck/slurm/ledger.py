@@ -97,7 +97,7 @@ def read_ledger(state_dir: str, log: Log) -> dict | None:
 
 def remember_drain(state_dir: str, reason: str, context: str, events: list[str] | None, log: Log) -> None:
     """Record our drain. A drain applied from the queue keeps the events recorded when it was decided."""
-    from ..runner import utc_now_iso
+    from ..judge import utc_now_iso
 
     if events is None:
         old = read_ledger(state_dir, lambda _m: None) or {}

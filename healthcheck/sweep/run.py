@@ -328,7 +328,7 @@ class Sweeper:
         """The nodes' burn-in records and the sweep's actions, to this host's spool (the history ingests
         them; re-ingesting a node's own spool later is a no-op by run id)."""
         from ..records import action_record
-        from ..runner import utc_now_iso
+        from ..judge import utc_now_iso
         from ..spool import SpoolError, append
 
         spool = self.config.slurm.spool_dir

@@ -36,7 +36,7 @@ def test_a_node_without_gpus_imports_only_the_gpu_modules_that_judge_absence():
 import sys
 from healthcheck.model import Snapshot, HostInfo
 from healthcheck.expectations import Expectations
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 snap = Snapshot(node="n1", taken_at="2026-12-03T00:00:00+00:00", host=HostInfo(hostname="n1"))
 verdict = judge(snap, Expectations(), "prolog")
 assert any(f.check.startswith("gpu.") and f.status.value == "skip" for f in verdict.findings)

@@ -15,7 +15,7 @@ from healthcheck.cli import cli
 from healthcheck.config import default_expectations, loads
 from healthcheck.generate import generate_toml
 from healthcheck.model import GpuInfo, HostInfo, IbPort, Mount, PcieLink, Snapshot, Status
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checks of this examples: informational until configured.

@@ -9,7 +9,7 @@ from healthcheck.config import loads
 from healthcheck.expectations import GpuModelExpect, PcieExpect
 from healthcheck.generate import expectations_of, generate_toml
 from healthcheck.model import GpuInfo, NvLink, PcieLink, Snapshot, Status
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 
 H100, L4 = "NVIDIA H100 80GB HBM3", "NVIDIA L4"
 GPU_CHECKS = ["gpu.count", "gpu.nvlink.state", "gpu.pcie.link", "pcie.hca.link"]

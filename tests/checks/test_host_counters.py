@@ -17,7 +17,7 @@ from healthcheck.expectations import Expectations
 from healthcheck.model import (EdacController, HostInfo, IbPort, JobInfo, PcieAer, Snapshot, Status)
 from healthcheck.parsers import ParseError
 from healthcheck.probes.host_counters import parse_aer, pci_kind, probe_edac, probe_pcie_aer
-from healthcheck.runner import judge, sources_needed
+from healthcheck.judge import judge, sources_needed
 from healthcheck.slurm.baseline import counters_of, growth
 from tests.fixtures.host_counters_builder import add_aer, add_edac, add_pci_function, aer_text
 from tests.fixtures.sysfs_builder import GPU_ADDRS, HCA_ADDRS, build_sysfs

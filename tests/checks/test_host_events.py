@@ -12,7 +12,7 @@ from healthcheck.host_event_policy import load_host_event_policy
 from healthcheck.model import GpuInfo, HostInfo, Snapshot, Status, worst
 from healthcheck.parsers.host_events import parse_host_events
 from healthcheck.parsers.kernel_log import parse_kernel_log
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.conftest import CORPUS, corpus_params
 
 FAIL, WARN, PASS = Status.FAIL, Status.WARN, Status.PASS

@@ -18,7 +18,7 @@ from healthcheck.generate import generate_toml
 from healthcheck.model import IbPort, Snapshot, Status
 from healthcheck.probes.infiniband import probe_ib_ports
 from healthcheck.probes.pcie import probe_pcie_links
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.conftest import CORPUS
 from tests.fixtures.sysfs_builder import SysfsFaults, build_sysfs
 

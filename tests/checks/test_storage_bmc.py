@@ -7,7 +7,7 @@ from healthcheck.checks.bmc import event_key, event_keys
 from healthcheck.config import default_expectations, loads
 from healthcheck.model import BmcEvent, BmcInfo, BmcSensor, Snapshot, Status, StorageDevice
 from healthcheck.parsers.ipmitool import parse_sel
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 
 WHEN = "2026-12-01T00:00:00+00:00"
 

@@ -84,13 +84,13 @@ def test_check_imports_nothing_heavy(tmp_path):
 
 
 def test_internal_error_exits_3_without_traceback(monkeypatch, capsys):
-    import healthcheck.runner
+    import healthcheck.judge
     from healthcheck.cli import main
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(healthcheck.runner, "judge", broken)
+    monkeypatch.setattr(healthcheck.judge, "judge", broken)
     monkeypatch.delenv("HEALTHCHECK_DEBUG", raising=False)
     with pytest.raises(SystemExit) as info:
         main(["check", "--bundle", str(Path(__file__).parent), "--format", "json"])

@@ -25,7 +25,7 @@ from healthcheck.config import default_expectations, load
 from healthcheck.model import Status
 from healthcheck.output import render
 from healthcheck.probes.live import LiveOptions
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.conftest import FIXTURES, ROOT
 from tests.fakes.fake_pynvml import FakeNvml, h100_node
 from tests.fixtures.proc_builder import build_proc, build_sys

@@ -12,7 +12,7 @@ import pytest
 
 from healthcheck.config import default_expectations
 from healthcheck.model import Status
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from healthcheck.xid_policy import load_xid_policy
 from tests.conftest import CORPUS, ROOT
 from tests.faults import coverage as C

@@ -13,7 +13,7 @@ from healthcheck.config import default_expectations, loads
 from healthcheck.model import Finding, Snapshot, Status, Verdict
 from healthcheck.parsers.ibstat import parse_ibstat
 from healthcheck.parsers.kernel_log import parse_kernel_log
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from healthcheck.slurm.policy import decide
 from healthcheck.slurm.settings import SlurmSettings
 from healthcheck.xid_policy import load_xid_policy

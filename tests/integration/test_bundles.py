@@ -17,7 +17,7 @@ from healthcheck.config import default_expectations, loads
 from healthcheck.generate import generate_toml
 from healthcheck.model import Status
 from healthcheck.probes.live import LiveOptions, snapshot_live
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.conftest import FIXTURES, corpus_params
 from tests.fakes.fake_pynvml import FakeNvml, h100_node
 from tests.fixtures.proc_builder import build_proc, build_sys

@@ -20,7 +20,7 @@ from healthcheck.output import render
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from healthcheck.prometheus import (FAMILIES, NOT_EXPORTED, STATUS_CODE, _BY_KEY, _PATTERNS, fallback_family,
                                     family_of, prometheus)
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.checks import gpu_builders
 from tests.conftest import FIXTURES, ROOT, corpus_params
 from tests.integrations.promtext import lint_names, parse, promtool, promtool_check_metrics

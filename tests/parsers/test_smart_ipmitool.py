@@ -11,7 +11,7 @@ from healthcheck.model import BmcInfo, Snapshot, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.ipmitool import parse_sdr, parse_sel, sensor_type_of
 from healthcheck.parsers.smart import merge, parse_storage_health
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from tests.conftest import CORPUS
 
 # ------------------------------------------------------------------------------------- corpus

@@ -16,7 +16,7 @@ from healthcheck.model import Status
 from healthcheck.probes import bmc as bmc_probe
 from healthcheck.probes.live import LiveOptions, snapshot_live
 from healthcheck.probes.storage import list_devices, probe_storage
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 
 NVME_OK = {"critical_warning": 0, "temperature": 310, "avail_spare": 100, "spare_thresh": 10, "percent_used": 2,
            "media_errors": 0, "num_err_log_entries": 0}
@@ -151,7 +151,7 @@ def test_a_hung_bmc_costs_its_deadline_not_more(node):
 
 
 def test_live_probes_storage_and_bmc_only_when_their_checks_run(node):
-    from healthcheck.runner import sources_needed
+    from healthcheck.judge import sources_needed
 
     opts = LiveOptions(node["sys"], str(node["tmp"] / "proc"), dev_root=node["dev"])
     prolog = snapshot_live(opts, "2026-12-01T00:00:00+00:00", sources_needed(default_expectations(), "prolog"))

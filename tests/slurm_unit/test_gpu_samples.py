@@ -12,7 +12,7 @@ import pytest
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
 from healthcheck.model import GpuInfo, GpuProcess, GpuSample, Snapshot, Status
-from healthcheck.runner import judge
+from healthcheck.judge import judge
 from healthcheck.slurm import gpu_samples
 
 from tests.checks.gpu_builders import h100

@@ -130,7 +130,7 @@ def test_prolog_path_imports_nothing_heavy(tmp_path, bundles):
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, _ = hook("prolog", config, extra=["-X", "importtime"])
     modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "healthcheck.slurm.hooks" in modules or "healthcheck.runner" in modules
+    assert "healthcheck.slurm.hooks" in modules or "healthcheck.judge" in modules
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
 

@@ -22,7 +22,7 @@ OURS = {
     "healthcheck.slurm.settings", "healthcheck.slurm.actions", "healthcheck.slurm.ledger",
     "healthcheck.slurm.policy", "healthcheck.slurm.reasons", "healthcheck.slurm.watchdog",
     "healthcheck.slurm.baseline", "healthcheck.record", "healthcheck.model", "healthcheck.records",
-    "healthcheck.runner", "healthcheck.expectations", "healthcheck.config",
+    "healthcheck.judge", "healthcheck.expectations", "healthcheck.config",
     "healthcheck.config.model", "healthcheck.config.loading",  # not its schema: the cache holds the file validated
     "healthcheck.safety", "healthcheck.tomlcache", "healthcheck.xid_policy", "healthcheck.host_event_policy",
     "healthcheck.policyfile",

@@ -7,7 +7,7 @@ from healthcheck.checks.registry import CheckSpec, load_all
 from healthcheck.config import default_expectations
 from healthcheck.model import Finding, GpuInfo, ProbeError, Snapshot, Status
 from healthcheck.output import exit_code, prometheus, render
-from healthcheck.runner import judge, run_check
+from healthcheck.judge import judge, run_check
 
 
 def _spec(func, needs=("gpus",), handles_missing=False):
