@@ -121,7 +121,8 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     module docstring), summarised here in pandas first. ``fleet``: the ``[fleet]`` settings
     (``analysis.fleetsettings.FleetSettings``; None: its defaults) of the fleet ranking, used when the
     summary carries each node's recent runs (the default of both producers). ``versions``: a (node,
-    [node_class,] item, value) frame for the version tables (the history database has none)."""
+    [node_class,] item, value) frame for the version tables; None: the summary's own (read back from the
+    history's ``sw.versions`` results by ``report.load``), if any."""
     from ..analysis.fleetsettings import FleetSettings
 
     step = progress or (lambda label: None)
@@ -180,6 +181,10 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
         step("fleet tables")
         from .fleetsection import fleet_tables
 
+        if versions is None and getattr(sm, "versions", None) is not None and len(sm.versions):
+            # read back from the history's sw.versions results (report.load): each node's class for drift
+            classes = [node_class(n) if node_class else None for n in sm.versions["node"]]
+            versions = sm.versions.assign(node_class=classes)
         tables = fleet_tables(sm, now, k=fs.persist_k, n=fs.persist_n, versions=versions,
                               expected_versions=expected_versions)
     else:

@@ -51,11 +51,30 @@ def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_er
         from ..history.digests import load_digests
 
         summary.gemm_digests = load_digests(engine, since, now)
+        summary.versions = load_versions(engine, since, now)
         return summary
     except HistoryError as exc:  # already redacted by the store
         raise ReportInputError(str(exc), "history") from None
     finally:
         engine.dispose()
+
+
+def load_versions(engine, since: datetime, now: datetime):
+    """Each node's latest installed versions in the window, from its ``sw.versions`` results
+    (analysis/versions.py): one indexed query on the results table (check, started_at)."""
+    import pandas as pd
+    from sqlalchemy import and_, select
+
+    from ..analysis.versions import CHECK, versions_from_results
+    from ..history.schema import results
+
+    query = select(results.c.node, results.c.started_at, results.c["check"], results.c.component,
+                   results.c.message).where(and_(results.c["check"] == CHECK, results.c.started_at >= since,
+                                                 results.c.started_at <= now))
+    with engine.connect() as conn:
+        rows = conn.execute(query).fetchall()
+    frame = pd.DataFrame(rows, columns=["node", "started_at", "check", "component", "message"])
+    return versions_from_results(frame)
 
 
 def site_view(config_path: str | None):

@@ -73,6 +73,9 @@ class Summary:
     mtbf_runs: pd.DataFrame | None = None
     # The commissioning section's rows (report/commissioning.py): latest fabric results, drill timings
     commissioning: Any = None
+    # (node, item, value) of each node's latest sw.versions results (analysis/versions.py), for the
+    # report's version tables and drift rows; None: not read (the caller may pass its own)
+    versions: pd.DataFrame | None = None
 
 
 def utc(ts: Any) -> pd.Timestamp:
