@@ -26,15 +26,24 @@ def _read(path: str, what: str) -> bytes:
 def _fabric(path: str):
     from ..parsers import ParseError
     from ..parsers.ibnetdiscover import parse_ibnetdiscover
+    from ..parsers.iblinkinfo import parse_iblinkinfo
 
+    data = _read(path, "ibnetdiscover or iblinkinfo output")
+    parse = parse_iblinkinfo if _is_iblinkinfo(data) else parse_ibnetdiscover
     try:
-        return parse_ibnetdiscover(_read(path, "ibnetdiscover output"))
+        return parse(data)
     except ParseError as exc:
         raise FabricUsageError(f"{path}: {exc}") from None
 
 
+def _is_iblinkinfo(data: bytes) -> bool:
+    """iblinkinfo prints ``==( ... )==>`` on every port line and ``CA:``/``Switch:`` headings."""
+    head = data[:65536]
+    return b")==>" in head and (b"CA: " in head or b"Switch: " in head)
+
+
 def _describe(fabric) -> str:
-    lines = [f"ibnetdiscover ({fabric.format} format): {len(fabric.switches())} switches, {len(fabric.hosts())} host CAs, "
+    lines = [f"{'iblinkinfo' if fabric.format == 'iblinkinfo' else f'ibnetdiscover ({fabric.format} format)'}: {len(fabric.switches())} switches, {len(fabric.hosts())} host CAs, "
              f"{sum(1 for d in fabric.devices.values() if d.aggregation)} SHARP aggregation nodes, "
              f"{len(fabric.links)} links, {len(fabric.unconnected)} unconnected ports"]
     names = {d.guid: d.description or f"0x{d.guid}" for d in fabric.devices.values()}
@@ -60,6 +69,20 @@ def parse_ibnetdiscover(path, fmt):
     click.echo(json.dumps(fabric.to_dict(), indent=1) if fmt == "json" else _describe(fabric))
 
 
+@click.command("iblinkinfo", context_settings=_CONTEXT)
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def parse_iblinkinfo(path, fmt):
+    """`iblinkinfo` output -> switches, CAs, links (width, speed), the same graph as ibnetdiscover's.
+
+    \b
+    Example:
+      iblinkinfo > links.txt; healthcheck parse iblinkinfo links.txt --format json
+    """
+    fabric = _fabric(path)
+    click.echo(json.dumps(fabric.to_dict(), indent=1) if fmt == "json" else _describe(fabric))
+
+
 @click.group(context_settings=_CONTEXT)
 def fabric():
     """The fabric: InfiniBand cabling against its declared design (topology.toml), a node's inside
@@ -73,8 +96,8 @@ def fabric():
 
 
 @fabric.command(context_settings=_CONTEXT)
-@click.option("--ibnetdiscover", "source", required=True, type=click.Path(dir_okay=False),
-              help="ibnetdiscover (or -p) output of a known-good fabric.")
+@click.option("--ibnetdiscover", "--iblinkinfo", "source", required=True, type=click.Path(dir_okay=False),
+              help="ibnetdiscover (or -p) or iblinkinfo output of a known-good fabric (detected).")
 @click.option("--hca-regex", default=None,
               help="How a node description names node and HCA (named groups node, hca). "
                    "Default: '^(?P<node>\\S+)\\s+(?P<hca>\\S+)$' (\"gpu017 mlx5_3\").")
@@ -99,8 +122,8 @@ def generate(source, hca_regex):
 
 @fabric.command(context_settings=_CONTEXT)
 @click.option("--topology", required=True, type=click.Path(dir_okay=False), help="The declared design (TOML).")
-@click.option("--ibnetdiscover", "source", required=True, type=click.Path(dir_okay=False),
-              help="ibnetdiscover (or -p) output of the fabric now.")
+@click.option("--ibnetdiscover", "--iblinkinfo", "source", required=True, type=click.Path(dir_okay=False),
+              help="ibnetdiscover (or -p) or iblinkinfo output of the fabric now (detected).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @SPOOL
 def check(topology, source, fmt, spool_dir):

@@ -179,11 +179,11 @@ def parse_fio(path, as_json):
 
 def _register() -> None:
     """The fabric tools' parsers live with their fabric commands; all answer ``healthcheck parse KIND``."""
-    from .fabric import parse_ibnetdiscover
+    from .fabric import parse_iblinkinfo, parse_ibnetdiscover
     from .fabric_counters import parse_ibqueryerrors, parse_perfquery, parse_perftest
     from .fabric_node import parse_nvbandwidth, parse_nvlink_status, parse_topo
 
-    for command in (parse_ibnetdiscover, parse_perfquery, parse_ibqueryerrors, parse_perftest, parse_nvbandwidth,
+    for command in (parse_ibnetdiscover, parse_iblinkinfo, parse_perfquery, parse_ibqueryerrors, parse_perftest, parse_nvbandwidth,
                     parse_topo, parse_nvlink_status):
         parse.add_command(command)
 

@@ -84,7 +84,7 @@ class Unconnected:
 
 @dataclass
 class Fabric:
-    """The parsed fabric. ``format`` is "plain" or "ports" (``ibnetdiscover -p``)."""
+    """The parsed fabric. ``format`` is "plain", "ports" (``ibnetdiscover -p``) or "iblinkinfo"."""
 
     format: str
     devices: dict[str, Device] = field(default_factory=dict)

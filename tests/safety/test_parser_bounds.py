@@ -15,6 +15,7 @@ import pytest
 
 from healthcheck.parsers import MAX_JSON_CONTAINERS, ParseError, check_size, dcgmi, fio, ibstat, kernel_log, \
     line_count, nccl_tests, nvidia_smi, nvidia_smi_text, nvidia_smi_xml, nvlink
+from healthcheck.parsers import iblinkinfo, ibnetdiscover
 from healthcheck.parsers.dcgmi import DcgmiParseError
 from healthcheck.parsers.fio import FioParseError
 from healthcheck.parsers.nccl_tests import NcclParseError
@@ -28,6 +29,8 @@ REPEAT = MB10 // LONG  # that many such lines make ~10 MB
 PARSERS: dict[str, tuple[Callable[[str], object], type[ParseError], int]] = {
     "nvidia-smi": (nvidia_smi.parse_nvidia_smi, ParseError, nvidia_smi.MAX_INPUT_CHARS),
     "kernel-log": (kernel_log.parse_kernel_log, ParseError, kernel_log.MAX_INPUT_CHARS),
+    "ibnetdiscover": (ibnetdiscover.parse_ibnetdiscover, ParseError, ibnetdiscover.MAX_INPUT_CHARS),
+    "iblinkinfo": (iblinkinfo.parse_iblinkinfo, ParseError, iblinkinfo.MAX_INPUT_CHARS),
     "ibstat": (ibstat.parse_ibstat, ParseError, ibstat.MAX_INPUT_CHARS),
     "nvlink-status": (nvlink.parse_nvlink_status, ParseError, nvlink.MAX_INPUT_CHARS),
     "nvlink-errors": (nvlink.parse_nvlink_errors, ParseError, nvlink.MAX_INPUT_CHARS),
