@@ -52,6 +52,27 @@ class NodeContext:
     before_findings: list[Finding] = field(default_factory=list)
 
 
+ENV_PREFIXES = ("NCCL_", "UCX_")
+# Where the job's container image shows from inside it: Apptainer/Singularity name the image; a site
+# using pyxis/enroot (whose containers do not name their image inside) sets HEALTHCHECK_CONTAINER_IMAGE
+# in the burn-in job (e.g. the image digest it passed to --container-image).
+IMAGE_VARIABLES = ("HEALTHCHECK_CONTAINER_IMAGE", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
+
+
+def job_environment(environ) -> dict:
+    """What the job's environment says for the software consistency check (fabric/software.py): the
+    ``NCCL_*``/``UCX_*`` variables a job gets (``env``) and the container image (``container_image``),
+    each only when present; values bounded (a variable is not a place for data)."""
+    out: dict = {}
+    env = {k: str(v)[:512] for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+    if env:
+        out["env"] = dict(list(env.items())[:200])
+    image = next((environ[k] for k in IMAGE_VARIABLES if environ.get(k)), None)
+    if image:
+        out["container_image"] = str(image)[:512]
+    return out
+
+
 def _phase_checks(ctx: NodeContext) -> list[Finding]:
     from ..judge import judge
 
@@ -62,6 +83,7 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
     ctx.before, ctx.before_findings = snap, list(verdict.findings)
     if snap.versions:  # for the fleet's version-drift analysis (the sweep, the report)
         ctx.extra["versions"] = dict(snap.versions)
+    ctx.extra.update(job_environment(os.environ))  # the allocation compares them across its nodes
     if snap.ib_ports:  # for the allocation's RDMA pair phase: which HCAs each node has up
         ctx.extra["hcas"] = [{"device": p.device, "port": p.port, "state": p.state, "link_layer": p.link_layer,
                               "rate_gbps": p.rate_gbps} for p in snap.ib_ports]

@@ -94,3 +94,29 @@ def test_failed_pairs_latency_runs_and_the_cap():
              "value": 390.0} for i in range(MAX_PAIR_FINDINGS + 5)]
     out = pair_findings(many, 360.0)
     assert len(out) == MAX_PAIR_FINDINGS + 1 and out[-1].status is Status.SKIP and "5 more" in out[-1].message
+
+
+def test_the_job_environment_and_image_are_compared_across_the_allocation():
+    """Item 5: the NCCL_*/UCX_* variables a job gets and its container image, from each node's burn-in
+    record, join the software comparison: a node with another NCCL_IB_HCA or image is named."""
+    from healthcheck.burnin.node_run import job_environment
+
+    env = {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "UCX_TLS": "rc", "PATH": "/usr/bin", "SECRET_TOKEN": "x",
+           "APPTAINER_CONTAINER": "/images/pytorch-24.10.sif"}
+    got = job_environment(env)
+    assert got == {"env": {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "UCX_TLS": "rc"},
+                   "container_image": "/images/pytorch-24.10.sif"}
+    assert job_environment({"HEALTHCHECK_CONTAINER_IMAGE": "sha256:abc", "APPTAINER_CONTAINER": "/x.sif"}) == {
+        "container_image": "sha256:abc"}
+    assert job_environment({"PATH": "/bin"}) == {}
+
+    from healthcheck.fabric.software import check_consistency, node_facts
+
+    records = [{"node": f"gpu0{i}", "versions": {"driver": "550.54.14"}, **job_environment(env)} for i in range(1, 4)]
+    odd = dict(env, NCCL_IB_HCA="mlx5_0")
+    records.append({"node": "gpu04", "versions": {"driver": "550.54.14"}, **job_environment(odd)})
+    result = check_consistency([node_facts(r, "rec") for r in records])
+    by_item = {item.item: item for item in result.items}
+    assert by_item["NCCL_IB_HCA"].odd == [("mlx5_0", "gpu04")]
+    assert by_item["NCCL_IB_HCA"].majority == "mlx5_0,mlx5_1"
+    assert by_item["container_image"].consistent and by_item["UCX_TLS"].consistent
