@@ -4,14 +4,13 @@ Registered into :mod:`healthcheck.cli`; heavy imports inside the commands only. 
 failed than the blast radius allows (nothing drained: suspect a shared cause)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
 
 from .. import exitcodes
-from .common import UsageFailure, exit_with, expectations_for, load_config
+from .common import emit_json, exit_with, expectations_for, load_config, UsageFailure
 
 SHARED_CAUSE_EXIT = exitcodes.FLAGGED  # the allocation failed for a cause its nodes share: nobody drained
 
@@ -173,7 +172,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         except OSError as exc:
             _log(f"warning: result not written to {settings.results_dir}: {exc.strerror or exc}")
     if fmt == "json":
-        click.echo(json.dumps(record, indent=1, default=str))
+        emit_json(record)
     else:
         from ..burnin.summary import node_text
 
@@ -238,7 +237,7 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
         except OSError as exc:
             _log(f"warning: summary not written: {exc.strerror or exc}")
     if fmt == "json":
-        click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
+        emit_json(outcome.to_dict())
     else:
         click.echo(allocation_text(outcome.to_dict()))
     if outcome.suspect_shared_cause:

@@ -3,7 +3,6 @@ drains after the fact, its submission, the fleet's GEMM results), registered ont
 :mod:`healthcheck.cli_burnin` by :mod:`healthcheck.cli`. Heavy imports inside the commands only."""
 from __future__ import annotations
 
-import json
 import os
 
 import click
@@ -11,7 +10,7 @@ import click
 from .. import exitcodes
 
 from .burnin import _settings, burnin
-from .common import SINCE, UsageFailure, guard, load_config, open_history
+from .common import emit_json, guard, load_config, open_history, SINCE, UsageFailure
 
 
 @burnin.command("report")
@@ -42,7 +41,10 @@ def burnin_report(job_id, results_dir, drain, config_path, fmt):
         data = load_job(directory, job_id)
     except SummaryError as exc:
         raise UsageFailure(str(exc)) from None
-    click.echo(json.dumps(data, indent=1, default=str) if fmt == "json" else allocation_text(data))
+    if fmt == "json":
+        emit_json(data)
+    else:
+        click.echo(allocation_text(data))
 
 
 def _drain_from_results(job_id: str, directory: str, config_path: str | None, fmt: str) -> None:
@@ -114,11 +116,10 @@ def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):
         except FleetFileError as exc:
             raise UsageFailure(str(exc)) from None
     if fmt == "json":
-        click.echo(json.dumps({"keys": {k: v.to_dict() for k, v in view.keys.items()},
-                               "deviants": [{"node": d.node, "component": d.component, "fleet_key": d.fleet_key,
-                                             "digest": d.digest, "majority": d.majority, "run_id": d.run_id,
-                                             "started_at": d.started_at.isoformat()} for d in view.deviants]},
-                              indent=1))
+        emit_json({"keys": {k: v.to_dict() for k, v in view.keys.items()},
+                   "deviants": [{"node": d.node, "component": d.component, "fleet_key": d.fleet_key,
+                                 "digest": d.digest, "majority": d.majority, "run_id": d.run_id,
+                                 "started_at": d.started_at.isoformat()} for d in view.deviants]})
     else:
         for key, v in view.keys.items():
             state = f"majority {v.digest[:12]}" if v.digest else "undecided"

@@ -147,9 +147,16 @@ def db_option():
     return click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 
 
-def emit_json(document: dict) -> None:
-    """Print a JSON document with ``schema_version`` first (1 unless the document says otherwise)."""
+def json_document(data) -> dict:
+    """The JSON document of a command: ``schema_version`` first (1 unless the data says otherwise); a
+    list becomes ``{"schema_version": 1, "items": [...]}`` (every document is an object)."""
+    if isinstance(data, dict):
+        return {"schema_version": data.get("schema_version", 1), **data}
+    return {"schema_version": 1, "items": data}
+
+
+def emit_json(document, *, allow_nan: bool = True, indent: int = 1) -> None:
+    """Print a command's JSON document (see :func:`json_document`)."""
     import json
 
-    out = {"schema_version": document.get("schema_version", 1), **document}
-    click.echo(json.dumps(out, indent=1, default=str))
+    click.echo(json.dumps(json_document(document), indent=indent, default=str, allow_nan=allow_nan))

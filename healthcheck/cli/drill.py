@@ -8,13 +8,12 @@ Exit codes of `run`: 0 the drill passed (every stage came, nothing lost), 1 it f
 which stage never came or what was lost), 2 bad input or a cluster the drill cannot use."""
 from __future__ import annotations
 
-import json
 
 import click
 
 from .. import exitcodes
 
-from .common import UsageFailure
+from .common import emit_json, UsageFailure
 
 FORMATS = ("text", "json")
 
@@ -115,5 +114,8 @@ def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, re
         raise click.UsageError(str(exc)) from None
     except (OSError, SpoolError) as exc:  # the spool could not take the result (SpoolError): the drill itself ran
         raise click.ClickException(f"could not record the drill's result: {exc}") from None
-    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else render_text([result]), nl=fmt == "json")
+    if fmt == "json":
+        emit_json(result.to_dict())
+    else:
+        click.echo(render_text([result]), nl=False)
     raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)

@@ -7,12 +7,11 @@ unreadable or invalid topology file, an output that is not ibnetdiscover's, a ba
 """
 from __future__ import annotations
 
-import json
 
 import click
 
 from .. import exitcodes
-from .common import read_input, UsageFailure as FabricUsageError
+from .common import emit_json, read_input, UsageFailure as FabricUsageError
 from .fabric_spool import SPOOL, spool_result
 
 MAX_INPUT = 128 * 1024 * 1024
@@ -66,7 +65,7 @@ def parse_ibnetdiscover(path, fmt):
       ibnetdiscover > fabric.txt; healthcheck parse ibnetdiscover fabric.txt --format json
     """
     fabric = _fabric(path)
-    click.echo(json.dumps(fabric.to_dict(), indent=1) if fmt == "json" else _describe(fabric))
+    emit_json(fabric.to_dict()) if fmt == "json" else click.echo(_describe(fabric))
 
 
 @click.command("iblinkinfo", context_settings=_CONTEXT)
@@ -80,7 +79,7 @@ def parse_iblinkinfo(path, fmt):
       iblinkinfo > links.txt; healthcheck parse iblinkinfo links.txt --format json
     """
     fabric = _fabric(path)
-    click.echo(json.dumps(fabric.to_dict(), indent=1) if fmt == "json" else _describe(fabric))
+    emit_json(fabric.to_dict()) if fmt == "json" else click.echo(_describe(fabric))
 
 
 @click.group(context_settings=_CONTEXT)
@@ -149,7 +148,7 @@ def check(topology, source, fmt, spool_dir):
     except DesignError as exc:
         raise FabricUsageError(str(exc)) from None
     result = compare(design, _fabric(source))
-    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.to_text())
+    emit_json(result.to_dict()) if fmt == "json" else click.echo(result.to_text())
     if spool_dir:
         from ..fabric.record import topology_findings
 

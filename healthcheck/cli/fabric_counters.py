@@ -5,12 +5,11 @@ Exit status: 0 parsed; 1 perftest output of a failed run (the reason is printed,
 2 unreadable file or an output the parser does not recognise (one line on stderr)."""
 from __future__ import annotations
 
-import json
 
 import click
 
 from .. import exitcodes
-from .common import read_text, UsageFailure
+from .common import emit_json, read_text, UsageFailure
 
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
                        help="text: a summary; json: everything parsed.")
@@ -36,7 +35,7 @@ def _traffic(name: str) -> bool:
 
 
 def _json(data: dict) -> None:
-    click.echo(json.dumps(data, indent=1, allow_nan=False))
+    emit_json(data, allow_nan=False)
 
 
 @click.command("perfquery")

@@ -19,7 +19,7 @@ import time
 import click
 
 from .. import exitcodes
-from .common import read_text, UsageFailure
+from .common import emit_json, read_text, UsageFailure
 from .fabric_spool import SPOOL, spool_result
 
 MAX_FILES = 100_000
@@ -33,7 +33,7 @@ def _read(path: str, what: str = "file") -> str:
 
 
 def _emit(fmt: str, data: dict, text: str) -> None:
-    click.echo(json.dumps(data, indent=1, allow_nan=False) if fmt == "json" else text)
+    emit_json(data, allow_nan=False) if fmt == "json" else click.echo(text)
 
 
 def _parse(parser, path: str):

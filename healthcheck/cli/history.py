@@ -7,7 +7,6 @@ Registered into the main group by healthcheck/cli/main.py.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -98,7 +97,7 @@ def history_show(db_url, node, check, since, status, limit, fmt):
     guard(migrations.require_current, engine)
     cols, rows = guard(show, engine, node=node, check=check, since=when, status=status, limit=limit)
     if fmt == "json":
-        click.echo(json.dumps([{c: _text(v) for c, v in zip(cols, row)} for row in rows], indent=1))
+        emit_json({"columns": list(cols), "rows": [{c: _typed(v) for c, v in zip(cols, row)} for row in rows]})
         return
     if not rows:
         click.echo("no matching records")
@@ -121,6 +120,21 @@ def _rollups_usable(engine) -> bool:
             return rollups.usable(conn)
     except SQLAlchemyError as exc:
         raise HistoryError(describe_error(exc, engine.url)) from None
+
+
+def _typed(value):
+    """A JSON value as typed as the database's: numbers stay numbers, times become ISO 8601 (UTC), a
+    non-finite number null."""
+    import math
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def _text(value) -> str:

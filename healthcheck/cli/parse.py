@@ -2,11 +2,10 @@
 scripts and for triage of outputs from elsewhere). Registered into :mod:`healthcheck.cli`."""
 from __future__ import annotations
 
-import json
 
 import click
 
-from .common import read_text, UsageFailure
+from .common import emit_json, read_text, UsageFailure
 
 
 def _read(path: str) -> str:
@@ -40,7 +39,7 @@ def _json_format(fn):
 
 
 def _emit(data: dict, as_json: bool, text: str) -> None:
-    click.echo(json.dumps(data, indent=1, allow_nan=False) if as_json else text)
+    emit_json(data, allow_nan=False) if as_json else click.echo(text)
 
 
 def _plain(value):
@@ -68,7 +67,7 @@ def _node_facts(kind: str, path: str, as_json: bool) -> None:
         result = parser(text)
     except ParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from exc
-    click.echo(json.dumps(_plain(result), indent=2) if as_json else describe(kind, result))
+    emit_json(_plain(result)) if as_json else click.echo(describe(kind, result))
 
 
 @parse.command("nvidia-smi")

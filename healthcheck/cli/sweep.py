@@ -4,13 +4,12 @@
 (suspect check or shared cause: not drained for it), 5 another sweep is running."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
 
-from .common import Unavailable, UsageFailure, exit_with, load_config
+from .common import emit_json, exit_with, load_config, Unavailable, UsageFailure
 
 
 class _Bar:
@@ -111,7 +110,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
 
             _write_json(os.path.join(outcome.results_dir, "sweep.json"), outcome.to_dict())
     if fmt == "json":
-        click.echo(json.dumps(outcome.to_dict(), indent=1, default=str))
+        emit_json(outcome.to_dict())
     else:
         from ..sweep.text import render
 

@@ -102,3 +102,16 @@ def test_a_command_without_its_extra_names_the_pip_line(monkeypatch):
     assert invoke("history", "show").exit_code == exitcodes.USAGE
     assert invoke("report", "--help").exit_code == exitcodes.OK
     assert invoke("checks", "--format", "json").exit_code == exitcodes.OK  # the node's commands need none
+
+
+def test_every_json_document_is_an_object_with_a_schema_version(tmp_path):
+    """`--format json` documents, lists included (parse, history show), are objects carrying schema_version."""
+    smi = tmp_path / "smi.txt"
+    smi.write_text("==============NVSMI LOG==============\n\nAttached GPUs : 1\nGPU 00000000:07:00.0\n"
+                   "    Product Name : NVIDIA H100 80GB HBM3\n    GPU UUID : GPU-1\n")
+    for args in (["parse", "nvidia-smi", str(smi), "--format", "json"],
+                 ["parse", "kernel-log", str(smi), "--format", "json"]):
+        result = invoke(*args)
+        assert result.exit_code == 0, (args, result.output)
+        doc = json.loads(result.output)
+        assert isinstance(doc, dict) and doc["schema_version"] == 1, args

@@ -58,7 +58,7 @@ def test_unparseable_ibnetdiscover_exits_2_with_the_line(tmp_path):
     result = run(fabric, "check", "--topology", TOPOLOGY, "--ibnetdiscover", str(out))
     assert result.exit_code == 2 and "line 11: cannot read this port line" in result.output
     missing = run(fabric, "check", "--topology", TOPOLOGY, "--ibnetdiscover", str(tmp_path / "absent.txt"))
-    assert missing.exit_code == 2 and "cannot read the ibnetdiscover output" in missing.output
+    assert missing.exit_code == 2 and "cannot read the ibnetdiscover or iblinkinfo output" in missing.output
 
 
 def test_generate_writes_a_design_that_checks_clean(tmp_path):

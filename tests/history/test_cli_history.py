@@ -51,7 +51,9 @@ def test_ingest_show_export_round_trip(tmp_path, dbfile):
 
     result = runner.invoke(history, ["show", "--db", dbfile, "--check", "gpu.ecc", "--node", "gpu01",
                                      "--since", "2026-05-01T09:00:00Z", "--format", "json", "--limit", "100"])
-    rows = json.loads(result.output)
+    doc = json.loads(result.output)
+    rows = doc["rows"]
+    assert doc["schema_version"] == 1 and doc["columns"][:3] == ["started_at", "node", "check"]
     assert len(rows) == 16 and {r["component"] for r in rows} == {f"GPU{g}" for g in range(8)}
 
     out = tmp_path / "actions.csv"

@@ -42,8 +42,9 @@ def test_hooks_spool_ingest_report(tmp_path):
     again = run("-m", "healthcheck.cli", "history", "ingest", str(tmp_path / "spool"), "--db", db)
     assert again.returncode == 0, again.stderr
     shown = run("-m", "healthcheck.cli", "history", "show", "--db", db, "--format", "json")
-    runs = json.loads(shown.stdout)
-    assert len(runs) == 4  # re-ingesting added nothing
+    doc = json.loads(shown.stdout)
+    assert doc["schema_version"] == 1 and len(doc["rows"]) == 4  # re-ingesting added nothing
+    assert all(isinstance(r["duration_s"], float) for r in doc["rows"] if r.get("duration_s") is not None)
 
     report = run("-m", "healthcheck.cli", "report", "--db", db, "--format", "json", "--since", "1d")
     assert report.returncode == 0, report.stderr
