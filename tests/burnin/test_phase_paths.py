@@ -187,7 +187,7 @@ def test_parse_dcgmi_json_names_the_failed_test_and_gpu():
     result = _parse_dcgmi(DCGMI / "diag-r2-dcgm3.3.8-h100x8-pcie-fail-gpu5-verbose.txt")
     assert result.exit_code == 0
     data = json.loads(result.output)
-    assert set(data) == {"overall", "runs", "metadata", "errors", "tests"}
+    assert set(data) == {"schema_version", "overall", "runs", "metadata", "errors", "tests"}
     assert data["overall"] == "fail" and data["runs"] == 1 and data["errors"] == []
     assert data["metadata"]["DCGM Version"] == "3.3.8"
     tests = {t["name"]: t for t in data["tests"]}
