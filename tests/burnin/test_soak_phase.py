@@ -127,7 +127,13 @@ def test_soak_is_opt_in_and_its_settings_are_validated():
         resolve({}, environ={"HEALTHCHECK_BURNIN_SOAK_SAMPLE_S": "a minute"})
 
 
-def test_the_soak_phase_runs_in_the_node_run_on_numpy():
+def test_the_soak_phase_runs_in_the_node_run_on_numpy(monkeypatch):
+    """The phase end to end through the node run (the wiring, the record, the findings). A CPU's GEMM
+    throughput on a loaded CI machine varies far more than a GPU's: the throughput verdict is the
+    judge's own tests' business, so here a drop of up to 100 % counts as held."""
+    from healthcheck.burnin import judge_soak
+
+    monkeypatch.setitem(judge_soak.THRESHOLDS, "throughput_drop", judge_soak.Threshold(1.0, "test: any"))
     settings = resolve({"backend": "numpy", "phases": ["soak"], "soak_duration_s": 1, "soak_sample_s": 0.2,
                         "gemm_n": 64}, environ={})
     ctx = node_run.NodeContext("n1", settings, load())
