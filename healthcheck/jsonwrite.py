@@ -49,7 +49,7 @@ def _encode(value, out: list[str], sort_keys: bool, depth: int, active: set) -> 
                 if not first:
                     out.append(",")
                 first = False
-                out.append(_quote(_key(key)))
+                out.append(_quote(json_key(key)))
                 out.append(":")
                 _encode(item, out, sort_keys, depth + 1, active)
             out.append("}")
@@ -71,7 +71,8 @@ def _float(value: float) -> str:
     return float.__repr__(value)
 
 
-def _key(key) -> str:
+def json_key(key) -> str:
+    """A dict key as ``json.dumps`` writes it (str, int, float, bool, None); TypeError/ValueError as json."""
     if isinstance(key, str):
         return key
     if key is True:

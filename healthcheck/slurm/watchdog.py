@@ -38,6 +38,7 @@ import select
 import _signal as signal  # the C module signal.py wraps (its enums cost ~3 ms)
 import sys
 import time
+from ..jsonwrite import json_key
 from ..record import record as dataclass
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Literal  # noqa: F401
@@ -313,25 +314,9 @@ def _json_shaped(value: Any, depth: int) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            out[_json_key(key)] = _json_shaped(item, depth + 1)
+            out[json_key(key)] = _json_shaped(item, depth + 1)
         return out
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _json_key(key: Any) -> str:
-    if isinstance(key, str):
-        return str(key)
-    if key is True or key is False:
-        return "true" if key else "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return str(int(key))
-    if isinstance(key, float):
-        if key != key or key in (float("inf"), float("-inf")):
-            raise ValueError(f"Out of range float values are not JSON compliant: {key!r}")
-        return float.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover - child side
