@@ -15,14 +15,10 @@ _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), d
                        help="text: a summary; json: everything parsed.")
 
 
-def _read(path: str) -> str:
-    return read_text(path)
-
-
 def _parse(path: str, parser):
     from ..parsers import ParseError
 
-    text = _read(path)
+    text = read_text(path)
     try:
         return parser(text)
     except ParseError as exc:

@@ -8,10 +8,6 @@ import click
 from .common import emit_json, read_text, UsageFailure
 
 
-def _read(path: str) -> str:
-    return read_text(path)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def parse():
     """Parse a recorded tool output and print the facts found.
@@ -56,7 +52,7 @@ def _node_facts(kind: str, path: str, as_json: bool) -> None:
     from ..parsers import ParseError
     from ..parsers.describe import describe
 
-    text = _read(path)
+    text = read_text(path)
     try:
         if kind == "nvidia-smi":
             from ..parsers.nvidia_smi import parse_nvidia_smi as parser
@@ -123,7 +119,7 @@ def parse_nccl(path, as_json):
     from ..parsers.nccl_tests import NcclParseError, parse as parse_text
 
     try:
-        result = parse_text(_read(path))
+        result = parse_text(read_text(path))
     except NcclParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from None
     data = result.to_dict()
@@ -149,7 +145,7 @@ def parse_dcgmi(path, as_json):
     from ..parsers.dcgmi import DcgmiParseError, parse_diag
 
     try:
-        diag = parse_diag(_read(path))
+        diag = parse_diag(read_text(path))
     except DcgmiParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from None
     text = f"overall {diag.overall}: " + ", ".join(f"{t.name}={t.status}" for t in diag.tests)
@@ -169,7 +165,7 @@ def parse_fio(path, as_json):
     from ..parsers.fio import FioParseError, parse as parse_text
 
     try:
-        result = parse_text(_read(path))
+        result = parse_text(read_text(path))
     except FioParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from None
     text = "; ".join(f"{j.name}: read {j.read_bw_bytes} B/s, write {j.write_bw_bytes} B/s" for j in result.jobs)
