@@ -80,7 +80,7 @@ def setup(work: Path) -> dict[str, Path]:
 def fast_gate(work: Path, env: dict[str, str]) -> str | None:
     """Write the fast prolog's gate with one healthy HealthCheckProgram run; the reason when it cannot."""
     argv = [sys.executable, "-I", "-c",
-            "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())",
+            "from healthcheck.slurm.hooks import run; run()",
             "slurm-check", "--config", str(work / "fast.toml")]
     try:
         run_once(argv, env)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-ENTRY = "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())"
+ENTRY = "from healthcheck.slurm.hooks import run; run()"
 
 
 def parse(stderr: str) -> dict[str, tuple[int, int]]:

@@ -3,4 +3,4 @@
 # from the template shipped in the package (healthcheck/slurm/templates/prolog.sh): do not edit, re-install.
 
 # -c rather than -m: runpy alone costs ~5 ms, paid before every job
-exec /opt/healthcheck/.venv/bin/python -I -c 'import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())' prolog --config /etc/healthcheck/healthcheck.toml
+exec /opt/healthcheck/.venv/bin/python -I -c 'from healthcheck.slurm.hooks import run; run()' prolog --config /etc/healthcheck/healthcheck.toml

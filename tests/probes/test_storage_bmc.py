@@ -227,3 +227,27 @@ def test_a_bundle_with_an_unreadable_recording_is_an_error_not_a_pass(tmp_path):
     findings = {f.check: f.status for f in verdict.findings}
     assert findings["storage.health"] is Status.ERROR and "storage" in snap.probe_errors
     assert findings["bmc.sel"] is Status.ERROR
+
+
+def test_probe_modules_are_imported_before_the_threads_and_a_broken_one_stays_the_jobs_error(node, monkeypatch):
+    """The probes' modules are imported in the calling thread (threads importing at once contend for the
+    import locks); a module that cannot be imported still becomes that probe's error, not the run's."""
+    import sys
+
+    from healthcheck.probes import live
+
+    monkeypatch.setitem(live._PROBE_MODULES, "storage", "no_such_probe_module")
+    monkeypatch.setattr(live, "_storage", lambda opts: __import__("healthcheck.probes.no_such_probe_module"))
+    monkeypatch.delitem(sys.modules, "healthcheck.probes.host_counters", raising=False)
+    seen, run_bounded = [], live.run_bounded
+
+    def spy(jobs, *args, **kwargs):
+        seen.append("healthcheck.probes.host_counters" in sys.modules)
+        return run_bounded(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(live, "run_bounded", spy)
+    opts = LiveOptions(node["sys"], str(node["tmp"] / "proc"), dev_root=node["dev"])
+    snap = snapshot_live(opts, "2026-12-01T00:00:00+00:00", frozenset({"storage", "edac"}))
+    assert seen == [True]  # imported before any probe's thread started
+    assert snap.probe_errors["storage"].kind == "error" and "no_such_probe_module" in snap.probe_errors["storage"].message
+    assert "edac" not in snap.probe_errors

@@ -156,3 +156,21 @@ def test_hook_log_lines_cannot_be_forged(capsys):
     log("config /etc/x\nhealthcheck: resumed node7\x1b[2J")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "\\n" in err
+
+
+def test_the_wrappers_entry_leaves_without_teardown_but_runs_exit_handlers_and_flushes(tmp_path):
+    """run() ends with os._exit (no module teardown before every job): what atexit holds still runs (the
+    watchdog's reaping of abandoned children), stderr reaches slurmd's log, the exit status is the hook's."""
+    marker = tmp_path / "atexit-ran"
+    code = (f"import atexit; atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
+            "import sys; print('pending stdout', end='')\n"
+            "from healthcheck.slurm.hooks import run; run()")
+    proc = subprocess.run([sys.executable, "-I", "-c", code, "prolog", "--config", str(tmp_path / "missing.toml")],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "n1"},
+                          timeout=60, cwd="/")
+    assert proc.returncode == 0  # a config that cannot be used never drains
+    assert "missing.toml: no such config file" in proc.stderr and proc.stdout == "pending stdout"
+    assert marker.read_text() == "ran"
+    usage = subprocess.run([sys.executable, "-I", "-c", "from healthcheck.slurm.hooks import run; run()", "bogus"],
+                           capture_output=True, text=True, timeout=60, cwd="/")
+    assert usage.returncode == 1 and "usage:" in usage.stderr  # SystemExit leaves the usual way

@@ -40,7 +40,7 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
         f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
         "python -m healthcheck.slurm.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
-    assert f"guarded_main())' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG}" in committed
+    assert f"run()' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG}" in committed
     assert os.access(SHIPPED / name, os.X_OK)
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENTRY = "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())"
+ENTRY = "from healthcheck.slurm.hooks import run; run()"
 
 # Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
 # checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,

@@ -3,4 +3,4 @@
 # from the template shipped in the package (healthcheck/slurm/templates/healthcheck.sh): do not edit, re-install.
 @ENV@
 # -c rather than -m: runpy alone costs ~5 ms, paid before every job
-exec @PYTHON@ -I -c 'import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())' slurm-check --config @CONFIG@
+exec @PYTHON@ -I -c 'from healthcheck.slurm.hooks import run; run()' slurm-check --config @CONFIG@
