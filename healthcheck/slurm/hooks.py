@@ -55,8 +55,11 @@ POST_SHARE, POST_MIN_S, POST_MAX_S = 0.15, 0.5, 3.0
 END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
 
 
-def main(argv: list[str] | None = None) -> int:
-    t0 = time.monotonic()
+def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None) -> int:
+    """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
+    wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
+    config is read (the agent's client waits that long)."""
+    t0 = time.monotonic() if t0 is None else t0
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
     job_id = os.environ.get("SLURM_JOB_ID") or None
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = config.slurm if config else _default_settings()
     state_dir = os.path.join(settings.state_dir, node)
     budget = settings.budget(context)
+    if on_budget is not None:
+        on_budget(budget)
     end = t0 + budget
     post = min(max(POST_SHARE * budget, POST_MIN_S), POST_MAX_S, budget / 3)
     from . import actions
@@ -272,11 +277,11 @@ def _findings_of(outcome, budget: float, context: str):
                     f"{context} checker crashed: {outcome.error or 'no result'}")], None, None, None
 
 
-def guarded_main(argv: list[str] | None = None) -> int:
+def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv)
+        return main(argv, t0, on_budget)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

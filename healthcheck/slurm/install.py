@@ -11,7 +11,10 @@ import os
 import sys
 from pathlib import Path
 
+from .agentclient import DEFAULT_SOCKET
+
 HOOKS = {"prolog.sh": "Prolog", "epilog.sh": "Epilog", "healthcheck.sh": "HealthCheckProgram"}
+UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work to (healthcheck.slurm.agent)
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_PYTHON = "/opt/healthcheck/.venv/bin/python"
 DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
@@ -19,25 +22,39 @@ _UNSAFE = " \t\n'\"\\$`;&|<>"
 
 
 def template_text(name: str) -> str:
-    """The wrapper template ``name`` (one of HOOKS), as shipped inside the package."""
-    if name not in HOOKS:
-        raise ValueError(f"no hook template {name!r} (known: {', '.join(HOOKS)})")
+    """The template ``name`` (one of HOOKS, or UNIT), as shipped inside the package."""
+    if name not in HOOKS and name != UNIT:
+        raise ValueError(f"no hook template {name!r} (known: {', '.join([*HOOKS, UNIT])})")
     return (TEMPLATES / name).read_text()
 
 
-def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG,
-           slurm_conf: str | None = None) -> str:
-    """The hook ``name`` with absolute paths filled in. Raises ValueError for a path a shell line would
-    misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
-    for value, what in ((python, "python"), (config, "config"), (slurm_conf, "slurm.conf")):
+def _check_paths(*pairs: tuple[str | None, str]) -> None:
+    for value, what in pairs:
         if value is None:
             continue
         if not os.path.isabs(value):
             raise ValueError(f"{what} path {value!r} is not absolute")
         if any(c in value for c in _UNSAFE):
             raise ValueError(f"{what} path {value!r} contains characters a hook must not carry")
+
+
+def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG,
+           slurm_conf: str | None = None, agent: str | None = DEFAULT_SOCKET) -> str:
+    """The hook ``name`` with absolute paths filled in. ``agent``: the warm agent's socket the hook tries
+    first (None: the hook always runs in its own process). Raises ValueError for a path a shell line would
+    misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
+    if name == UNIT:
+        return render_unit(python, config, agent or DEFAULT_SOCKET)
+    _check_paths((python, "python"), (config, "config"), (slurm_conf, "slurm.conf"), (agent, "agent socket"))
     env = f"export SLURM_CONF={slurm_conf}" if slurm_conf else ""
-    return template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
+    return (template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
+            .replace("@AGENT@", f" --agent {agent}" if agent else ""))
+
+
+def render_unit(python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG, socket: str = DEFAULT_SOCKET) -> str:
+    """The systemd unit of the warm agent (``healthcheck-agent.service``)."""
+    _check_paths((python, "python"), (config, "config"), (socket, "agent socket"))
+    return template_text(UNIT).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@SOCKET@", socket)
 
 
 def _write(prefix: str | Path, texts: dict[str, str]) -> list[Path]:
@@ -47,12 +64,13 @@ def _write(prefix: str | Path, texts: dict[str, str]) -> list[Path]:
     for name, text in texts.items():
         target = out / name
         partial = out / f".{name}.{os.getpid()}.partial"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+        mode = 0o755 if name in HOOKS else 0o644  # the hooks run; the unit file is read by systemd
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
             with os.fdopen(fd, "w") as fh:
                 fh.write(text)
                 fh.flush()
-                os.fchmod(fh.fileno(), 0o755)  # whatever the umask
+                os.fchmod(fh.fileno(), mode)  # whatever the umask
                 os.fsync(fh.fileno())
             os.replace(partial, target)
         except BaseException:
@@ -66,18 +84,30 @@ def _write(prefix: str | Path, texts: dict[str, str]) -> list[Path]:
 
 
 def install_hooks(prefix: str, config: str, python: str | None = None,
-                  slurm_conf: str | None = None) -> list[Path]:
-    """Write the three hooks into ``prefix``, executable. ``slurm_conf``: a slurm.conf outside the default
+                  slurm_conf: str | None = None, agent: str | None = DEFAULT_SOCKET) -> list[Path]:
+    """Write the three hooks into ``prefix``, executable, and the agent's systemd unit beside them (unless
+    ``agent`` is None: hooks that never try an agent). ``slurm_conf``: a slurm.conf outside the default
     place (exported as SLURM_CONF for the scontrol calls the hooks make)."""
     python = os.path.abspath(python or sys.executable)
     config = os.path.abspath(config)
     slurm_conf = os.path.abspath(slurm_conf) if slurm_conf else None
-    return _write(prefix, {name: render(name, python, config, slurm_conf) for name in HOOKS})
+    agent = os.path.abspath(agent) if agent else None
+    texts = {name: render(name, python, config, slurm_conf, agent) for name in HOOKS}
+    if agent:
+        texts[UNIT] = render_unit(python, config, agent)
+    return _write(prefix, texts)
 
 
 def write_shipped(directory: str | Path) -> list[Path]:
-    """(Re)write the default-layout hooks committed in ``prolog_epilog/``."""
-    return _write(directory, {name: render(name) for name in HOOKS})
+    """(Re)write the default-layout hooks and agent unit committed in ``prolog_epilog/``."""
+    return _write(directory, {**{name: render(name) for name in HOOKS}, UNIT: render_unit()})
+
+
+def agent_lines(prefix: str) -> str:
+    """How to start the agent the hooks try first (a systemd unit written beside them)."""
+    unit = os.path.join(os.path.abspath(prefix), UNIT)
+    return (f"# the warm agent (optional: without it each hook runs in its own process):\n"
+            f"#   cp {unit} /etc/systemd/system/ && systemctl daemon-reload && systemctl enable --now {UNIT}\n")
 
 
 def slurm_conf_lines(prefix: str) -> str:

@@ -29,7 +29,7 @@ def test_each_hook_has_one_template_in_the_package_and_none_elsewhere():
              and p.parent != install.TEMPLATES and ".venv" not in p.parts]
     assert other == [], "a second copy of a hook template"
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["healthcheck"]
-    for name in install.HOOKS:  # shipped in the wheel, so install-hooks works from an installed package
+    for name in [*install.HOOKS, install.UNIT]:  # shipped in the wheel, so install-hooks works from an installed package
         assert any(fnmatch.fnmatch(f"slurm/templates/{name}", g) for g in globs), name
 
 
@@ -40,8 +40,12 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
         f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
         "python -m healthcheck.slurm.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
-    assert f"run()' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG}" in committed
+    assert f"run()' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG} --agent {install.DEFAULT_SOCKET}" in committed
     assert os.access(SHIPPED / name, os.X_OK)
+
+
+def test_the_committed_agent_unit_is_its_template_rendered_for_the_default_layout():
+    assert (SHIPPED / install.UNIT).read_text() == install.render_unit()
 
 
 def test_committed_hooks_are_executable_in_git():
@@ -66,13 +70,34 @@ def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(
     finally:
         os.umask(old)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in prefix.iterdir()) == sorted(install.HOOKS)  # no partial file left
+    # no partial file left; the agent's unit beside the hooks
+    assert sorted(p.name for p in prefix.iterdir()) == sorted([*install.HOOKS, install.UNIT])
     for name in install.HOOKS:
         text = (prefix / name).read_text()
         assert text == install.render(name, sys.executable, str(config), str(slurm_conf))
         assert install.template_text(name).replace("@ENV@", f"export SLURM_CONF={slurm_conf}") \
-            .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) == text
+            .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) \
+            .replace("@AGENT@", f" --agent {install.DEFAULT_SOCKET}") == text
         assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
+    unit = (prefix / install.UNIT).read_text()
+    assert f"ExecStart={sys.executable} -I -m healthcheck.slurm.agent --socket {install.DEFAULT_SOCKET} " \
+           f"--config {config}" in unit and "@" not in unit.replace("@PYTHON@", "")
+    assert stat.S_IMODE((prefix / install.UNIT).stat().st_mode) == 0o644
+    assert f"systemctl enable --now {install.UNIT}" in result.stderr
+
+
+def test_install_hooks_without_the_agent_writes_hooks_that_never_try_one(tmp_path):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    result = CliRunner().invoke(cli, ["slurm", "install-hooks", "--prefix", str(tmp_path / "h"), "--config",
+                                      str(config), "--python", sys.executable, "--no-agent"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == sorted(install.HOOKS)
+    assert "--agent" not in (tmp_path / "h" / "prolog.sh").read_text()
+    custom = install.render("prolog.sh", sys.executable, str(config), agent="/run/hc/a.sock")
+    assert custom.rstrip().endswith(f"--config {config} --agent /run/hc/a.sock")
+    with pytest.raises(ValueError, match="agent socket path"):
+        install.render("prolog.sh", sys.executable, str(config), agent="/run/x;y")
 
 
 def test_an_installed_hook_runs(tmp_path):

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENTRY = "from healthcheck.slurm.hooks import run; run()"
+ENTRY = "from healthcheck.slurm.agentclient import run; run()"  # the wrappers' line; here with no agent
 
 # Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
 # checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,
@@ -42,12 +42,15 @@ OURS = {
     # the spool record and the baseline written without json; probe deadlines without threading; the
     # kernel log read from /dev/kmsg and parsed only when something that could be an event was logged
     "healthcheck.jsonwrite", "healthcheck.probes.bounded", "healthcheck.probes.kmsg", "healthcheck.probes.kernel_cache",
+    # the wrappers' entry: it tries the node's warm agent first (none here: the hook runs in this process)
+    "healthcheck.slurm.agentclient",
 }
 # The standard library beyond start-up: the C JSON string escaper (jsonwrite), the C SHA-256 (config
-# hash), errno, fcntl (the spool's lock), math (finite-number checks), select (the watchdog) and __future__.
+# hash), errno, fcntl (the spool's lock), math (finite-number checks), select (the watchdog), _socket (the
+# wrappers' client of the warm agent: the C module, not socket.py and its enums) and __future__.
 # Not re, enum, functools, collections, json, threading, signal, datetime, importlib: each cost the prolog
 # milliseconds before every job (docs/performance.md); the hot path has its own lean stand-ins.
-STDLIB = {"__future__", "_json", "_sha256", "_sha2", "errno", "fcntl", "math", "select", "pwd"}
+STDLIB = {"__future__", "_json", "_sha256", "_sha2", "errno", "fcntl", "math", "select", "pwd", "_socket"}
 FORBIDDEN = {"typing", "dataclasses", "inspect", "ast", "subprocess", "hashlib", "tempfile", "tomllib", "pathlib",
              "shutil", "uuid", "click", "pandas", "numpy", "sqlalchemy", "rich", "logging", "socket",
              "re", "enum", "functools", "collections", "json", "threading", "signal", "datetime", "importlib",
@@ -73,7 +76,7 @@ def test_the_prolog_imports_only_its_allow_list(tmp_path):
            "SLURM_JOB_USER": "root", "SLURM_JOB_UID": "0", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
     floor = imported(["-c", "pass"], env)
     for _ in range(2):  # the second run is the steady state: config, policies and index from the cache
-        modules = imported(["-c", ENTRY, "prolog", "--config", str(config)], env)
+        modules = imported(["-c", ENTRY, "prolog", "--config", str(config), "--agent", str(tmp_path / "none.sock")], env)
     records = [json.loads(line) for line in (tmp_path / "spool" / "records.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "run" and records[-1]["context"] == "prolog"
     extra = modules - floor

@@ -1,0 +1,325 @@
+"""The node's warm hook agent: slurmd's hooks answered in milliseconds, every check still run afresh.
+
+``python -I -m healthcheck.slurm.agent [--socket PATH] [--config FILE]`` (systemd: the unit
+``healthcheck slurm install-hooks`` writes beside the hooks). At start it imports what the prolog, epilog
+and HealthCheckProgram run (the hook, its probes, the checks of those contexts, the config from its
+cache) and freezes that heap (``gc.freeze``); then, for each request of a wrapper
+(:mod:`healthcheck.slurm.agentclient`), it forks a worker that runs the hook exactly as the wrapper would
+(``hooks.guarded_main``: probes live, judges, acts, records, with the watchdog child and budgets as ever)
+in the wrapper's environment, working directory and umask, and sends back the exit status and what the
+hook logged. Nothing of a run is kept in the agent: each worker is a fresh fork of the warm heap, so
+what one run probes, caches or leaks dies with it, and a worker stuck on a wedged GPU holds only itself.
+
+Safety:
+- the socket lives in a directory of mode 0700 and is 0600; a peer that is not root (or the agent's own
+  user) is refused (SO_PEERCRED);
+- a request is read within ``REQUEST_S``; one that is malformed, too large or of another protocol is
+  refused (the wrapper then runs the hook itself);
+- code under the agent changed (an upgrade: any loaded module or packaged policy file differs from what
+  was imported) or the Python it runs is gone: the request is answered ``stale`` (the wrapper runs the
+  hook itself) and the agent exits (systemd starts the new code);
+- a second agent on a live socket refuses to start.
+"""
+from __future__ import annotations
+
+import gc
+import io
+import os
+import select
+import signal
+import sys
+import time
+
+from . import agentclient
+from .agentclient import PROTOCOL, read_frame, send_frame
+from .settings import SlurmSettings
+
+REQUEST_S = 1.0  # a client's request must arrive within this
+REAP_EVERY_S = 1.0
+EX_TEMPFAIL = 75  # the exit status for "restart me" (stale code)
+CONTEXTS = ("prolog", "epilog", "slurm-check")
+
+
+class AgentError(Exception):
+    """The agent cannot start (socket in use, directory unsafe)."""
+
+
+def warm(config_path: str | None = None) -> list[str]:
+    """Import what the hooks run, so that each worker starts with it loaded. Returns the modules that
+    could not be imported (a probe whose extra is missing: its job reports it, as without the agent)."""
+    failed = []
+    from . import actions, baseline, gate, gatefacts, gpu_samples, hooks, policy, watchdog  # noqa: F401
+    from .. import acquire, judge, jsonwrite, model, records, spool, spoolwrite  # noqa: F401
+    from ..checks import _index
+    from ..probes import live
+
+    names = {f"healthcheck.probes.{m}" for m in live._PROBE_MODULES.values()}
+    names |= {f"healthcheck.checks.{entry[0]}" for entry in _index.CHECKS.values() if set(entry[2]) & set(CONTEXTS)}
+    names |= {"healthcheck.parsers.kernel_log", "healthcheck.parsers.host_events", "healthcheck.probes.jobprocs"}
+    for name in sorted(names):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - recorded; the probe's job fails in the worker as it would anyway
+            failed.append(name)
+    from ..xid_policy import load_xid_policy
+    from ..host_event_policy import _default_policy
+
+    load_xid_policy()
+    _default_policy()
+    if config_path and os.path.exists(config_path):
+        try:
+            hooks._load(config_path, os.uname().nodename.split(".")[0])
+        except Exception:  # noqa: BLE001 - the hooks report a config they cannot use, per run
+            pass
+    return failed
+
+
+class Fingerprint:
+    """What the agent's code is made of: every loaded module file of the package and its data files, with
+    their (mtime, size, inode), and the interpreter's executable. Compared before every request."""
+
+    def __init__(self) -> None:
+        self.files = self._files()
+        self.stamp = {path: self._stat(path) for path in self.files}
+
+    @staticmethod
+    def _files() -> list[str]:
+        files = [sys.executable]
+        for name, module in list(sys.modules.items()):
+            if name == "healthcheck" or name.startswith("healthcheck."):
+                path = getattr(module, "__file__", None)
+                if path:
+                    files.append(path)
+        data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+        try:
+            files += [os.path.join(data, n) for n in sorted(os.listdir(data))]
+        except OSError:
+            pass
+        return files
+
+    @staticmethod
+    def _stat(path: str):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def changed(self) -> str | None:
+        """The first file that is not what was loaded, else None."""
+        for path in self.files:
+            if self._stat(path) != self.stamp[path]:
+                return path
+        return None
+
+
+def listen(socket_path: str):
+    """A listening Unix socket at ``socket_path`` (its directory made 0700 if new and checked to be
+    root's or ours and not writable by others). Raises AgentError when another agent answers there."""
+    import socket
+    import stat
+
+    directory = os.path.dirname(os.path.abspath(socket_path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    st = os.stat(directory)
+    if st.st_uid not in (0, os.getuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise AgentError(f"{directory}: must belong to root (or this user) and not be writable by others")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(socket_path)
+    except FileNotFoundError:
+        pass
+    except OSError:  # a socket file no agent answers on: left by a dead agent
+        os.unlink(socket_path)
+    else:
+        raise AgentError(f"{socket_path}: another agent answers there")
+    finally:
+        probe.close()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        server.bind(socket_path)
+    finally:
+        os.umask(old)
+    os.chmod(socket_path, 0o600)
+    server.listen(64)
+    return server
+
+
+def peer_allowed(conn) -> bool:
+    import socket
+    import struct
+
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid in (0, os.getuid())
+
+
+def serve(server, fingerprint: Fingerprint, max_requests: int | None = None, log=None) -> int:
+    """Answer requests until the code is stale (returns EX_TEMPFAIL) or ``max_requests`` were taken
+    (tests; returns 0)."""
+    log = log or _log
+    taken = 0
+    while max_requests is None or taken < max_requests:
+        _reap()
+        ready, _, _ = select.select([server], [], [], REAP_EVERY_S)
+        if not ready:
+            continue
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            continue
+        taken += 1
+        try:
+            if _handle(conn, fingerprint, log, server) == "stale":
+                return EX_TEMPFAIL
+        finally:
+            conn.close()
+    return 0
+
+
+def _handle(conn, fingerprint: Fingerprint, log, server) -> str:
+    if not peer_allowed(conn):
+        _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
+        return "refused"
+    conn.settimeout(REQUEST_S)
+    try:
+        request = read_frame(conn)
+    except (OSError, ValueError, EOFError) as exc:
+        log(f"a request could not be read: {exc}")
+        return "refused"
+    why = _invalid(request)
+    if why:
+        _answer(conn, {"kind": "refused", "why": why})
+        return "refused"
+    changed = fingerprint.changed()
+    if changed:
+        _answer(conn, {"kind": "stale", "why": f"{changed} changed since the agent started; it restarts"})
+        log(f"{changed} changed since start: exiting for a restart with the new code")
+        return "stale"
+    # "accepted" before the fork, so that it is the client's first frame whatever the worker sends; the
+    # worker's first frame carries its pid (the group the client may kill past the deadline)
+    _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0])})
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        _answer(conn, {"kind": "refused", "why": f"no worker: {exc}"})
+        return "refused"
+    if pid == 0:  # pragma: no cover - the worker (coverage cannot see a forked child)
+        server.close()  # the agent's socket is not the worker's to hold
+        _worker(conn, request)
+    return "forked"
+
+
+def _invalid(request: dict) -> str | None:
+    if request.get("v") != PROTOCOL:
+        return f"protocol {request.get('v')!r}, this agent speaks {PROTOCOL}"
+    argv, env = request.get("argv"), request.get("env")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv) or argv[0] not in CONTEXTS:
+        return "argv must start with one of " + ", ".join(CONTEXTS)
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        return "env must map strings to strings"
+    if not isinstance(request.get("t0"), float) or not isinstance(request.get("umask"), int):
+        return "t0 and umask are required"
+    if not isinstance(request.get("cwd"), str):
+        return "cwd is required"
+    return None
+
+
+def _answer(conn, message: dict) -> None:
+    try:
+        send_frame(conn, message)
+    except OSError:
+        pass  # the client is gone; its hook ran here or ended
+
+
+def _worker(conn, request: dict) -> None:  # pragma: no cover - runs in the forked worker
+    """Run the hook as the wrapper would, in its environment; send the status and the log. Never returns."""
+    code = 0
+    try:
+        os.setsid()  # its own session and group: the client may kill the group past the deadline
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        gc.enable()
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.umask(request["umask"])
+        try:
+            os.chdir(request["cwd"])
+        except OSError:
+            os.chdir("/")
+        sys.argv = ["-c", *request["argv"]]
+        captured = io.StringIO()
+        sys.stderr = captured
+        from .hooks import guarded_main
+
+        def on_budget(budget_s: float) -> None:
+            _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
+
+        try:
+            rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget)
+        except SystemExit as exc:  # a usage error, as the interpreter would print it
+            rc = exc.code if isinstance(exc.code, int) else 1
+            if exc.code is not None and not isinstance(exc.code, int):
+                captured.write(f"{exc.code}\n")
+        _answer(conn, {"kind": "done", "rc": rc if isinstance(rc, int) else 0, "log": captured.getvalue()})
+    except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _log(message: str) -> None:
+    from ..output import clean
+
+    sys.stderr.write(f"healthcheck agent: {clean(message)}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m healthcheck.slurm.agent",
+                                     description="The node's warm hook agent (see healthcheck/slurm/agent.py).")
+    parser.add_argument("--socket", default=agentclient.DEFAULT_SOCKET, help="Unix socket the hooks connect to")
+    parser.add_argument("--config", default=os.environ.get("HEALTHCHECK_CONFIG"),
+                        help="the hooks' config, loaded at start to warm its cache (each run reads it afresh)")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    failed = warm(args.config)
+    fingerprint = Fingerprint()
+    try:
+        server = listen(args.socket)
+    except (AgentError, OSError) as exc:
+        _log(f"not started: {exc}")
+        return 1
+    gc.collect()
+    gc.freeze()  # the warm heap is shared with every worker; the collector leaves it alone (no copy-on-write)
+    _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
+         + (f"; not importable: {', '.join(failed)}" if failed else ""))
+    try:
+        return serve(server, fingerprint)
+    finally:
+        server.close()
+        try:
+            os.unlink(args.socket)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

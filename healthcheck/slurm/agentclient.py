@@ -1,0 +1,182 @@
+"""The installed wrappers' entry: hand the hook to the node's warm agent, else run it here.
+
+``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog --config FILE --agent SOCKET``
+
+With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by a process
+forked from it for this request: modules imported, config cache and policies loaded, so a healthy prolog
+costs the interpreter's start-up and a few milliseconds. This process only connects, sends its arguments,
+environment, working directory, umask and start time, waits, writes what the hook logged to stderr
+(slurmd's log) and exits with the hook's status. It imports nothing but this module (``_socket`` and
+``marshal`` are built into the interpreter's distribution): a test holds it to that.
+
+No agent, a stale one (the package was upgraded under it), or one that does not answer within
+``ACCEPT_S``: the hook runs in this process exactly as without an agent (:func:`hooks.run`), its budget
+counted from this process's start. Once the agent has taken the request, the hook's own budget applies:
+no answer by then (a bug of ours) is logged and the hook exits 0 without judging, as any internal error
+does: a job never waits on us beyond the budget, and our failure never drains a node.
+
+Wire format, both ways: an 8-byte big-endian length, then that many bytes of ``marshal`` data (a dict).
+Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s"}``
+(the agent forks the hook's worker; the budget frame comes within ``wait_s``, the context's default
+budget), then the worker's ``{"kind": "budget", "budget_s", "pid"}`` (the config's budget for this
+context) and ``{"kind": "done", "rc", "log"}``; or ``{"kind": "stale" | "refused", "why"}`` (nothing
+ran: the hook runs here).
+"""
+
+import marshal
+import os
+import sys
+import time
+
+PROTOCOL = 1
+HEADER = 8
+ACCEPT_S = 1.0  # the agent's answer to a request (a warm agent answers in about a millisecond)
+ANSWER_MARGIN_S = 0.5  # after the hook's budget: the worker's own exit, the last frame
+MAX_FRAME = 16 * 1024 * 1024
+DEFAULT_SOCKET = "/run/healthcheck/agent.sock"
+
+
+class AgentGone(Exception):
+    """The agent did not take the request: run the hook here."""
+
+
+def split_agent(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without ``--agent SOCKET``, and SOCKET (None when not given or given empty)."""
+    if "--agent" not in argv:
+        return argv, None
+    i = argv.index("--agent")
+    socket_path = argv[i + 1] if i + 1 < len(argv) else None
+    return argv[:i] + argv[i + 2:], socket_path or None
+
+
+def run() -> None:
+    t0 = time.monotonic()
+    argv, socket_path = split_agent(sys.argv[1:])
+    if socket_path:
+        try:
+            code = via_agent(socket_path, argv, t0)
+        except AgentGone as exc:
+            if exc.args and exc.args[0]:
+                _log(f"agent not used, the hook runs here: {exc.args[0]}")
+        else:
+            _leave(code)
+    from .hooks import guarded_main, leave
+
+    leave(guarded_main(argv, t0=t0))
+
+
+def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
+    """The hook's exit status as the agent's worker gave it. Raises AgentGone (with why, or empty when
+    there is simply no agent) before the agent has taken the request."""
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(ACCEPT_S)
+        try:
+            sock.connect(socket_path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise AgentGone("") from None  # no agent: the usual case where none is installed
+        except OSError as exc:
+            raise AgentGone(f"{socket_path}: {exc}") from None
+        umask = os.umask(0o022)
+        os.umask(umask)
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = "/"
+        request = {"v": PROTOCOL, "argv": list(argv), "env": dict(os.environ), "cwd": cwd, "umask": umask,
+                   "t0": t0}
+        try:
+            send_frame(sock, request)
+            first = read_frame(sock)
+        except (OSError, ValueError, EOFError) as exc:
+            raise AgentGone(f"no answer from the agent: {exc}") from None
+        kind = first.get("kind")
+        if kind in ("stale", "refused"):
+            raise AgentGone(f"agent {kind}: {first.get('why')}")
+        if kind != "accepted":
+            raise AgentGone(f"unexpected answer from the agent: {kind!r}")
+        return _await_worker(sock, t0, float(first.get("wait_s") or 0))
+    finally:
+        sock.close()
+
+
+def _await_worker(sock, t0: float, wait_s: float) -> int:
+    """The worker's frames until ``done``; past its deadline the worker's group is killed and the hook exits 0."""
+    deadline = t0 + wait_s + ANSWER_MARGIN_S
+    pid = None
+    while True:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            frame = read_frame(sock)
+        except (OSError, ValueError, EOFError) as exc:
+            if isinstance(exc, TimeoutError) and isinstance(pid, int) and pid > 1:
+                try:
+                    os.killpg(pid, 9)  # SIGKILL: it is past its budget (a bug of ours)
+                except OSError:
+                    pass
+            _log(f"the agent's worker gave no verdict ({exc}); nothing judged")
+            return 0
+        kind = frame.get("kind")
+        if kind == "refused":  # no worker could be started: nothing ran yet
+            raise AgentGone(f"agent refused: {frame.get('why')}")
+        if kind == "budget":
+            deadline = t0 + float(frame["budget_s"]) + ANSWER_MARGIN_S
+            pid = frame.get("pid")
+        elif kind == "done":
+            text = frame.get("log") or ""
+            if text:
+                try:
+                    sys.stderr.write(text)
+                except OSError:
+                    pass
+            rc = frame.get("rc")
+            return rc if isinstance(rc, int) and 0 <= rc < 256 else 0
+
+
+def send_frame(sock, message: dict) -> None:
+    data = marshal.dumps(message)
+    sock.sendall(len(data).to_bytes(HEADER, "big") + data)
+
+
+def read_frame(sock) -> dict:
+    """One framed message; EOFError when the peer closed, ValueError for a malformed one, the socket's
+    timeout as OSError ("timed out")."""
+    header = _read_exactly(sock, HEADER)
+    size = int.from_bytes(header, "big")
+    if size > MAX_FRAME:
+        raise ValueError(f"a frame of {size} bytes exceeds {MAX_FRAME}")
+    try:
+        message = marshal.loads(_read_exactly(sock, size))
+    except (EOFError, TypeError) as exc:
+        raise ValueError(f"unreadable frame: {exc}") from None
+    if not isinstance(message, dict):
+        raise ValueError("a frame that is not a dict")
+    return message
+
+
+def _read_exactly(sock, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the agent closed the connection")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _log(message: str) -> None:
+    from .hooks import log
+
+    log(message)
+
+
+def _leave(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - slurmd gone: exit anyway
+            pass
+    os._exit(code)

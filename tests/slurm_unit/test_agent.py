@@ -1,0 +1,259 @@
+"""The warm hook agent and the wrappers' client, as slurmd and systemd run them (subprocesses, a real Unix
+socket): the verdict, exit status and spool record are the in-process hook's; without an agent, with a
+stale or a silent one, the hook runs in the wrapper's own process; the client imports nothing else."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from healthcheck.slurm import agentclient
+from healthcheck.slurm.agent import Fingerprint
+from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = "from healthcheck.slurm.agentclient import run; run()"
+
+
+def env_for(tmp_path: Path, job: str = "4242") -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": job, "SLURM_JOB_USER": "alice",
+            "SLURM_JOB_UID": "1000", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def start_agent(tmp_path: Path, config: Path, argv_prefix: list[str] | None = None, sock: Path | None = None):
+    sock = sock or tmp_path / "run" / "agent.sock"
+    argv = argv_prefix or [sys.executable, "-I", "-m", "healthcheck.slurm.agent"]
+    proc = subprocess.Popen([*argv, "--socket", str(sock), "--config", str(config)], env=env_for(tmp_path),
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"agent did not start: {proc.communicate()[1]}")
+        time.sleep(0.02)
+    return proc, sock
+
+
+def stop(proc) -> str:
+    proc.terminate()
+    try:
+        return proc.communicate(timeout=20)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[1]
+
+
+def client(context: str, config: Path, sock: Path | None, env: dict[str, str], extra=()):
+    argv = [sys.executable, "-I", *extra, "-c", CLIENT, context, "--config", str(config)]
+    if sock is not None:
+        argv += ["--agent", str(sock)]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd="/")
+    return proc, time.monotonic() - start
+
+
+def imported(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def results(record: dict) -> list[tuple]:
+    return [(r["check"], r["status"], r["message"], r["component"]) for r in record["results"]]
+
+
+@pytest.fixture
+def agent(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    proc, sock = start_agent(tmp_path, config)
+    yield config, sock, proc
+    stop(proc)
+
+
+def test_through_the_agent_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_path, agent):
+    config, sock, _ = agent
+    via, _ = client("prolog", config, sock, env_for(tmp_path), extra=["-X", "importtime"])
+    here, _ = client("prolog", config, None, env_for(tmp_path, job="4243"))
+    assert via.returncode == here.returncode == 1, (via.stderr[-2000:], here.stderr[-2000:])  # the faulty GPU drains
+    records = [r for r in spool(tmp_path) if r["kind"] == "run"]
+    assert [r["job_id"] for r in records] == ["4242", "4243"]
+    assert results(records[0]) == results(records[1]) and records[0]["status"] == "fail"
+    # the hook's log lines, through the agent, in slurmd's log: the same as the hook's own
+    logged = [[line for line in p.stderr.splitlines() if line.startswith("healthcheck:")] for p in (via, here)]
+    assert logged[0] == logged[1] and any("prolog on node1: fail" in line for line in logged[0])
+    # the work was the agent's: the wrapper imported its client and nothing of the hook
+    ours = {m for m in imported(via.stderr) if m.split(".")[0] == "healthcheck"}
+    assert ours == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient"}
+
+
+def test_the_client_imports_nothing_beyond_the_interpreter_but_its_module_and_the_socket(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        floor = imported(subprocess.run([sys.executable, "-I", "-X", "importtime", "-c", "pass"], capture_output=True,
+                                        text=True, env=env_for(tmp_path), cwd="/").stderr)
+        via, _ = client("prolog", config, sock, env_for(tmp_path), extra=["-X", "importtime"])
+    finally:
+        stop(proc)
+    assert via.returncode == 0, via.stderr[-2000:]
+    assert imported(via.stderr) - floor == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient",
+                                            "_socket"}
+    assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_every_context_and_concurrent_requests(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        argv = [sys.executable, "-I", "-c", CLIENT]
+        runs = [subprocess.Popen([*argv, "prolog", "--config", str(config), "--agent", str(sock)],
+                                 env=env_for(tmp_path, job=str(100 + i)), stderr=subprocess.PIPE, text=True, cwd="/")
+                for i in range(4)]
+        codes = [p.wait(timeout=120) for p in runs]
+        epilog, _ = client("epilog", config, sock, env_for(tmp_path, job="100"))
+        check, _ = client("slurm-check", config, sock, {k: v for k, v in env_for(tmp_path).items()
+                                                        if not k.startswith("SLURM_JOB")})
+    finally:
+        stop(proc)
+    assert codes == [0, 0, 0, 0] and epilog.returncode == 0 and check.returncode == 0, epilog.stderr + check.stderr
+    runs = [r for r in spool(tmp_path) if r["kind"] == "run"]
+    assert sorted(r["job_id"] for r in runs if r["context"] == "prolog") == ["100", "101", "102", "103"]
+    assert [r["context"] for r in runs[4:]] == ["epilog", "slurm-check"]
+
+
+def test_without_an_agent_the_hook_runs_in_the_wrappers_process(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, _ = client("prolog", config, tmp_path / "no-agent.sock", env_for(tmp_path), extra=["-X", "importtime"])
+    assert proc.returncode == 0 and "agent" not in proc.stderr.replace("agentclient", "")
+    assert "healthcheck.slurm.hooks" in imported(proc.stderr)
+    assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_a_silent_agent_costs_the_accept_wait_then_the_hook_runs_here(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "silent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(4)  # accepts (the kernel does) and never answers
+    try:
+        proc, took = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        server.close()
+    assert proc.returncode == 0 and "agent not used, the hook runs here: no answer from the agent" in proc.stderr
+    assert agentclient.ACCEPT_S <= took < agentclient.ACCEPT_S + 30
+    assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_an_agent_that_takes_the_request_and_never_answers_costs_the_budget_and_never_drains(tmp_path, bundles):  # noqa: F811
+    import threading
+
+    config = write_config(tmp_path, str(bundles / "faulty"), prolog_budget_s=1.0)
+    sock = tmp_path / "taker.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(4)
+    held = []
+
+    def take():
+        conn, _ = server.accept()
+        held.append(conn)
+        agentclient.read_frame(conn)
+        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0})
+        agentclient.send_frame(conn, {"kind": "budget", "budget_s": 1.0, "pid": 0})
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    try:
+        proc, took = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert proc.returncode == 0 and "gave no verdict" in proc.stderr  # our failure: exit 0, logged
+    assert took < 1.0 + agentclient.ANSWER_MARGIN_S + 30
+    assert spool(tmp_path) == []  # nothing judged here either: the request was the agent's
+
+
+def test_a_changed_package_makes_the_agent_answer_stale_and_exit_and_the_hook_runs_here(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    copy = tmp_path / "pkg"
+    shutil.copytree(ROOT / "healthcheck", copy / "healthcheck", ignore=shutil.ignore_patterns("__pycache__"))
+    run_copy = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(copy)!r}); "
+                "from healthcheck.slurm.agent import main; sys.exit(main(sys.argv[1:]))"]
+    proc, sock = start_agent(tmp_path, config, argv_prefix=run_copy)
+    try:
+        first, _ = client("prolog", config, sock, env_for(tmp_path, job="1"))
+        judge = copy / "healthcheck" / "judge.py"
+        judge.write_text(judge.read_text() + "\n")  # an upgrade under the running agent
+        second, _ = client("prolog", config, sock, env_for(tmp_path, job="2"), extra=["-X", "importtime"])
+        status = proc.wait(timeout=30)
+    finally:
+        err = stop(proc) if proc.poll() is None else proc.communicate()[1]
+    assert first.returncode == 0 and second.returncode == 0, second.stderr[-2000:]
+    assert "agent stale" in second.stderr and "healthcheck.slurm.hooks" in imported(second.stderr)
+    assert status == 75 and "judge.py changed since start" in err  # systemd restarts it with the new code
+    assert [r["job_id"] for r in spool(tmp_path) if r["kind"] == "run"] == ["1", "2"]
+
+
+def test_a_malformed_request_is_refused_and_the_agent_serves_on(tmp_path, agent):
+    config, sock, proc = agent
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(str(sock))
+    agentclient.send_frame(raw, {"v": agentclient.PROTOCOL, "argv": ["rm", "-rf", "/"], "env": {}, "cwd": "/",
+                                 "umask": 0o22, "t0": 1.0})
+    answer = agentclient.read_frame(raw)
+    raw.close()
+    assert answer["kind"] == "refused" and "argv must start with one of" in answer["why"]
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(str(sock))
+    raw.sendall((1 << 40).to_bytes(8, "big"))  # a frame larger than any request
+    raw.settimeout(10)
+    assert raw.recv(64) == b""  # closed without an answer
+    raw.close()
+    via, _ = client("prolog", config, sock, env_for(tmp_path))
+    assert via.returncode == 1 and proc.poll() is None
+
+
+def test_the_socket_is_private_and_a_second_agent_refuses_to_start(tmp_path, agent):
+    config, sock, _ = agent
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    second = subprocess.run([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock), "--config",
+                             str(config)], capture_output=True, text=True, env=env_for(tmp_path), timeout=120, cwd="/")
+    assert second.returncode == 1 and "another agent answers there" in second.stderr
+
+
+def test_a_socket_left_by_a_dead_agent_is_replaced(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    sock.parent.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock))
+    dead.close()  # the file stays, nobody listens
+    proc, _ = start_agent(tmp_path, config, sock=sock)
+    try:
+        via, _ = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        stop(proc)
+    assert via.returncode == 0 and "agent not used" not in via.stderr
+
+
+def test_the_fingerprint_names_the_file_that_changed(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("x = 1\n")
+    fp = Fingerprint()
+    fp.files.append(str(module))
+    fp.stamp[str(module)] = Fingerprint._stat(str(module))
+    assert fp.changed() is None
+    os.utime(module, ns=(1, 1))
+    assert fp.changed() == str(module)
+
+
+def test_split_agent_takes_the_socket_out_of_the_hooks_arguments():
+    assert agentclient.split_agent(["prolog", "--config", "c", "--agent", "/s"]) == (["prolog", "--config", "c"], "/s")
+    assert agentclient.split_agent(["prolog", "--agent", ""]) == (["prolog"], None)
+    assert agentclient.split_agent(["prolog"]) == (["prolog"], None)
