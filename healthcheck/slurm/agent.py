@@ -36,6 +36,7 @@ from .settings import SlurmSettings
 
 REQUEST_S = 1.0  # a client's request must arrive within this
 REAP_EVERY_S = 1.0
+SPARES = 2  # workers forked ahead, waiting in accept(): a request never waits for a fork
 EX_TEMPFAIL = 75  # the exit status for "restart me" (stale code)
 CONTEXTS = ("prolog", "epilog", "slurm-check")
 
@@ -67,8 +68,9 @@ def warm(config_path: str | None = None) -> list[str]:
     load_xid_policy()
     _default_policy()
     if config_path and os.path.exists(config_path):
-        try:
-            hooks._load(config_path, os.uname().nodename.split(".")[0])
+        node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+        try:  # the workers use it while the file is unchanged; a changed file is read by each run
+            hooks.keep_warm(config_path, node)
         except Exception:  # noqa: BLE001 - the hooks report a config they cannot use, per run
             pass
     return failed
@@ -159,60 +161,121 @@ def peer_allowed(conn) -> bool:
     return uid in (0, os.getuid())
 
 
-def serve(server, fingerprint: Fingerprint, max_requests: int | None = None, log=None) -> int:
-    """Answer requests until the code is stale (returns EX_TEMPFAIL) or ``max_requests`` were taken
-    (tests; returns 0)."""
+def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> int:
+    """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
+    pipe (the agent forks the next spare) and exits when it is answered. Returns EX_TEMPFAIL when a
+    worker found the code stale (the other spares are stopped; busy workers finish their hooks)."""
     log = log or _log
-    taken = 0
-    while max_requests is None or taken < max_requests:
-        _reap()
-        ready, _, _ = select.select([server], [], [], REAP_EVERY_S)
-        if not ready:
-            continue
+    notify_r, notify_w = os.pipe()
+    # the lifeline: only the agent holds its write end, so a spare sees EOF once the agent is gone
+    # (whatever killed it) and leaves instead of answering on a socket no agent owns
+    life_r, life_w = os.pipe()
+    server.setblocking(False)  # spares wait in select(): the one that loses the race for a connection waits on
+    idle: set[int] = set()
+    busy: set[int] = set()
+
+    def spawn() -> None:
         try:
-            conn, _ = server.accept()
-        except OSError:
-            continue
-        taken += 1
-        try:
-            if _handle(conn, fingerprint, log, server) == "stale":
-                return EX_TEMPFAIL
-        finally:
-            conn.close()
-    return 0
+            pid = os.fork()
+        except OSError as exc:  # no spare now: the next request waits for one, or its wrapper runs it
+            log(f"no spare worker: {exc}")
+            return
+        if pid == 0:  # pragma: no cover - the spare worker (coverage cannot see a forked child)
+            os.close(notify_r)
+            os.close(life_w)
+            _spare(server, notify_w, life_r, fingerprint, log)
+        idle.add(pid)
+
+    try:
+        for _ in range(spares):
+            spawn()
+        while True:
+            ready, _, _ = select.select([notify_r], [], [], REAP_EVERY_S)
+            if ready:
+                data = os.read(notify_r, 4 * 64)
+                for i in range(0, len(data) - 3, 4):
+                    pid = int.from_bytes(data[i:i + 4], "big")
+                    if pid in idle:
+                        idle.discard(pid)
+                        busy.add(pid)
+                if not idle:  # every spare is taken: the next request must not wait for a fork
+                    spawn()
+            for pid, status in _reaped():
+                idle.discard(pid)
+                busy.discard(pid)
+                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EX_TEMPFAIL:
+                    for spare in idle:
+                        _kill(spare)
+                    return EX_TEMPFAIL
+            while len(idle) < spares:  # replaced once a busy worker is done, not while it runs
+                before = len(idle)
+                spawn()
+                if len(idle) == before:
+                    break
+    finally:
+        for spare in idle:
+            _kill(spare)
+        for fd in (notify_r, notify_w, life_r, life_w):
+            os.close(fd)
 
 
-def _handle(conn, fingerprint: Fingerprint, log, server) -> str:
+def _spare(server, notify_w: int, life_r: int, fingerprint: Fingerprint, log) -> None:  # pragma: no cover
+    """A spare worker: wait for one request, tell the agent, answer it, exit. Never returns."""
+    code = 0
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        while True:
+            ready, _, _ = select.select([server, life_r], [], [])
+            if life_r in ready:  # the agent is gone
+                os._exit(0)
+            try:
+                conn, _ = server.accept()
+                break
+            except (BlockingIOError, InterruptedError):  # another spare took it
+                continue
+        os.write(notify_w, os.getpid().to_bytes(4, "big"))
+        server.close()  # the agent's socket is not the worker's to hold
+        for fd in (notify_w, life_r):
+            os.close(fd)
+        conn.setblocking(True)
+        code = _take(conn, fingerprint, log)
+    except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _take(conn, fingerprint: Fingerprint, log) -> int:  # pragma: no cover - runs in a spare worker
+    """Answer one connection: refused, stale (EX_TEMPFAIL: the agent restarts) or the hook run here."""
     if not peer_allowed(conn):
         _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
-        return "refused"
+        return 0
     conn.settimeout(REQUEST_S)
     try:
         request = read_frame(conn)
     except (OSError, ValueError, EOFError) as exc:
         log(f"a request could not be read: {exc}")
-        return "refused"
+        return 0
     why = _invalid(request)
     if why:
         _answer(conn, {"kind": "refused", "why": why})
-        return "refused"
+        return 0
     changed = fingerprint.changed()
     if changed:
         _answer(conn, {"kind": "stale", "why": f"{changed} changed since the agent started; it restarts"})
         log(f"{changed} changed since start: exiting for a restart with the new code")
-        return "stale"
-    # "accepted" before the fork, so that it is the client's first frame whatever the worker sends; the
-    # worker's first frame carries its pid (the group the client may kill past the deadline)
+        return EX_TEMPFAIL
     _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0])})
+    conn.settimeout(None)
+    _worker(conn, request)
+    return 0
+
+
+def _kill(pid: int) -> None:
     try:
-        pid = os.fork()
-    except OSError as exc:
-        _answer(conn, {"kind": "refused", "why": f"no worker: {exc}"})
-        return "refused"
-    if pid == 0:  # pragma: no cover - the worker (coverage cannot see a forked child)
-        server.close()  # the agent's socket is not the worker's to hold
-        _worker(conn, request)
-    return "forked"
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def _invalid(request: dict) -> str | None:
@@ -237,50 +300,46 @@ def _answer(conn, message: dict) -> None:
         pass  # the client is gone; its hook ran here or ended
 
 
-def _worker(conn, request: dict) -> None:  # pragma: no cover - runs in the forked worker
-    """Run the hook as the wrapper would, in its environment; send the status and the log. Never returns."""
-    code = 0
+def _worker(conn, request: dict) -> None:  # pragma: no cover - runs in a spare worker
+    """Run the hook as the wrapper would, in its environment; send the status and the log."""
+    os.setsid()  # its own session and group: the client may kill the group past the deadline
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(request["umask"])
     try:
-        os.setsid()  # its own session and group: the client may kill the group past the deadline
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        gc.enable()
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.umask(request["umask"])
-        try:
-            os.chdir(request["cwd"])
-        except OSError:
-            os.chdir("/")
-        sys.argv = ["-c", *request["argv"]]
-        captured = io.StringIO()
-        sys.stderr = captured
-        from .hooks import guarded_main
+        os.chdir(request["cwd"])
+    except OSError:
+        os.chdir("/")
+    sys.argv = ["-c", *request["argv"]]
+    captured = io.StringIO()
+    sys.stderr = captured
+    from .hooks import guarded_main
 
-        def on_budget(budget_s: float) -> None:
-            _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
+    def on_budget(budget_s: float) -> None:
+        _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
 
-        try:
-            rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget)
-        except SystemExit as exc:  # a usage error, as the interpreter would print it
-            rc = exc.code if isinstance(exc.code, int) else 1
-            if exc.code is not None and not isinstance(exc.code, int):
-                captured.write(f"{exc.code}\n")
-        _answer(conn, {"kind": "done", "rc": rc if isinstance(rc, int) else 0, "log": captured.getvalue()})
-    except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
-        code = 70
-    finally:
-        os._exit(code)
+    try:
+        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget)
+    except SystemExit as exc:  # a usage error, as the interpreter would print it
+        rc = exc.code if isinstance(exc.code, int) else 1
+        if exc.code is not None and not isinstance(exc.code, int):
+            captured.write(f"{exc.code}\n")
+    _answer(conn, {"kind": "done", "rc": rc if isinstance(rc, int) else 0, "log": captured.getvalue()})
 
 
-def _reap() -> None:
+def _reaped() -> list[tuple[int, int]]:
+    """(pid, wait status) of the workers that have exited."""
+    out = []
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return out
         if pid == 0:
-            return
+            return out
+        out.append((pid, status))
 
 
 def _log(message: str) -> None:
@@ -288,6 +347,10 @@ def _log(message: str) -> None:
 
     sys.stderr.write(f"healthcheck agent: {clean(message)}\n")
     sys.stderr.flush()
+
+
+def _stop(_signum, _frame):
+    raise SystemExit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     gc.collect()
     gc.freeze()  # the warm heap is shared with every worker; the collector leaves it alone (no copy-on-write)
+    signal.signal(signal.SIGTERM, _stop)  # systemd's stop: the spares are stopped and the socket removed
     _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
          + (f"; not importable: {', '.join(failed)}" if failed else ""))
     try:

@@ -169,9 +169,36 @@ def _default_settings():
     return SlurmSettings()
 
 
+# The config the warm agent loaded before its workers fork (healthcheck.slurm.agent): {(path, node):
+# (identity, config, expectations)}, used while the file is the one loaded (same real path, device,
+# inode, size and mtime), else the file is loaded as ever. Empty in a hook's own process.
+_warm: dict = {}
+
+
+def _identity(path: str):
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def keep_warm(path: str, node: str) -> None:
+    """Load ``path`` for ``node`` now and keep it for later runs in this process and its forks (the agent)."""
+    identity = _identity(path)
+    config, exp = _load(path, node)
+    if identity is not None and config is not None and identity == _identity(path):
+        _warm[(path, node)] = (identity, config, exp)
+
+
 def _load(path: str, node: str):
     from ..config import default_expectations, load
 
+    if _warm:
+        kept = _warm.get((path, node))
+        if kept is not None and kept[0] == _identity(path):
+            return kept[1], kept[2]
     if not os.path.exists(path):
         if path != DEFAULT_CONFIG:
             raise FileNotFoundError(f"{path}: no such config file")
@@ -300,6 +327,9 @@ def run() -> None:
 
 
 def leave(code: int) -> None:
+    watchdog = sys.modules.get("healthcheck.slurm.watchdog")
+    if watchdog is not None:  # the checks' child, killed once its result came: dead by now, as a rule
+        watchdog.reap_abandoned(0.0)
     atexit = sys.modules.get("atexit")  # never imported: no handler was registered
     if atexit is not None:
         try:

@@ -3,7 +3,9 @@
 ``run_in_child(fn, budget_s)`` forks; the child becomes the leader of a new process group, runs ``fn``,
 sends its result (plain JSON-shaped data) back through a pipe and leaves with ``os._exit`` (it never returns into
 the caller's stack, never runs atexit handlers, never flushes the parent's inherited stdio buffers).
-The parent waits with ``select()`` until the deadline. When the deadline passes it SIGKILLs the whole
+The parent waits with ``select()`` until the deadline. Once the whole result has arrived, the child's
+group is SIGKILLed and the child is left to finish its exit while the caller goes on (reaped later, as an
+abandoned one is). When the deadline passes it SIGKILLs the whole
 process group (the child and anything it spawned: ``nvidia-smi``, a ``sleep``, a forked helper) and
 reaps the child, waiting for its exit (through a pidfd, woken the moment it dies) for at most what is
 left of ``budget_s + REAP_SLACK_S``. A killed child normally dies in microseconds, but on a loaded
@@ -148,9 +150,22 @@ def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, b
                                                 f"{MAX_RESULT_BYTES} bytes"), False
     # The child is done (or gone): kill stragglers of its group, then reap it within the deadline.
     _kill_group(pid)
-    status = _reap(pid, max(deadline - time.monotonic(), REAP_GRACE_S))
-    reaped = status is not None
-    if expected is None or len(buf) < _HEADER + expected:
+    complete = expected is not None and len(buf) >= _HEADER + expected
+    if complete:
+        # Its whole result is here: it is not waited for. Its exit (unmapping what the fork shared, about
+        # 2 ms for a hook) overlaps the caller's next steps; reaped by the next call, reap_abandoned(),
+        # or at exit (by then long dead).
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if not done:
+            _abandon(pid, wait_at_exit=False)  # SIGKILLed and exiting: nothing to wait for at exit
+        reaped = True
+    else:
+        status = _reap(pid, max(deadline - time.monotonic(), REAP_GRACE_S))
+        reaped = status is not None
+    if not complete:
         got = max(len(buf) - _HEADER, 0)
         how = _describe_status(status) if status is not None else "did not exit"
         detail = "without a result" if not buf else f"after sending {got} of {expected} result bytes"
@@ -202,9 +217,9 @@ def _reap(pid: int, wait_s: float) -> int | None:
         delay = min(delay * 2, 0.005)
 
 
-def _abandon(pid: int) -> None:
-    if not _abandoned:
-        import atexit  # only once a child was abandoned: the hooks' fast path pays nothing
+def _abandon(pid: int, wait_at_exit: bool = True) -> None:
+    if wait_at_exit:
+        import atexit  # only once a child was abandoned at a deadline: the hooks' usual path pays nothing
 
         atexit.unregister(_reap_at_exit)
         atexit.register(_reap_at_exit)

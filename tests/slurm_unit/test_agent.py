@@ -257,3 +257,80 @@ def test_split_agent_takes_the_socket_out_of_the_hooks_arguments():
     assert agentclient.split_agent(["prolog", "--config", "c", "--agent", "/s"]) == (["prolog", "--config", "c"], "/s")
     assert agentclient.split_agent(["prolog", "--agent", ""]) == (["prolog"], None)
     assert agentclient.split_agent(["prolog"]) == (["prolog"], None)
+
+
+def test_a_config_changed_after_the_agent_started_is_the_one_judged(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        before, _ = client("prolog", config, sock, env_for(tmp_path, job="1"))
+        time.sleep(0.01)  # a later mtime even on a coarse clock
+        write_config(tmp_path, str(bundles / "faulty"))  # the warm copy no longer matches the file
+        after, _ = client("prolog", config, sock, env_for(tmp_path, job="2"))
+    finally:
+        stop(proc)
+    assert before.returncode == 0 and after.returncode == 1, after.stderr[-2000:]
+    assert [r["status"] for r in spool(tmp_path) if r["kind"] == "run"] == ["pass", "fail"]
+
+
+def _pids_in(sock: Path) -> set[int]:
+    """Processes holding ``sock`` open (the agent's spares hold the listening socket)."""
+    inode = None
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[-1] == str(sock):
+            inode = fields[6]
+    found = set()
+    if inode is None:
+        return found
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]" for fd in os.listdir(f"/proc/{pid}/fd")):
+                found.add(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left to a PID 1 that never reaps, in some containers, is dead)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _spares_of(proc, sock: Path) -> set[int]:
+    from healthcheck.slurm.agent import SPARES
+
+    deadline = time.monotonic() + 30
+    while len(_pids_in(sock) - {proc.pid}) < SPARES and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _pids_in(sock) - {proc.pid}
+
+
+def test_stopping_the_agent_stops_its_spares_and_a_killed_agents_spares_leave_on_their_own(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    spares = _spares_of(proc, sock)
+    assert len(spares) >= 2  # forked ahead, waiting for requests
+    stop(proc)  # SIGTERM, as systemd stops it
+    assert not sock.exists()
+    deadline = time.monotonic() + 30
+    while [pid for pid in spares if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in spares if _alive(pid)] == []
+    proc, sock = start_agent(tmp_path, config)
+    holders = _spares_of(proc, sock)
+    proc.kill()  # SIGKILL: no cleanup of its own
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _pids_in(sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holders and not _pids_in(sock)  # the lifeline closed: nobody answers on the dead agent's socket
+    again, _ = start_agent(tmp_path, config)  # the socket file left behind is replaced
+    try:
+        via, _ = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        stop(again)
+    assert via.returncode == 0 and "agent not used" not in via.stderr
