@@ -16,8 +16,10 @@ Safety:
 - a request is read within ``REQUEST_S``; one that is malformed, too large or of another protocol is
   refused (the wrapper then runs the hook itself);
 - code under the agent changed (an upgrade: any loaded module or packaged policy file differs from what
-  was imported) or the Python it runs is gone: the request is answered ``stale`` (the wrapper runs the
-  hook itself) and the agent exits (systemd starts the new code);
+  was imported, or the Python it runs): checked every second, the agent then stops its spares, removes
+  its socket and exits with 75 (systemd starts the new code); meanwhile the wrappers run their hooks
+  themselves. (An upgrade rewrites files for seconds: a hook started in that second may import a mix
+  with or without the agent);
 - a second agent on a live socket refuses to start.
 """
 from __future__ import annotations
@@ -163,8 +165,9 @@ def peer_allowed(conn) -> bool:
 
 def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> int:
     """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
-    pipe (the agent forks the next spare) and exits when it is answered. Returns EX_TEMPFAIL when a
-    worker found the code stale (the other spares are stopped; busy workers finish their hooks)."""
+    pipe (the agent forks the next spare) and exits when it is answered. Returns EX_TEMPFAIL once the
+    code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket goes,
+    busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers)."""
     log = log or _log
     notify_r, notify_w = os.pipe()
     # the lifeline: only the agent holds its write end, so a spare sees EOF once the agent is gone
@@ -183,7 +186,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
         if pid == 0:  # pragma: no cover - the spare worker (coverage cannot see a forked child)
             os.close(notify_r)
             os.close(life_w)
-            _spare(server, notify_w, life_r, fingerprint, log)
+            _spare(server, notify_w, life_r, log)
         idle.add(pid)
 
     try:
@@ -200,13 +203,13 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
                         busy.add(pid)
                 if not idle:  # every spare is taken: the next request must not wait for a fork
                     spawn()
-            for pid, status in _reaped():
+            for pid, _status in _reaped():
                 idle.discard(pid)
                 busy.discard(pid)
-                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EX_TEMPFAIL:
-                    for spare in idle:
-                        _kill(spare)
-                    return EX_TEMPFAIL
+            changed = fingerprint.changed()  # here, once a second, not before every request (~0.7 ms)
+            if changed:
+                log(f"{changed} changed since start: exiting for a restart with the new code")
+                return EX_TEMPFAIL  # the spares are stopped below; busy workers finish their hooks
             while len(idle) < spares:  # replaced once a busy worker is done, not while it runs
                 before = len(idle)
                 spawn()
@@ -219,7 +222,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
             os.close(fd)
 
 
-def _spare(server, notify_w: int, life_r: int, fingerprint: Fingerprint, log) -> None:  # pragma: no cover
+def _spare(server, notify_w: int, life_r: int, log) -> None:  # pragma: no cover
     """A spare worker: wait for one request, tell the agent, answer it, exit. Never returns."""
     code = 0
     try:
@@ -238,15 +241,15 @@ def _spare(server, notify_w: int, life_r: int, fingerprint: Fingerprint, log) ->
         for fd in (notify_w, life_r):
             os.close(fd)
         conn.setblocking(True)
-        code = _take(conn, fingerprint, log)
+        code = _take(conn, log)
     except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
         code = 70
     finally:
         os._exit(code)
 
 
-def _take(conn, fingerprint: Fingerprint, log) -> int:  # pragma: no cover - runs in a spare worker
-    """Answer one connection: refused, stale (EX_TEMPFAIL: the agent restarts) or the hook run here."""
+def _take(conn, log) -> int:  # pragma: no cover - runs in a spare worker
+    """Answer one connection: refused, or the hook run here."""
     if not peer_allowed(conn):
         _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
         return 0
@@ -260,11 +263,6 @@ def _take(conn, fingerprint: Fingerprint, log) -> int:  # pragma: no cover - run
     if why:
         _answer(conn, {"kind": "refused", "why": why})
         return 0
-    changed = fingerprint.changed()
-    if changed:
-        _answer(conn, {"kind": "stale", "why": f"{changed} changed since the agent started; it restarts"})
-        log(f"{changed} changed since start: exiting for a restart with the new code")
-        return EX_TEMPFAIL
     _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0])})
     conn.settimeout(None)
     _worker(conn, request)

@@ -9,7 +9,7 @@ environment, working directory, umask and start time, waits, writes what the hoo
 (slurmd's log) and exits with the hook's status. It imports nothing but this module (``_socket`` and
 ``marshal`` are built into the interpreter's distribution): a test holds it to that.
 
-No agent, a stale one (the package was upgraded under it), or one that does not answer within
+No agent (none installed, or one restarting with upgraded code), or one that does not answer within
 ``ACCEPT_S``: the hook runs in this process exactly as without an agent (:func:`hooks.run`), its budget
 counted from this process's start. Once the agent has taken the request, the hook's own budget applies:
 no answer by then (a bug of ours) is logged and the hook exits 0 without judging, as any internal error
@@ -19,8 +19,8 @@ Wire format, both ways: an 8-byte big-endian length, then that many bytes of ``m
 Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s"}``
 (the agent forks the hook's worker; the budget frame comes within ``wait_s``, the context's default
 budget), then the worker's ``{"kind": "budget", "budget_s", "pid"}`` (the config's budget for this
-context) and ``{"kind": "done", "rc", "log"}``; or ``{"kind": "stale" | "refused", "why"}`` (nothing
-ran: the hook runs here).
+context) and ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing ran: the
+hook runs here).
 """
 
 import marshal
@@ -93,8 +93,8 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
         except (OSError, ValueError, EOFError) as exc:
             raise AgentGone(f"no answer from the agent: {exc}") from None
         kind = first.get("kind")
-        if kind in ("stale", "refused"):
-            raise AgentGone(f"agent {kind}: {first.get('why')}")
+        if kind == "refused":
+            raise AgentGone(f"agent refused: {first.get('why')}")
         if kind != "accepted":
             raise AgentGone(f"unexpected answer from the agent: {kind!r}")
         return _await_worker(sock, t0, float(first.get("wait_s") or 0))
