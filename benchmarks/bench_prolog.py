@@ -14,6 +14,10 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          InfiniBand sysfs, kernel log) built from the tests' fixtures; host facts live
   prolog, fast mode      prolog_mode = "fast" (the gate of a healthy HealthCheckProgram run, re-verified
                          live); left out, with a note, when the gate cannot be written
+  ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
+                         systemd unit starts it): the wrapper hands the hook to a worker forked from it.
+                         The cases above run with no agent (the wrapper's connect fails, the hook runs
+                         in its own process: an install without the agent)
   NHC (--nhc DIR)        LBNL NHC from a tree the user has, on the same host checks (see nhc_harness.py:
                          scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
                          a stub logger)
@@ -21,7 +25,8 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
     .venv/bin/python benchmarks/bench_prolog.py [--pairs 30] [--nhc DIR]
 
 Prints medians, p90, the ratios (to the interpreter, to NHC) and peak RSS (ru_maxrss of the largest
-process of each run's tree, read under GNU time in 5 extra rounds: see _measure.py). Figures are recorded in docs/performance.md; not part of the test run.
+process of each run's tree, read under GNU time in 5 extra rounds: see _measure.py), and the memory
+the agent keeps resident between jobs. Figures are recorded in docs/performance.md; not part of the test run.
 """
 from __future__ import annotations
 
@@ -42,17 +47,62 @@ INTERPRETER = "python -I -c pass (interpreter)"
 DEFAULT = "prolog, default checks, host live (NHC-equivalent)"
 GPU8 = "prolog, 8-GPU bundle + host live"
 FAST = 'prolog, prolog_mode = "fast"'
+AGENT = "prolog, default checks, host live, through the warm agent"
+AGENT8 = "prolog, 8-GPU bundle + host live, through the warm agent"
 NHC = "NHC, same host checks"
 
 
-def wrapper(work: Path, name: str, config: Path) -> Path:
-    """The installed wrapper's text for ``config``, rendered by the package itself."""
+def wrapper(work: Path, name: str, config: Path, agent: Path) -> Path:
+    """The installed wrapper's text for ``config`` and the agent socket ``agent``, rendered by the package."""
     from healthcheck.slurm.install import render
 
     path = work / f"{name}.sh"
-    path.write_text(render("prolog.sh", python=sys.executable, config=str(config)))
+    path.write_text(render("prolog.sh", python=sys.executable, config=str(config), agent=str(agent)))
     path.chmod(0o755)
     return path
+
+
+def start_agent(work: Path, name: str, env: dict[str, str]):
+    """The warm agent for config ``name``, as its systemd unit starts it; (process, socket)."""
+    import subprocess
+    import time
+
+    sock = work / f"run-{name}" / "agent.sock"
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
+                             "--config", str(work / f"{name}.toml")], env=env, cwd="/",
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the agent for {name} did not start (exit {proc.poll()})")
+        time.sleep(0.02)
+    time.sleep(0.2)  # its spares forked
+    return proc, sock
+
+
+def agent_memory_mib(proc) -> str:
+    """Resident memory of an agent and the processes it keeps waiting: RSS of the agent, PSS of all
+    (shared pages counted once across them)."""
+    pids, todo = [], [proc.pid]
+    while todo:  # the agent, its spares and their prepared children
+        pid = todo.pop()
+        pids.append(pid)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            pass
+    pss, counted = 0, 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:  # a worker that has just exited
+            continue
+        counted += 1
+        pss += sum(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+    rss = next(int(line.split()[1]) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+               if line.startswith("VmRSS:"))
+    return (f"agent RSS {rss / 1024:.1f} MiB; the agent and its {counted - 1} waiting processes (spare workers and "
+            f"their prepared children) PSS {pss / 1024:.1f} MiB")
 
 
 def setup(work: Path) -> dict[str, Path]:
@@ -73,7 +123,10 @@ def setup(work: Path) -> dict[str, Path]:
     for name, body in bodies.items():
         config = work / f"{name}.toml"
         config.write_text(body)
-        wrappers[name] = wrapper(work, name, config)
+        # no agent listens there: the hook runs in the wrapper's process (an install without the agent)
+        wrappers[name] = wrapper(work, name, config, work / "no-agent" / "agent.sock")
+        if name in ("default", "gpu8"):
+            wrappers[f"{name}-agent"] = wrapper(work, f"{name}-agent", config, work / f"run-{name}" / "agent.sock")
     return wrappers
 
 
@@ -148,6 +201,9 @@ def main() -> None:
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
                  DEFAULT: (["/bin/sh", str(wrappers["default"])], env),
                  GPU8: (["/bin/sh", str(wrappers["gpu8"])], env)}
+        agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
+        cases[AGENT] = (["/bin/sh", str(wrappers["default-agent"])], env)
+        cases[AGENT8] = (["/bin/sh", str(wrappers["gpu8-agent"])], env)
         why = fast_gate(work, env)
         if why is None:
             cases[FAST] = (["/bin/sh", str(wrappers["fast"])], env)
@@ -160,16 +216,22 @@ def main() -> None:
                 cases[NHC] = command(args.nhc, str(work / "nhc"))
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
-        for label, gpus in ((DEFAULT, False), (GPU8, True)):
-            print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
-        load_before = loadavg()
         try:
-            samples = interleaved(cases, args.pairs)
-        except RunFailed as exc:
-            log = work / "nhc" / "log" / "nhc.log"
-            tail = f"\nNHC's log ({log.name}):\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else ""
-            raise SystemExit(f"a case failed (a benchmark of a failing run measures the wrong path): {exc}{tail}")
-        report(samples, args.pairs, load_before)
+            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True)):
+                print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
+            load_before = loadavg()
+            try:
+                samples = interleaved(cases, args.pairs)
+            except RunFailed as exc:
+                log = work / "nhc" / "log" / "nhc.log"
+                tail = f"\nNHC's log ({log.name}):\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else ""
+                raise SystemExit(f"a case failed (a benchmark of a failing run measures the wrong path): {exc}{tail}")
+            report(samples, args.pairs, load_before)
+            print(f"\nresident between jobs: {agent_memory_mib(agents[0][0])}")
+        finally:
+            for proc, _ in agents:
+                proc.terminate()
+                proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def peer_allowed(conn) -> bool:
     return uid in (0, os.getuid())
 
 
-def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> int:
+def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm_for: tuple[str, str] | None = None) -> int:
     """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
     pipe (the agent forks the next spare) and exits when it is answered. Returns EX_TEMPFAIL once the
     code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket goes,
@@ -173,6 +173,13 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
     # the lifeline: only the agent holds its write end, so a spare sees EOF once the agent is gone
     # (whatever killed it) and leaves instead of answering on a socket no agent owns
     life_r, life_w = os.pipe()
+    # a worker's exit wakes the agent (SIGCHLD through a wake-up pipe), which forks its replacement then,
+    # once the hook is answered, not while it runs
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, _child_exited)
+    previous_wakeup = signal.set_wakeup_fd(wake_w)
     server.setblocking(False)  # spares wait in select(): the one that loses the race for a connection waits on
     idle: set[int] = set()
     busy: set[int] = set()
@@ -184,17 +191,25 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
             log(f"no spare worker: {exc}")
             return
         if pid == 0:  # pragma: no cover - the spare worker (coverage cannot see a forked child)
-            os.close(notify_r)
-            os.close(life_w)
-            _spare(server, notify_w, life_r, log)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (notify_r, life_w, wake_r, wake_w):
+                os.close(fd)
+            _spare(server, notify_w, life_r, log, warm_for)
         idle.add(pid)
 
     try:
         for _ in range(spares):
             spawn()
+        next_check = time.monotonic() + REAP_EVERY_S
         while True:
-            ready, _, _ = select.select([notify_r], [], [], REAP_EVERY_S)
-            if ready:
+            ready, _, _ = select.select([notify_r, wake_r], [], [], REAP_EVERY_S)
+            if wake_r in ready:
+                try:
+                    os.read(wake_r, 512)
+                except BlockingIOError:
+                    pass
+            if notify_r in ready:
                 data = os.read(notify_r, 4 * 64)
                 for i in range(0, len(data) - 3, 4):
                     pid = int.from_bytes(data[i:i + 4], "big")
@@ -206,11 +221,15 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
             for pid, _status in _reaped():
                 idle.discard(pid)
                 busy.discard(pid)
-            changed = fingerprint.changed()  # here, once a second, not before every request (~0.7 ms)
+            if time.monotonic() < next_check:
+                changed = None
+            else:  # once a second, not before every request (~0.7 ms of stats)
+                changed, next_check = fingerprint.changed(), time.monotonic() + REAP_EVERY_S
             if changed:
                 log(f"{changed} changed since start: exiting for a restart with the new code")
                 return EX_TEMPFAIL  # the spares are stopped below; busy workers finish their hooks
-            while len(idle) < spares:  # replaced once a busy worker is done, not while it runs
+            # spares are replaced once no hook runs (a new spare's fork and warming would take CPU from it)
+            while not busy and len(idle) < spares:
                 before = len(idle)
                 spawn()
                 if len(idle) == before:
@@ -218,15 +237,26 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None) -> i
     finally:
         for spare in idle:
             _kill(spare)
-        for fd in (notify_r, notify_w, life_r, life_w):
+        signal.set_wakeup_fd(previous_wakeup)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (notify_r, notify_w, life_r, life_w, wake_r, wake_w):
             os.close(fd)
 
 
-def _spare(server, notify_w: int, life_r: int, log) -> None:  # pragma: no cover
-    """A spare worker: wait for one request, tell the agent, answer it, exit. Never returns."""
+def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma: no cover
+    """A spare worker: prepare the child that will probe and judge (forked and warmed now, while idle),
+    wait for one request, tell the agent, answer it, exit. Never returns."""
     code = 0
+    prepared = None
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from . import hooks, watchdog
+
+        warm = (lambda: hooks.warm_run(*warm_for)) if warm_for else None
+        try:
+            prepared = watchdog.prepare(hooks.run_task, warm, close=(server.fileno(), notify_w, life_r))
+        except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
+            log(f"no prepared child: {exc}")
         while True:
             ready, _, _ = select.select([server, life_r], [], [])
             if life_r in ready:  # the agent is gone
@@ -241,14 +271,16 @@ def _spare(server, notify_w: int, life_r: int, log) -> None:  # pragma: no cover
         for fd in (notify_w, life_r):
             os.close(fd)
         conn.setblocking(True)
-        code = _take(conn, log)
+        code = _take(conn, log, prepared)
     except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
         code = 70
     finally:
+        if prepared is not None:
+            prepared.discard()  # unused (a refused request) or already used: it exits on its own
         os._exit(code)
 
 
-def _take(conn, log) -> int:  # pragma: no cover - runs in a spare worker
+def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spare worker
     """Answer one connection: refused, or the hook run here."""
     if not peer_allowed(conn):
         _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
@@ -265,7 +297,7 @@ def _take(conn, log) -> int:  # pragma: no cover - runs in a spare worker
         return 0
     _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0])})
     conn.settimeout(None)
-    _worker(conn, request)
+    _worker(conn, request, prepared)
     return 0
 
 
@@ -298,10 +330,10 @@ def _answer(conn, message: dict) -> None:
         pass  # the client is gone; its hook ran here or ended
 
 
-def _worker(conn, request: dict) -> None:  # pragma: no cover - runs in a spare worker
+def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - runs in a spare worker
     """Run the hook as the wrapper would, in its environment; send the status and the log."""
     os.setsid()  # its own session and group: the client may kill the group past the deadline
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):  # SIGPIPE stays ignored, as in any hook
         signal.signal(sig, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
@@ -319,7 +351,7 @@ def _worker(conn, request: dict) -> None:  # pragma: no cover - runs in a spare 
         _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
 
     try:
-        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget)
+        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared)
     except SystemExit as exc:  # a usage error, as the interpreter would print it
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):
@@ -347,6 +379,10 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+def _child_exited(_signum, _frame) -> None:
+    """SIGCHLD: nothing to do here; the wake-up pipe has woken the agent's loop, which reaps."""
+
+
 def _stop(_signum, _frame):
     raise SystemExit(0)
 
@@ -362,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.monotonic()
     failed = warm(args.config)
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+    warm_for = (args.config, node) if args.config and os.path.exists(args.config) else None
     fingerprint = Fingerprint()
     try:
         server = listen(args.socket)
@@ -374,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
          + (f"; not importable: {', '.join(failed)}" if failed else ""))
     try:
-        return serve(server, fingerprint)
+        return serve(server, fingerprint, warm_for=warm_for)
     finally:
         server.close()
         try:

@@ -55,10 +55,11 @@ POST_SHARE, POST_MIN_S, POST_MAX_S = 0.15, 0.5, 3.0
 END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
 
 
-def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None) -> int:
+def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None) -> int:
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
-    config is read (the agent's client waits that long)."""
+    config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
+    (``watchdog.prepare(run_task, ...)``, the agent's spares) that probes and judges instead of a fork now."""
     t0 = time.monotonic() if t0 is None else t0
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
@@ -99,12 +100,17 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None)
     except Exception as exc:  # noqa: BLE001 - the checks always run
         log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
-    from .watchdog import run_in_child
-
     child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
-    outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
-                                         acknowledged),
-                           child_budget)
+    if prepared is not None and prepared.alive():
+        task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
+                "started": started, "budget": child_budget, "acknowledged": list(acknowledged)}
+        outcome = prepared.run(task, child_budget)
+    else:
+        from .watchdog import run_in_child
+
+        outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
+                                             acknowledged),
+                               child_budget)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
     from ..model import Verdict
 
@@ -207,6 +213,28 @@ def _load(path: str, node: str):
     return config, config.expectations_for(node)
 
 
+def run_task(task: dict):
+    """``_work`` for a task handed to a prepared child: the config by path (the warm one while the file is
+    unchanged, as the parent read it)."""
+    config, exp = _load(task["config"], task["node"])
+    settings = config.slurm if config else _default_settings()
+    return _work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"], task["started"],
+                 task["budget"], task["acknowledged"])
+
+
+def warm_run(config_path: str, node: str) -> None:
+    """Probe and judge once, keeping nothing (a prepared child's warming): the pages, the compiled
+    patterns and the kernel's file caches a run touches are then in place. No GPU call (a wedged GPU
+    must be found by the run, within its deadline) and no kernel-log cache written."""
+    from ..acquire import snapshot_for
+    from ..judge import judge, sources_needed, utc_now_iso
+
+    _config, exp = _load(config_path, node)
+    sources = frozenset(sources_needed(exp, "prolog")) - {"gpus"}
+    snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
+    judge(snap, exp, "prolog")
+
+
 def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):
     """In the child: probe, add the job's facts, judge. Returns plain data for the parent."""
     from ..judge import judge
@@ -304,11 +332,11 @@ def _findings_of(outcome, budget: float, context: str):
                     f"{context} checker crashed: {outcome.error or 'no result'}")], None, None, None
 
 
-def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None) -> int:
+def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget)
+        return main(argv, t0, on_budget, prepared)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

@@ -105,6 +105,11 @@ def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
         os.setpgid(pid, pid)  # also from the parent: no window where a killpg would miss the child
     except OSError:
         pass  # the child already did it, or already exited
+    return _collect(pid, read_fd, start, deadline)
+
+
+def _collect(pid: int, read_fd: int, start: float, deadline: float) -> Outcome:
+    """Wait for the child's result until ``deadline``; never leave it running; close ``read_fd``."""
     reaped = False
     try:
         outcome, reaped = _wait_for_child(pid, read_fd, deadline)
@@ -118,6 +123,123 @@ def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
                 _abandon(pid)
     outcome.duration_s = time.monotonic() - start
     return outcome
+
+
+class Prepared:
+    """A child forked ahead of its task (:func:`prepare`): it has warmed itself and waits for the task.
+
+    ``run(task, budget_s)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
+    the same outcome, kill and reaping; ``discard()`` lets it go unused (it exits on the closed pipe)."""
+
+    __slots__ = ("pid", "task_fd", "result_fd")
+
+    def __init__(self, pid: int, task_fd: int, result_fd: int):
+        self.pid, self.task_fd, self.result_fd = pid, task_fd, result_fd
+
+    def run(self, task: Any, budget_s: float) -> Outcome:
+        if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
+            raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+        if self.task_fd < 0:
+            raise ValueError("this prepared child was already used or discarded")
+        start = time.monotonic()
+        payload = marshal.dumps(task)
+        try:
+            _write_all(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload)
+        except OSError:
+            pass  # the child is gone: _collect reports how it ended
+        finally:
+            os.close(self.task_fd)
+            self.task_fd = -1
+        return _collect(self.pid, self.result_fd, start, start + budget_s)
+
+    def alive(self) -> bool:
+        """Not yet used, and still waiting (not exited)."""
+        if self.task_fd < 0:
+            return False
+        try:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if done:
+            self.discard()
+        return not done
+
+    def discard(self) -> None:
+        if self.task_fd >= 0:
+            os.close(self.task_fd)
+            os.close(self.result_fd)
+            self.task_fd = self.result_fd = -1
+            _kill_group(self.pid)
+            _abandon(self.pid, wait_at_exit=False)
+
+
+def prepare(fn: Callable[[Any], Any], warm: Callable[[], Any] | None = None, close: tuple[int, ...] = ()) -> Prepared:
+    """Fork now a child that runs ``warm()`` (its errors ignored: the pages and caches a run touches are
+    then its own), then waits for a task and returns ``fn(task)`` as :func:`run_in_child` returns ``fn()``.
+    ``close``: descriptors of the caller the child must not hold (a listening socket). The agent's spare
+    workers prepare theirs while idle, so a job pays neither the fork nor the first run's page faults."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    task_r, task_w = os.pipe()
+    result_r, result_w = os.pipe()
+    try:
+        pid = os.fork()
+    except BaseException:
+        for fd in (task_r, task_w, result_r, result_w):
+            os.close(fd)
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(task_w)
+            os.close(result_r)
+            for fd in close:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            try:
+                os.setpgid(0, 0)
+            except OSError:
+                pass
+            if warm is not None:
+                try:
+                    warm()
+                except BaseException:  # noqa: BLE001 - warming is best effort
+                    pass
+            task = _read_task(task_r)
+            if task is _NO_TASK:
+                os._exit(0)  # discarded, or the parent is gone
+        except BaseException:  # noqa: BLE001
+            os._exit(70)
+        _child(lambda: fn(task), task_r, result_w)
+    os.close(task_r)
+    os.close(result_w)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    return Prepared(pid, task_w, result_r)
+
+
+_NO_TASK = object()
+
+
+def _read_task(fd: int) -> Any:  # pragma: no cover - runs in a prepared child
+    buf = bytearray()
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+    if len(buf) < _HEADER:
+        return _NO_TASK
+    size = int.from_bytes(buf[:_HEADER], "big")
+    if len(buf) < _HEADER + size:
+        return _NO_TASK
+    return marshal.loads(bytes(buf[_HEADER:_HEADER + size]))
 
 
 # --------------------------------------------------------------------------------------- parent
