@@ -102,8 +102,12 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
 
     child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
     if prepared is not None and prepared.alive():
+        umask = os.umask(0o022)
+        os.umask(umask)
+        # the child was forked before this run: it takes this process's environment, directory and umask
         task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
-                "started": started, "budget": child_budget, "acknowledged": list(acknowledged)}
+                "started": started, "budget": child_budget, "acknowledged": list(acknowledged),
+                "env": dict(os.environ), "cwd": os.getcwd(), "umask": umask}
         outcome = prepared.run(task, child_budget)
     else:
         from .watchdog import run_in_child
@@ -214,8 +218,15 @@ def _load(path: str, node: str):
 
 
 def run_task(task: dict):
-    """``_work`` for a task handed to a prepared child: the config by path (the warm one while the file is
-    unchanged, as the parent read it)."""
+    """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
+    that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
+    os.environ.clear()
+    os.environ.update(task["env"])
+    os.umask(task["umask"])
+    try:
+        os.chdir(task["cwd"])
+    except OSError:
+        os.chdir("/")
     config, exp = _load(task["config"], task["node"])
     settings = config.slurm if config else _default_settings()
     return _work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"], task["started"],

@@ -334,3 +334,42 @@ def test_stopping_the_agent_stops_its_spares_and_a_killed_agents_spares_leave_on
     finally:
         stop(again)
     assert via.returncode == 0 and "agent not used" not in via.stderr
+
+
+def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_of_the_run(tmp_path, monkeypatch):
+    """The child is forked before the request: it must take the request's environment (the epilog's
+    SLURM_JOB_UID, the cache folder, PATH for the tools), working directory and umask, not the agent's."""
+    from healthcheck.slurm import hooks, watchdog
+
+    seen = {}
+
+    def work(*args):
+        seen.update(uid=os.environ.get("SLURM_JOB_UID"), cwd=os.getcwd(), umask=os.umask(0o022), args=args)
+        return {"findings": [], "counters": None, "facts": None, "events": [], "seen": dict(seen, args=None)}
+
+    monkeypatch.setattr(hooks, "_work", work)
+    monkeypatch.setattr(hooks, "_load", lambda path, node: (None, "exp"))
+    prepared = watchdog.prepare(hooks.run_task)
+    task = {"context": "epilog", "node": "n1", "config": "/nonexistent.toml", "job_id": "7", "state_dir": "/s",
+            "started": "2026-12-03T00:00:00+00:00", "budget": 5.0, "acknowledged": [],
+            "env": {"SLURM_JOB_UID": "4321", "PATH": "/usr/bin"}, "cwd": str(tmp_path), "umask": 0o027}
+    outcome = prepared.run(task, 30)
+    assert outcome.ok, outcome.error
+    assert outcome.value["seen"] == {"uid": "4321", "cwd": str(tmp_path), "umask": 0o027, "args": None}
+    assert os.environ.get("SLURM_JOB_UID") != "4321"  # the parent's own environment is untouched
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+
+
+def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_path):
+    from healthcheck.slurm import watchdog
+
+    unused = watchdog.prepare(lambda task: task)
+    pid = unused.pid
+    unused.discard()
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+    assert not os.path.exists(f"/proc/{pid}") or "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    dead = watchdog.prepare(lambda task: task, warm=lambda: os._exit(3))
+    deadline = time.monotonic() + 30
+    while dead.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not dead.alive()  # the hook then forks its own child, as without the agent
