@@ -3,12 +3,15 @@
 ``python -I -m healthcheck.slurm.agent [--socket PATH] [--config FILE]`` (systemd: the unit
 ``healthcheck slurm install-hooks`` writes beside the hooks). At start it imports what the prolog, epilog
 and HealthCheckProgram run (the hook, its probes, the checks of those contexts, the config from its
-cache) and freezes that heap (``gc.freeze``); then, for each request of a wrapper
-(:mod:`healthcheck.slurm.agentclient`), it forks a worker that runs the hook exactly as the wrapper would
-(``hooks.guarded_main``: probes live, judges, acts, records, with the watchdog child and budgets as ever)
-in the wrapper's environment, working directory and umask, and sends back the exit status and what the
-hook logged. Nothing of a run is kept in the agent: each worker is a fresh fork of the warm heap, so
-what one run probes, caches or leaks dies with it, and a worker stuck on a wedged GPU holds only itself.
+cache) and freezes that heap (``gc.freeze``). Then it keeps ``SPARES`` workers forked ahead, each
+waiting in ``accept()`` with its own watchdog child forked ahead too (``watchdog.prepare``), warmed by
+one probe-and-judge whose result is thrown away (no GPU call, nothing written). A wrapper's request
+(:mod:`healthcheck.slurm.agentclient`) is taken by one spare, which runs the hook exactly as the wrapper
+would: ``hooks.guarded_main``, probing live through its prepared child, judging, acting and recording,
+with the budgets counted from the wrapper's start, in the wrapper's environment, working directory and
+umask. It sends back the exit status and what the hook logged, and exits. The agent forks the next
+spare once the hook is answered. Nothing of a run is kept in the agent: what one run probes, caches or
+leaks dies with its worker, and a worker stuck on a wedged GPU holds only itself.
 
 Safety:
 - the socket lives in a directory of mode 0700 and is 0600; a peer that is not root (or the agent's own
