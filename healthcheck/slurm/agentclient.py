@@ -70,6 +70,7 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
     there is simply no agent) before the agent has taken the request."""
     import _socket
 
+    request = _request(argv, t0)  # ready before the connection: the agent's worker reads it at once
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(ACCEPT_S)
@@ -79,14 +80,6 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
             raise AgentGone("") from None  # no agent: the usual case where none is installed
         except OSError as exc:
             raise AgentGone(f"{socket_path}: {exc}") from None
-        umask = os.umask(0o022)
-        os.umask(umask)
-        try:
-            cwd = os.getcwd()
-        except OSError:
-            cwd = "/"
-        request = {"v": PROTOCOL, "argv": list(argv), "env": dict(os.environ), "cwd": cwd, "umask": umask,
-                   "t0": t0}
         try:
             send_frame(sock, request)
             first = read_frame(sock)
@@ -100,6 +93,16 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
         return _await_worker(sock, t0, float(first.get("wait_s") or 0))
     finally:
         sock.close()
+
+
+def _request(argv: list[str], t0: float) -> dict:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = "/"
+    return {"v": PROTOCOL, "argv": list(argv), "env": dict(os.environ), "cwd": cwd, "umask": umask, "t0": t0}
 
 
 def _await_worker(sock, t0: float, wait_s: float) -> int:
