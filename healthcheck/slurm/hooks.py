@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
     child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
-    if prepared is not None and prepared.alive():
+    if prepared is not None and not prepared.alive():
+        prepared.discard()  # still warming, or gone: a child of its own, as without the agent
+        prepared = None
+    if prepared is not None:
         umask = os.umask(0o022)
         os.umask(umask)
         # the child was forked before this run: it takes this process's environment, directory and umask

@@ -131,10 +131,11 @@ class Prepared:
     ``run(task, budget_s)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
     the same outcome, kill and reaping; ``discard()`` lets it go unused (it exits on the closed pipe)."""
 
-    __slots__ = ("pid", "task_fd", "result_fd")
+    __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm")
 
-    def __init__(self, pid: int, task_fd: int, result_fd: int):
-        self.pid, self.task_fd, self.result_fd = pid, task_fd, result_fd
+    def __init__(self, pid: int, task_fd: int, result_fd: int, ready_fd: int):
+        self.pid, self.task_fd, self.result_fd, self.ready_fd = pid, task_fd, result_fd, ready_fd
+        self.warm = False  # its "warm" byte was read (end of file alone means it is gone)
 
     def run(self, task: Any, budget_s: float) -> Outcome:
         if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
@@ -150,21 +151,30 @@ class Prepared:
         finally:
             os.close(self.task_fd)
             self.task_fd = -1
+            if self.ready_fd >= 0:
+                os.close(self.ready_fd)
+                self.ready_fd = -1
         return _collect(self.pid, self.result_fd, start, start + budget_s)
 
-    def alive(self) -> bool:
-        """Not yet used, and still waiting (not exited)."""
-        if self.task_fd < 0:
+    def alive(self, wait_s: float = 0.0) -> bool:
+        """Not yet used, done warming (waiting up to ``wait_s`` for that) and waiting for its task. The
+        hooks use only such a child: one still warming (a slow mount, a slow HCA) or gone is discarded
+        and the run forks its own, so a slow warm-up never eats into a run's budget."""
+        if self.task_fd < 0 or self.ready_fd < 0:
             return False
         try:
+            if not self.warm:
+                ready, _, _ = select.select([self.ready_fd], [], [], max(wait_s, 0.0))
+                self.warm = bool(ready) and os.read(self.ready_fd, 1) == b"1"
             done, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
+        except (ChildProcessError, OSError, ValueError):
             return False
-        if done:
-            self.discard()
-        return not done
+        return self.warm and not done
 
     def discard(self) -> None:
+        if self.ready_fd >= 0:
+            os.close(self.ready_fd)
+            self.ready_fd = -1
         if self.task_fd >= 0:
             os.close(self.task_fd)
             os.close(self.result_fd)
@@ -185,16 +195,18 @@ def prepare(fn: Callable[[Any], Any], warm: Callable[[], Any] | None = None, clo
             pass
     task_r, task_w = os.pipe()
     result_r, result_w = os.pipe()
+    ready_r, ready_w = os.pipe()  # a byte once warm
     try:
         pid = os.fork()
     except BaseException:
-        for fd in (task_r, task_w, result_r, result_w):
+        for fd in (task_r, task_w, result_r, result_w, ready_r, ready_w):
             os.close(fd)
         raise
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             os.close(task_w)
             os.close(result_r)
+            os.close(ready_r)
             for fd in close:
                 try:
                     os.close(fd)
@@ -209,6 +221,11 @@ def prepare(fn: Callable[[Any], Any], warm: Callable[[], Any] | None = None, clo
                     warm()
                 except BaseException:  # noqa: BLE001 - warming is best effort
                     pass
+            try:
+                os.write(ready_w, b"1")
+            except OSError:
+                pass  # nobody asks any more (the task came already, or the parent is gone)
+            os.close(ready_w)
             task = _read_task(task_r)
             if task is _NO_TASK:
                 os._exit(0)  # discarded, or the parent is gone
@@ -217,11 +234,12 @@ def prepare(fn: Callable[[Any], Any], warm: Callable[[], Any] | None = None, clo
         _child(lambda: fn(task), task_r, result_w)
     os.close(task_r)
     os.close(result_w)
+    os.close(ready_w)
     try:
         os.setpgid(pid, pid)
     except OSError:
         pass
-    return Prepared(pid, task_w, result_r)
+    return Prepared(pid, task_w, result_r, ready_r)
 
 
 _NO_TASK = object()

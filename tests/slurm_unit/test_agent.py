@@ -369,7 +369,23 @@ def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_pa
     assert watchdog.reap_abandoned(wait_s=30) == set()
     assert not os.path.exists(f"/proc/{pid}") or "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
     dead = watchdog.prepare(lambda task: task, warm=lambda: os._exit(3))
-    deadline = time.monotonic() + 30
-    while dead.alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not dead.alive()  # the hook then forks its own child, as without the agent
+    assert not dead.alive(wait_s=30)  # the hook then forks its own child, as without the agent
+    dead.discard()
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+
+
+def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
+    """A warm-up held up (a slow mount, a slow HCA) must not eat into a run's budget: the run forks its own."""
+    from healthcheck.slurm import watchdog
+
+    from healthcheck.slurm import hooks
+
+    slow = watchdog.prepare(lambda task: task, warm=lambda: time.sleep(60))
+    start = time.monotonic()
+    assert slow.alive() is False and time.monotonic() - start < 5
+    slow.discard()  # what the hook does with it
+    assert watchdog.reap_abandoned(wait_s=30) == set()  # killed, not left warming
+    ready = watchdog.prepare(lambda task: {"got": task})
+    assert ready.alive(wait_s=30)  # ready once its (empty) warm-up is done
+    outcome = ready.run({"x": 1}, 30)
+    assert outcome.ok and outcome.value == {"got": {"x": 1}}
