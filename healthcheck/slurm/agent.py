@@ -346,7 +346,7 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     except OSError:
         os.chdir("/")
     sys.argv = ["-c", *request["argv"]]
-    captured = io.StringIO()
+    agent_stderr, captured = sys.stderr, io.StringIO()
     sys.stderr = captured
     from .hooks import guarded_main
 
@@ -359,7 +359,15 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):
             captured.write(f"{exc.code}\n")
-    _answer(conn, {"kind": "done", "rc": rc if isinstance(rc, int) else 0, "log": captured.getvalue()})
+    rc = rc if isinstance(rc, int) else 0
+    _answer(conn, {"kind": "done", "rc": rc, "log": captured.getvalue()})
+    # after the answer (the wrapper is gone): one line per hook in the agent's log (the journal)
+    sys.stderr = agent_stderr
+    env = request["env"]
+    took = (time.monotonic() - request["t0"]) * 1000
+    _log(f"{request['argv'][0]} on {env.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]}"
+         + (f" for job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "")
+         + f": exit {rc} after {took:.1f} ms")
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -378,8 +386,11 @@ def _reaped() -> list[tuple[int, int]]:
 def _log(message: str) -> None:
     from ..output import clean
 
-    sys.stderr.write(f"healthcheck agent: {clean(message)}\n")
-    sys.stderr.flush()
+    try:
+        sys.stderr.write(f"healthcheck agent: {clean(message)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no log to write to: the agent serves on
+        pass
 
 
 def _child_exited(_signum, _frame) -> None:

@@ -1,0 +1,58 @@
+"""The warm agent on a real Slurm cluster: slurmd runs the installed wrappers, they hand each hook to the
+agent, and what Slurm sees (the drain with its reason, the requeued job completing elsewhere, the spool)
+is what it sees without the agent (tests/slurm/test_scenarios.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.slurm.test_scenarios import ROOT, Site, sources  # noqa: F401 - the sources fixture
+
+
+def test_through_the_agent_the_prolog_drains_a_faulty_node_and_the_job_completes_elsewhere(
+        tmp_path, slurm_cluster_factory, sources):  # noqa: F811
+    probe = slurm_cluster_factory()  # the session cluster, restarted fresh, to learn its conf path
+    site = Site(tmp_path, probe, sources)
+    sock = tmp_path / "run" / "agent.sock"
+    proc = subprocess.run([sys.executable, "-m", "healthcheck.cli", "slurm", "install-hooks", "--prefix",
+                           str(site.hooks), "--config", str(site.config), "--slurm-conf", str(probe.conf),
+                           "--python", sys.executable, "--agent-socket", str(sock)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert f"--agent {sock}" in (site.hooks / "prolog.sh").read_text()
+    log = tmp_path / "agent.log"
+    with open(log, "w") as err:
+        agent = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
+                                  "--config", str(site.config)], stderr=err, cwd="/")
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sock.exists(), log.read_text()
+        site.set_bundle("node2", "ecc-fault")
+        cluster = slurm_cluster_factory(prolog=str(site.hooks / "prolog.sh"), epilog=str(site.hooks / "epilog.sh"))
+        out = tmp_path / "job.out"
+        job = cluster.sbatch("-N1", "--exclude=node1", "-o", str(out), "--wrap",
+                             "hostname; echo ran-on=$SLURMD_NODENAME")
+        cluster.wait_for(lambda: site.drained("node2"), 30, message="node2 not drained by the prolog")
+
+        def settle():  # 22.05 holds a requeued job (launch_failed_requeued_held): release it, as an admin would
+            fields = cluster.job_state(job)
+            if fields.get("JobState") == "PENDING" and "held" in fields.get("Reason", ""):
+                cluster.run(["scontrol", "release", job])
+            return fields.get("JobState") == "COMPLETED"
+        cluster.wait_for(settle, 90, interval=1.0, message="requeued job did not complete")
+        assert out.read_text().split("ran-on=")[-1].strip() in ("node3", "node4")
+        actions = cluster.wait_for(lambda: [a for a in site.records("action") if a["node"] == "node2"], 15,
+                                   message="no action record for node2")
+        assert actions[0]["action"] == "drain" and actions[0]["context"] == "prolog"
+        assert "gpu.ecc.uncorrected" in actions[0]["checks"] and actions[0]["job_id"] == job
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+    served = log.read_text()
+    # slurmd's prolog for node2 was the agent's work, and so were the runs on the node that took the job
+    assert f"prolog on node2 for job {job}: exit 1 after" in served, served
+    assert "prolog on node3" in served or "prolog on node4" in served, served
+    assert not sock.exists()
