@@ -338,17 +338,12 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     os.setsid()  # its own session and group: the client may kill the group past the deadline
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):  # SIGPIPE stays ignored, as in any hook
         signal.signal(sig, signal.SIG_DFL)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.umask(request["umask"])
-    try:
-        os.chdir(request["cwd"])
-    except OSError:
-        os.chdir("/")
+    from .hooks import adopt, guarded_main
+
+    adopt(request["env"], request["cwd"], request["umask"])
     sys.argv = ["-c", *request["argv"]]
     agent_stderr, captured = sys.stderr, io.StringIO()
     sys.stderr = captured
-    from .hooks import guarded_main
 
     def on_budget(budget_s: float) -> None:
         _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})

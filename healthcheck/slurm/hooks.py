@@ -220,16 +220,22 @@ def _load(path: str, node: str):
     return config, config.expectations_for(node)
 
 
+def adopt(env: dict, cwd: str, umask: int) -> None:
+    """Take another process's environment, working directory and umask (the agent's worker takes the
+    wrapper's, its prepared child the worker's): the hook then runs as in the wrapper's own process."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(umask)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        os.chdir("/")
+
+
 def run_task(task: dict):
     """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
     that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
-    os.environ.clear()
-    os.environ.update(task["env"])
-    os.umask(task["umask"])
-    try:
-        os.chdir(task["cwd"])
-    except OSError:
-        os.chdir("/")
+    adopt(task["env"], task["cwd"], task["umask"])
     config, exp = _load(task["config"], task["node"])
     settings = config.slurm if config else _default_settings()
     return _work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"], task["started"],
