@@ -15,7 +15,8 @@ leaks dies with its worker, and a worker stuck on a wedged GPU holds only itself
 
 Safety:
 - the socket lives in a directory of mode 0700 and is 0600; a peer that is not root (or the agent's own
-  user) is refused (SO_PEERCRED);
+  user) is refused (SO_PEERCRED) before anything it sent is read (requests are ``marshal`` data: read
+  only from root); the wrappers check the agent the same way;
 - a request is read within ``REQUEST_S``; one that is malformed, too large or of another protocol is
   refused (the wrapper then runs the hook itself);
 - code under the agent changed (an upgrade: any loaded module or packaged policy file differs from what
@@ -156,14 +157,8 @@ def listen(socket_path: str):
 
 def peer_allowed(conn) -> bool:
     import socket
-    import struct
 
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid in (0, os.getuid())
+    return agentclient.peer_uid(conn, socket) in (0, os.getuid())
 
 
 def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm_for: tuple[str, str] | None = None) -> int:

@@ -2,9 +2,11 @@
 
 ``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog --config FILE --agent SOCKET``
 
-With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by a process
-forked from it for this request: modules imported, config cache and policies loaded, so a healthy prolog
-costs the interpreter's start-up and a few milliseconds. This process only connects, sends its arguments,
+With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by one of its
+spare workers, forked ahead with modules imported, config and policies loaded and the checks' child
+warmed, so a healthy prolog costs the interpreter's start-up and a few milliseconds. The agent must be
+root's (or this user's): SO_PEERCRED is checked, so a socket put there by anyone else is not used.
+This process only connects, sends its arguments,
 environment, working directory, umask and start time, waits, writes what the hook logged to stderr
 (slurmd's log) and exits with the hook's status. It imports nothing but this module (``_socket`` and
 ``marshal`` are built into the interpreter's distribution): a test holds it to that.
@@ -17,8 +19,8 @@ does: a job never waits on us beyond the budget, and our failure never drains a 
 
 Wire format, both ways: an 8-byte big-endian length, then that many bytes of ``marshal`` data (a dict).
 Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s"}``
-(the agent forks the hook's worker; the budget frame comes within ``wait_s``, the context's default
-budget), then the worker's ``{"kind": "budget", "budget_s", "pid"}`` (the config's budget for this
+(a spare worker took it; the budget frame comes within ``wait_s``, the context's default budget), then
+the worker's ``{"kind": "budget", "budget_s", "pid"}`` (the config's budget for this
 context) and ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing ran: the
 hook runs here).
 """
@@ -80,6 +82,9 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
             raise AgentGone("") from None  # no agent: the usual case where none is installed
         except OSError as exc:
             raise AgentGone(f"{socket_path}: {exc}") from None
+        owner = peer_uid(sock, _socket)
+        if owner not in (0, os.getuid()):
+            raise AgentGone(f"{socket_path}: answered by uid {owner}, not root: not used")
         try:
             send_frame(sock, request)
             first = read_frame(sock)
@@ -93,6 +98,15 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
         return _await_worker(sock, t0, float(first.get("wait_s") or 0))
     finally:
         sock.close()
+
+
+def peer_uid(sock, socket_module) -> int | None:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid as C ints)."""
+    try:
+        creds = sock.getsockopt(socket_module.SOL_SOCKET, socket_module.SO_PEERCRED, 12)
+    except OSError:
+        return None
+    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
 
 
 def _request(argv: list[str], t0: float) -> dict:

@@ -389,3 +389,40 @@ def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     assert ready.alive(wait_s=30)  # ready once its (empty) warm-up is done
     outcome = ready.run({"x": 1}, 30)
     assert outcome.ok and outcome.value == {"got": {"x": 1}}
+
+
+def test_an_agent_socket_answered_by_another_user_is_not_used(tmp_path, bundles):  # noqa: F811
+    """A socket someone else put at the agent's path could answer "exit 0" for every prolog: the wrapper
+    checks that root answers (SO_PEERCRED) and otherwise runs the hook itself."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the impostor as another user")
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for the impostor (the venv's may not be readable by nobody)")
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    place = Path(tempfile.mkdtemp(prefix="impostor-"))  # outside pytest's root-only tree: nobody must reach it
+    place.chmod(0o777)
+    sock = place / "agent.sock"
+    fake = subprocess.Popen([python, "-I", "-c", (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4); print('up', flush=True)\n"
+        "c, _ = s.accept(); c.recv(1 << 16)\n"
+        "import marshal\n"
+        "for m in ({'kind': 'accepted', 'wait_s': 5.0}, {'kind': 'done', 'rc': 0, 'log': ''}):\n"
+        "    d = marshal.dumps(m); c.sendall(len(d).to_bytes(8, 'big') + d)\n"), str(sock)],
+        user=nobody.pw_uid, group=nobody.pw_gid, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert fake.stdout.readline().strip() == "up"
+        proc, _ = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        fake.kill()
+        fake.wait(timeout=30)
+        shutil.rmtree(place, ignore_errors=True)
+    assert f"answered by uid {nobody.pw_uid}, not root: not used" in proc.stderr
+    assert proc.returncode == 1  # the hook ran here and drained for the faulty GPU, as it must
+    assert spool(tmp_path)[-1]["status"] == "fail"
