@@ -55,7 +55,7 @@ def warm(config_path: str | None = None) -> list[str]:
     """Import what the hooks run, so that each worker starts with it loaded. Returns the modules that
     could not be imported (a probe whose extra is missing: its job reports it, as without the agent)."""
     failed = []
-    from . import actions, baseline, gate, gatefacts, gpu_samples, hooks, policy, watchdog  # noqa: F401
+    from . import actions, agentwork, baseline, gate, gatefacts, gpu_samples, hooks, policy, watchdog  # noqa: F401
     from .. import acquire, judge, jsonwrite, model, records, spool, spoolwrite  # noqa: F401
     from ..checks import _index
     from ..probes import live
@@ -76,7 +76,7 @@ def warm(config_path: str | None = None) -> list[str]:
     if config_path and os.path.exists(config_path):
         node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
         try:  # the workers use it while the file is unchanged; a changed file is read by each run
-            hooks.keep_warm(config_path, node)
+            agentwork.keep_warm(config_path, node)
         except Exception:  # noqa: BLE001 - the hooks report a config they cannot use, per run
             pass
     return failed
@@ -248,11 +248,11 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma
     prepared = None
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from . import hooks, watchdog
+        from . import agentwork, watchdog
 
-        warm = (lambda: hooks.warm_run(*warm_for)) if warm_for else None
+        warm = (lambda: agentwork.warm_run(*warm_for)) if warm_for else None
         try:
-            prepared = watchdog.prepare(hooks.run_task, warm, close=(server.fileno(), notify_w, life_r))
+            prepared = watchdog.prepare(agentwork.run_task, warm, close=(server.fileno(), notify_w, life_r))
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
         while True:
@@ -333,7 +333,8 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     os.setsid()  # its own session and group: the client may kill the group past the deadline
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):  # SIGPIPE stays ignored, as in any hook
         signal.signal(sig, signal.SIG_DFL)
-    from .hooks import adopt, guarded_main
+    from .agentwork import adopt
+    from .hooks import guarded_main
 
     adopt(request["env"], request["cwd"], request["umask"])
     sys.argv = ["-c", *request["argv"]]

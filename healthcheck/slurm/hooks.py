@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
     config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
-    (``watchdog.prepare(run_task, ...)``, the agent's spares) that probes and judges instead of a fork now."""
+    (``watchdog.prepare(agentwork.run_task, ...)``, the agent's spares) that probes and judges instead of
+    a fork now."""
     t0 = time.monotonic() if t0 is None else t0
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
@@ -182,7 +183,7 @@ def _default_settings():
     return SlurmSettings()
 
 
-# The config the warm agent loaded before its workers fork (healthcheck.slurm.agent): {(path, node):
+# The config the warm agent loaded before its workers fork (agentwork.keep_warm): {(path, node):
 # (identity, config, expectations)}, used while the file is the one loaded (same real path, device,
 # inode, size and mtime), else the file is loaded as ever. Empty in a hook's own process.
 _warm: dict = {}
@@ -195,14 +196,6 @@ def _identity(path: str):
     except OSError:
         return None
     return real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def keep_warm(path: str, node: str) -> None:
-    """Load ``path`` for ``node`` now and keep it for later runs in this process and its forks (the agent)."""
-    identity = _identity(path)
-    config, exp = _load(path, node)
-    if identity is not None and config is not None and identity == _identity(path):
-        _warm[(path, node)] = (identity, config, exp)
 
 
 def _load(path: str, node: str):
@@ -218,41 +211,6 @@ def _load(path: str, node: str):
         return None, default_expectations()
     config = load(path, use_cache=True)
     return config, config.expectations_for(node)
-
-
-def adopt(env: dict, cwd: str, umask: int) -> None:
-    """Take another process's environment, working directory and umask (the agent's worker takes the
-    wrapper's, its prepared child the worker's): the hook then runs as in the wrapper's own process."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.umask(umask)
-    try:
-        os.chdir(cwd)
-    except OSError:
-        os.chdir("/")
-
-
-def run_task(task: dict):
-    """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
-    that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
-    adopt(task["env"], task["cwd"], task["umask"])
-    config, exp = _load(task["config"], task["node"])
-    settings = config.slurm if config else _default_settings()
-    return _work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"], task["started"],
-                 task["budget"], task["acknowledged"])
-
-
-def warm_run(config_path: str, node: str) -> None:
-    """Probe and judge once, keeping nothing (a prepared child's warming): the pages, the compiled
-    patterns and the kernel's file caches a run touches are then in place. No GPU call (a wedged GPU
-    must be found by the run, within its deadline) and no kernel-log cache written."""
-    from ..acquire import snapshot_for
-    from ..judge import judge, sources_needed, utc_now_iso
-
-    _config, exp = _load(config_path, node)
-    sources = frozenset(sources_needed(exp, "prolog")) - {"gpus"}
-    snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
-    judge(snap, exp, "prolog")
 
 
 def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):

@@ -339,7 +339,7 @@ def test_stopping_the_agent_stops_its_spares_and_a_killed_agents_spares_leave_on
 def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_of_the_run(tmp_path, monkeypatch):
     """The child is forked before the request: it must take the request's environment (the epilog's
     SLURM_JOB_UID, the cache folder, PATH for the tools), working directory and umask, not the agent's."""
-    from healthcheck.slurm import hooks, watchdog
+    from healthcheck.slurm import agentwork, hooks, watchdog
 
     seen = {}
 
@@ -349,7 +349,7 @@ def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_o
 
     monkeypatch.setattr(hooks, "_work", work)
     monkeypatch.setattr(hooks, "_load", lambda path, node: (None, "exp"))
-    prepared = watchdog.prepare(hooks.run_task)
+    prepared = watchdog.prepare(agentwork.run_task)
     task = {"context": "epilog", "node": "n1", "config": "/nonexistent.toml", "job_id": "7", "state_dir": "/s",
             "started": "2026-12-03T00:00:00+00:00", "budget": 5.0, "acknowledged": [],
             "env": {"SLURM_JOB_UID": "4321", "PATH": "/usr/bin"}, "cwd": str(tmp_path), "umask": 0o027}
@@ -377,8 +377,6 @@ def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_pa
 def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     """A warm-up held up (a slow mount, a slow HCA) must not eat into a run's budget: the run forks its own."""
     from healthcheck.slurm import watchdog
-
-    from healthcheck.slurm import hooks
 
     slow = watchdog.prepare(lambda task: task, warm=lambda: time.sleep(60))
     start = time.monotonic()

@@ -1,0 +1,51 @@
+"""What the warm agent's processes run around the hook (:mod:`healthcheck.slurm.agent`): the config kept
+warm before the workers fork, a worker taking the wrapper's environment, and the prepared child's task
+and warm-up. Kept out of :mod:`hooks`, whose every line a hook started by slurmd loads."""
+from __future__ import annotations
+
+import os
+
+from . import hooks
+
+
+def keep_warm(path: str, node: str) -> None:
+    """Load ``path`` for ``node`` now and keep it for later runs in this process and its forks (the agent)."""
+    identity = hooks._identity(path)
+    config, exp = hooks._load(path, node)
+    if identity is not None and config is not None and identity == hooks._identity(path):
+        hooks._warm[(path, node)] = (identity, config, exp)
+
+
+def adopt(env: dict, cwd: str, umask: int) -> None:
+    """Take another process's environment, working directory and umask (the agent's worker takes the
+    wrapper's, its prepared child the worker's): the hook then runs as in the wrapper's own process."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(umask)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        os.chdir("/")
+
+
+def run_task(task: dict):
+    """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
+    that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
+    adopt(task["env"], task["cwd"], task["umask"])
+    config, exp = hooks._load(task["config"], task["node"])
+    settings = config.slurm if config else hooks._default_settings()
+    return hooks._work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"],
+                       task["started"], task["budget"], task["acknowledged"])
+
+
+def warm_run(config_path: str, node: str) -> None:
+    """Probe and judge once, keeping nothing (a prepared child's warming): the pages, the compiled
+    patterns and the kernel's file caches a run touches are then in place. No GPU call (a wedged GPU
+    must be found by the run, within its deadline) and no kernel-log cache written."""
+    from ..acquire import snapshot_for
+    from ..judge import judge, sources_needed, utc_now_iso
+
+    _config, exp = hooks._load(config_path, node)
+    sources = frozenset(sources_needed(exp, "prolog")) - {"gpus"}
+    snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
+    judge(snap, exp, "prolog")
