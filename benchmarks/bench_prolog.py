@@ -153,7 +153,12 @@ def verify(work: Path, label: str, argv: list[str], env: dict[str, str], gpus: b
     spool = work / "spool" / "records.jsonl"
     if spool.exists():
         spool.unlink()
+    import time
+
     run_once(argv, env)
+    deadline = time.monotonic() + 10  # through the agent the record is written just after the answer
+    while not spool.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     runs = [r for r in map(json.loads, spool.read_text().splitlines()) if r.get("kind") == "run"] \
         if spool.exists() else []
     if not runs:

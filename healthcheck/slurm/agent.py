@@ -344,21 +344,34 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     def on_budget(budget_s: float) -> None:
         _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
 
+    answered: list[tuple[int, int, float]] = []  # (exit status, log characters sent, ms)
+
+    def on_decided(code: int) -> None:  # the job waits no longer: baseline and record follow here
+        text = captured.getvalue()
+        _answer(conn, {"kind": "done", "rc": code, "log": text})
+        answered.append((code, len(text), (time.monotonic() - request["t0"]) * 1000))
+
     try:
-        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared)
+        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared,
+                          on_decided=on_decided)
     except SystemExit as exc:  # a usage error, as the interpreter would print it
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):
             captured.write(f"{exc.code}\n")
     rc = rc if isinstance(rc, int) else 0
-    _answer(conn, {"kind": "done", "rc": rc, "log": captured.getvalue()})
-    # after the answer (the wrapper is gone): one line per hook in the agent's log (the journal)
+    if not answered:  # it ended before a verdict (the fast prolog, a config it cannot use, a bug of ours)
+        _answer(conn, {"kind": "done", "rc": rc, "log": captured.getvalue()})
     sys.stderr = agent_stderr
+    # the agent's log (the journal): what the hook logged after its answer, and one line per hook
+    after = captured.getvalue()[answered[0][1]:] if answered else ""
+    if after:
+        _log(f"after the answer: {after.strip()}")
     env = request["env"]
     took = (time.monotonic() - request["t0"]) * 1000
     _log(f"{request['argv'][0]} on {env.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]}"
          + (f" for job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "")
-         + f": exit {rc} after {took:.1f} ms")
+         + f": exit {answered[0][0] if answered else rc}"
+         + (f" after {answered[0][2]:.1f} ms (recorded after {took:.1f} ms)" if answered else f" after {took:.1f} ms"))
 
 
 def _reaped() -> list[tuple[int, int]]:

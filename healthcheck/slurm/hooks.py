@@ -55,12 +55,14 @@ POST_SHARE, POST_MIN_S, POST_MAX_S = 0.15, 0.5, 3.0
 END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
 
 
-def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None) -> int:
+def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
+         on_decided=None) -> int:
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
     config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
     (``watchdog.prepare(agentwork.run_task, ...)``, the agent's spares) that probes and judges instead of
-    a fork now."""
+    a fork now. ``on_decided(exit status)``: told once the verdict and the Slurm action are settled,
+    before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then."""
     t0 = time.monotonic() if t0 is None else t0
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
@@ -123,20 +125,23 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     from ..model import Verdict
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
-    if context == "prolog" and job_id and counters is not None:
-        actions.save_baseline(state_dir, job_id, counters, log)
     backend.deadline = end - END_MARGIN_S
     decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events)
     verdict.duration_s = time.monotonic() - t0
-    actions.record(settings.spool_dir, verdict, decision, run_id, job_id, config_path, log)
-    _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id)
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
             + (f" ({decision.reason})" if decision.reason else ""))
     drained_for = [f for f in verdict.failing if f.check not in decision.held]
-    if context == "prolog" and drained_for and settings.on_fail("prolog") == "drain":
-        return 1  # Slurm requeues the job (see prolog_epilog/README.md for what each version does)
-    return 0
+    # prolog 1: Slurm requeues the job (see prolog_epilog/README.md for what each version does)
+    code = 1 if context == "prolog" and drained_for and settings.on_fail("prolog") == "drain" else 0
+    if on_decided is not None:  # the agent's wrapper exits now: verdict and action are settled
+        on_decided(code)
+    # the bookkeeping: the job's baseline (read by its epilog), the spool record, the prolog's gate
+    if context == "prolog" and job_id and counters is not None:
+        actions.save_baseline(state_dir, job_id, counters, log)
+    actions.record(settings.spool_dir, verdict, decision, run_id, job_id, config_path, log)
+    _update_gate(context, node, verdict, decision, settings, facts, config_path, state_dir, run_id)
+    return code
 
 
 def _load_within(path: str, node: str, limit_s: float):
@@ -310,11 +315,12 @@ def _findings_of(outcome, budget: float, context: str):
                     f"{context} checker crashed: {outcome.error or 'no result'}")], None, None, None
 
 
-def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None) -> int:
+def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
+                 on_decided=None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget, prepared)
+        return main(argv, t0, on_budget, prepared, on_decided)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

@@ -59,6 +59,17 @@ def client(context: str, config: Path, sock: Path | None, env: dict[str, str], e
     return proc, time.monotonic() - start
 
 
+def runs(tmp_path: Path, n: int, timeout: float = 30) -> list[dict]:
+    """The spool's run records once there are ``n``: the agent's worker answers the wrapper as soon as
+    the verdict and the action are settled and writes the record just after."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [r for r in spool(tmp_path) if r["kind"] == "run"]
+        if len(got) >= n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
+
+
 def imported(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
@@ -80,7 +91,7 @@ def test_through_the_agent_the_hook_judges_acts_and_records_as_in_its_own_proces
     via, _ = client("prolog", config, sock, env_for(tmp_path), extra=["-X", "importtime"])
     here, _ = client("prolog", config, None, env_for(tmp_path, job="4243"))
     assert via.returncode == here.returncode == 1, (via.stderr[-2000:], here.stderr[-2000:])  # the faulty GPU drains
-    records = [r for r in spool(tmp_path) if r["kind"] == "run"]
+    records = sorted(runs(tmp_path, 2), key=lambda r: r["job_id"])
     assert [r["job_id"] for r in records] == ["4242", "4243"]
     assert results(records[0]) == results(records[1]) and records[0]["status"] == "fail"
     # the hook's log lines, through the agent, in slurmd's log: the same as the hook's own
@@ -103,7 +114,7 @@ def test_the_client_imports_nothing_beyond_the_interpreter_but_its_module_and_th
     assert via.returncode == 0, via.stderr[-2000:]
     assert imported(via.stderr) - floor == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient",
                                             "_socket"}
-    assert spool(tmp_path)[-1]["status"] == "pass"
+    assert runs(tmp_path, 1)[-1]["status"] == "pass"
 
 
 def test_every_context_and_concurrent_requests(tmp_path, bundles):  # noqa: F811
@@ -111,19 +122,19 @@ def test_every_context_and_concurrent_requests(tmp_path, bundles):  # noqa: F811
     proc, sock = start_agent(tmp_path, config)
     try:
         argv = [sys.executable, "-I", "-c", CLIENT]
-        runs = [subprocess.Popen([*argv, "prolog", "--config", str(config), "--agent", str(sock)],
+        clients = [subprocess.Popen([*argv, "prolog", "--config", str(config), "--agent", str(sock)],
                                  env=env_for(tmp_path, job=str(100 + i)), stderr=subprocess.PIPE, text=True, cwd="/")
                 for i in range(4)]
-        codes = [p.wait(timeout=120) for p in runs]
+        codes = [p.wait(timeout=120) for p in clients]
         epilog, _ = client("epilog", config, sock, env_for(tmp_path, job="100"))
         check, _ = client("slurm-check", config, sock, {k: v for k, v in env_for(tmp_path).items()
                                                         if not k.startswith("SLURM_JOB")})
     finally:
         stop(proc)
     assert codes == [0, 0, 0, 0] and epilog.returncode == 0 and check.returncode == 0, epilog.stderr + check.stderr
-    runs = [r for r in spool(tmp_path) if r["kind"] == "run"]
-    assert sorted(r["job_id"] for r in runs if r["context"] == "prolog") == ["100", "101", "102", "103"]
-    assert [r["context"] for r in runs[4:]] == ["epilog", "slurm-check"]
+    done = runs(tmp_path, 6)
+    assert sorted(r["job_id"] for r in done if r["context"] == "prolog") == ["100", "101", "102", "103"]
+    assert sorted(r["context"] for r in done if r["context"] != "prolog") == ["epilog", "slurm-check"]
 
 
 def test_without_an_agent_the_hook_runs_in_the_wrappers_process(tmp_path, bundles):  # noqa: F811
@@ -197,7 +208,7 @@ def test_a_changed_package_makes_the_agent_exit_for_a_restart_and_the_hooks_run_
     assert first.returncode == 0 and second.returncode == 0, second.stderr[-2000:]
     assert status == 75 and "judge.py changed since start" in err  # systemd restarts it with the new code
     assert not sock.exists() and "healthcheck.slurm.hooks" in imported(second.stderr)  # ran in the wrapper
-    assert [r["job_id"] for r in spool(tmp_path) if r["kind"] == "run"] == ["1", "2"]
+    assert sorted(r["job_id"] for r in runs(tmp_path, 2)) == ["1", "2"]
 
 
 def test_a_malformed_request_is_refused_and_the_agent_serves_on(tmp_path, agent):
@@ -270,7 +281,7 @@ def test_a_config_changed_after_the_agent_started_is_the_one_judged(tmp_path, bu
     finally:
         stop(proc)
     assert before.returncode == 0 and after.returncode == 1, after.stderr[-2000:]
-    assert [r["status"] for r in spool(tmp_path) if r["kind"] == "run"] == ["pass", "fail"]
+    assert [r["status"] for r in sorted(runs(tmp_path, 2), key=lambda r: r["job_id"])] == ["pass", "fail"]
 
 
 def _pids_in(sock: Path) -> set[int]:

@@ -174,3 +174,21 @@ def test_the_wrappers_entry_leaves_without_teardown_but_runs_exit_handlers_and_f
     usage = subprocess.run([sys.executable, "-I", "-c", "from healthcheck.slurm.hooks import run; run()", "bogus"],
                            capture_output=True, text=True, timeout=60, cwd="/")
     assert usage.returncode == 1 and "usage:" in usage.stderr  # SystemExit leaves the usual way
+
+
+def test_on_decided_comes_after_the_action_and_before_the_bookkeeping(tmp_path, bundles, monkeypatch):
+    """The agent answers its wrapper at on_decided: by then the drain is done (Slurm must see the node
+    drained when the prolog exits 1); the baseline and the spool record follow."""
+    from healthcheck.slurm import actions, hooks
+
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    order = []
+    for name in ("decide_and_act", "save_baseline", "record"):
+        real = getattr(actions, name)
+        monkeypatch.setattr(actions, name, lambda *a, _n=name, _r=real, **k: (order.append(_n), _r(*a, **k))[1])
+    for key, value in {"SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "77"}.items():
+        monkeypatch.setenv(key, value)
+    code = hooks.main(["prolog", "--config", str(config)], on_decided=lambda c: order.append(f"decided {c}"))
+    assert code == 1
+    assert order == ["decide_and_act", "decided 1", "save_baseline", "record"], order
+    assert [r["job_id"] for r in spool(tmp_path) if r["kind"] == "run"] == ["77"]
