@@ -250,11 +250,16 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from . import agentwork, watchdog
 
-        warm = (lambda: agentwork.warm_run(*warm_for)) if warm_for else None
+        def warm() -> None:
+            agentwork.rehearse_adopt()
+            if warm_for:
+                agentwork.warm_run(*warm_for)
+
         try:
             prepared = watchdog.prepare(agentwork.run_task, warm, close=(server.fileno(), notify_w, life_r))
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
+        agentwork.rehearse_adopt()
         while True:
             ready, _, _ = select.select([server, life_r], [], [])
             if life_r in ready:  # the agent is gone

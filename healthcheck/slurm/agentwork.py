@@ -28,6 +28,19 @@ def adopt(env: dict, cwd: str, umask: int) -> None:
         os.chdir("/")
 
 
+def rehearse_adopt() -> None:
+    """:func:`adopt` this process's own environment, directory and umask (nothing changes): the first
+    call in a fresh fork costs ~0.7 ms of first touches, a later one ~0.3 ms, so the agent's waiting
+    processes pay the first while idle."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = "/"
+    adopt(dict(os.environ), cwd, umask)
+
+
 def run_task(task: dict):
     """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
     that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
