@@ -298,7 +298,9 @@ def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spar
     if why:
         _answer(conn, {"kind": "refused", "why": why})
         return 0
-    _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0])})
+    # the pid: the worker's process group from here on (it calls setsid first), which the wrapper kills
+    # should the hook outlive its budget
+    _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0]), "pid": os.getpid()})
     conn.settimeout(None)
     _worker(conn, request, prepared)
     return 0
@@ -346,8 +348,11 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     agent_stderr, captured = sys.stderr, io.StringIO()
     sys.stderr = captured
 
-    def on_budget(budget_s: float) -> None:
-        _answer(conn, {"kind": "budget", "budget_s": float(budget_s), "pid": os.getpid()})
+    default_budget = SlurmSettings().budget(request["argv"][0])
+
+    def on_budget(budget_s: float) -> None:  # only when the config's differs from the one "accepted" gave
+        if budget_s != default_budget:
+            _answer(conn, {"kind": "budget", "budget_s": float(budget_s)})
 
     answered: list[tuple[int, int, float]] = []  # (exit status, log characters sent, ms)
 

@@ -18,11 +18,11 @@ no answer by then (a bug of ours) is logged and the hook exits 0 without judging
 does: a job never waits on us beyond the budget, and our failure never drains a node.
 
 Wire format, both ways: an 8-byte big-endian length, then that many bytes of ``marshal`` data (a dict).
-Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s"}``
-(a spare worker took it; the budget frame comes within ``wait_s``, the context's default budget), then
-the worker's ``{"kind": "budget", "budget_s", "pid"}`` (the config's budget for this
-context) and ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing ran: the
-hook runs here).
+Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s",
+"pid"}`` (a spare worker, whose process group is ``pid``, took it; the hook ends within ``wait_s``, the
+context's default budget), ``{"kind": "budget", "budget_s"}`` only when the config's budget for this
+context differs, then ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing
+ran: the hook runs here).
 """
 
 import marshal
@@ -95,7 +95,7 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
             raise AgentGone(f"agent refused: {first.get('why')}")
         if kind != "accepted":
             raise AgentGone(f"unexpected answer from the agent: {kind!r}")
-        return _await_worker(sock, t0, float(first.get("wait_s") or 0))
+        return _await_worker(sock, t0, float(first.get("wait_s") or 0), first.get("pid"))
     finally:
         sock.close()
 
@@ -119,10 +119,9 @@ def _request(argv: list[str], t0: float) -> dict:
     return {"v": PROTOCOL, "argv": list(argv), "env": dict(os.environ), "cwd": cwd, "umask": umask, "t0": t0}
 
 
-def _await_worker(sock, t0: float, wait_s: float) -> int:
+def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
     """The worker's frames until ``done``; past its deadline the worker's group is killed and the hook exits 0."""
     deadline = t0 + wait_s + ANSWER_MARGIN_S
-    pid = None
     while True:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
@@ -140,7 +139,6 @@ def _await_worker(sock, t0: float, wait_s: float) -> int:
             raise AgentGone(f"agent refused: {frame.get('why')}")
         if kind == "budget":
             deadline = t0 + float(frame["budget_s"]) + ANSWER_MARGIN_S
-            pid = frame.get("pid")
         elif kind == "done":
             text = frame.get("log") or ""
             if text:

@@ -174,8 +174,8 @@ def test_an_agent_that_takes_the_request_and_never_answers_costs_the_budget_and_
         conn, _ = server.accept()
         held.append(conn)
         agentclient.read_frame(conn)
-        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0})
-        agentclient.send_frame(conn, {"kind": "budget", "budget_s": 1.0, "pid": 0})
+        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0, "pid": 0})
+        agentclient.send_frame(conn, {"kind": "budget", "budget_s": 1.0})
 
     thread = threading.Thread(target=take, daemon=True)
     thread.start()
