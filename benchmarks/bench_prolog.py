@@ -1,8 +1,9 @@
 """Measure the prolog hook as slurmd runs it, interleaved with the bare interpreter and, given one, LBNL NHC.
 
 Setup (reproducible, from the project's fixtures): the prolog wrapper rendered from the package's own
-template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it) and run
-with /bin/sh, SLURMD_NODENAME and SLURM_JOB_ID set, in its own process group (as slurmd runs a hook).
+template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it),
+executed as slurmd executes a hook (its path, the kernel reading its #! line), SLURMD_NODENAME and
+SLURM_JOB_ID set, in its own process group.
 The drain backend is never called on a healthy node; the spool record is written (with fsync) as in
 production, under a temporary directory.
 
@@ -204,14 +205,14 @@ def main() -> None:
                "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
         wrappers = setup(work)
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
-                 DEFAULT: (["/bin/sh", str(wrappers["default"])], env),
-                 GPU8: (["/bin/sh", str(wrappers["gpu8"])], env)}
+                 DEFAULT: ([str(wrappers["default"])], env),
+                 GPU8: ([str(wrappers["gpu8"])], env)}
         agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
-        cases[AGENT] = (["/bin/sh", str(wrappers["default-agent"])], env)
-        cases[AGENT8] = (["/bin/sh", str(wrappers["gpu8-agent"])], env)
+        cases[AGENT] = ([str(wrappers["default-agent"])], env)
+        cases[AGENT8] = ([str(wrappers["gpu8-agent"])], env)
         why = fast_gate(work, env)
         if why is None:
-            cases[FAST] = (["/bin/sh", str(wrappers["fast"])], env)
+            cases[FAST] = ([str(wrappers["fast"])], env)
         else:
             print(f"note: fast-mode case left out: {why}", file=sys.stderr)
         if args.nhc:
