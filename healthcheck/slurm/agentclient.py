@@ -1,6 +1,8 @@
 """The installed wrappers' entry: hand the hook to the node's warm agent, else run it here.
 
-``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog --config FILE --agent SOCKET``
+``run(["prolog", "--config", FILE, "--agent", SOCKET])`` in the installed hook scripts (Python scripts,
+``#!<venv python> -I``); ``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog
+--config FILE --agent SOCKET`` does the same.
 
 With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by one of its
 spare workers, forked ahead with modules imported, config and policies loaded and the checks' child
@@ -51,9 +53,10 @@ def split_agent(argv: list[str]) -> tuple[list[str], str | None]:
     return argv[:i] + argv[i + 2:], socket_path or None
 
 
-def run() -> None:
+def run(argv: list[str] | None = None) -> None:
+    """The hook with ``argv`` (the installed scripts pass theirs; else the command line's), then exit."""
     t0 = time.monotonic()
-    argv, socket_path = split_agent(sys.argv[1:])
+    argv, socket_path = split_agent(list(sys.argv[1:] if argv is None else argv))
     if socket_path:
         try:
             code = via_agent(socket_path, argv, t0)

@@ -18,7 +18,8 @@ UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work t
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_PYTHON = "/opt/healthcheck/.venv/bin/python"
 DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
-_UNSAFE = " \t\n'\"\\$`;&|<>"
+_UNSAFE = " \t\n\r'\"\\$`;&|<>"
+MAX_SHEBANG = 127  # the kernel reads at most 128 bytes of a script's "#!" line (256 since Linux 5.1)
 
 
 def template_text(name: str) -> str:
@@ -46,9 +47,13 @@ def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG
     if name == UNIT:
         return render_unit(python, config, agent or DEFAULT_SOCKET)
     _check_paths((python, "python"), (config, "config"), (slurm_conf, "slurm.conf"), (agent, "agent socket"))
-    env = f"export SLURM_CONF={slurm_conf}" if slurm_conf else ""
+    if len(f"#!{python} -I") > MAX_SHEBANG:
+        raise ValueError(f"python path {python!r} is too long for a script's first line (at most "
+                         f"{MAX_SHEBANG - 5} characters): use a shorter venv path or a symlink to it")
+    # the paths go into Python string literals: _check_paths refused quotes and backslashes
+    env = f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n' if slurm_conf else ""
     return (template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
-            .replace("@AGENT@", f" --agent {agent}" if agent else ""))
+            .replace("@AGENT@", f', "--agent", "{agent}"' if agent else ""))
 
 
 def render_unit(python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG, socket: str = DEFAULT_SOCKET) -> str:

@@ -20,7 +20,7 @@ def test_through_the_agent_the_prolog_drains_a_faulty_node_and_the_job_completes
                            "--python", sys.executable, "--agent-socket", str(sock)],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert f"--agent {sock}" in (site.hooks / "prolog.sh").read_text()
+    assert f'"--agent", "{sock}"' in (site.hooks / "prolog.sh").read_text()
     log = tmp_path / "agent.log"
     with open(log, "w") as err:
         agent = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),

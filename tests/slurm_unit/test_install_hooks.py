@@ -40,7 +40,9 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
         f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
         "python -m healthcheck.slurm.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
-    assert f"run()' {CONTEXTS[name]} --config {install.DEFAULT_CONFIG} --agent {install.DEFAULT_SOCKET}" in committed
+    assert committed.startswith(f"#!{install.DEFAULT_PYTHON} -I\n")  # a Python script: one process, no shell
+    assert (f'run(["{CONTEXTS[name]}", "--config", "{install.DEFAULT_CONFIG}", "--agent", '
+            f'"{install.DEFAULT_SOCKET}"])') in committed
     assert os.access(SHIPPED / name, os.X_OK)
 
 
@@ -75,9 +77,11 @@ def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(
     for name in install.HOOKS:
         text = (prefix / name).read_text()
         assert text == install.render(name, sys.executable, str(config), str(slurm_conf))
-        assert install.template_text(name).replace("@ENV@", f"export SLURM_CONF={slurm_conf}") \
+        assert install.template_text(name) \
+            .replace("@ENV@", f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n') \
             .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) \
-            .replace("@AGENT@", f" --agent {install.DEFAULT_SOCKET}") == text
+            .replace("@AGENT@", f', "--agent", "{install.DEFAULT_SOCKET}"') == text
+        compile(text, name, "exec")  # valid Python
         assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
     unit = (prefix / install.UNIT).read_text()
     assert f"ExecStart={sys.executable} -I -m healthcheck.slurm.agent --socket {install.DEFAULT_SOCKET} " \
@@ -95,9 +99,17 @@ def test_install_hooks_without_the_agent_writes_hooks_that_never_try_one(tmp_pat
     assert sorted(p.name for p in (tmp_path / "h").iterdir()) == sorted(install.HOOKS)
     assert "--agent" not in (tmp_path / "h" / "prolog.sh").read_text()
     custom = install.render("prolog.sh", sys.executable, str(config), agent="/run/hc/a.sock")
-    assert custom.rstrip().endswith(f"--config {config} --agent /run/hc/a.sock")
+    assert custom.rstrip().endswith(f'"--config", "{config}", "--agent", "/run/hc/a.sock"])')
     with pytest.raises(ValueError, match="agent socket path"):
         install.render("prolog.sh", sys.executable, str(config), agent="/run/x;y")
+
+
+def test_a_python_path_too_long_for_the_first_line_or_one_a_literal_would_misread_is_refused():
+    with pytest.raises(ValueError, match="too long for a script's first line"):
+        install.render("prolog.sh", python="/opt/" + "v" * 130 + "/bin/python")
+    for bad in ('/opt/a"b/python', "/opt/a\\b/python", "/opt/a\rb/python"):
+        with pytest.raises(ValueError, match="python path"):
+            install.render("prolog.sh", python=bad)
 
 
 def test_an_installed_hook_runs(tmp_path):
