@@ -15,6 +15,8 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          InfiniBand sysfs, kernel log) built from the tests' fixtures; host facts live
   prolog, fast mode      prolog_mode = "fast" (the gate of a healthy HealthCheckProgram run, re-verified
                          live); left out, with a note, when the gate cannot be written
+  epilog                 the epilog of the same job (job 1: its baseline from the prolog runs, the job's
+                         processes looked for), without and through the agent
   ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
                          systemd unit starts it): the wrapper hands the hook to a worker forked from it.
                          The cases above run with no agent (the wrapper's connect fails, the hook runs
@@ -50,15 +52,17 @@ GPU8 = "prolog, 8-GPU bundle + host live"
 FAST = 'prolog, prolog_mode = "fast"'
 AGENT = "prolog, default checks, host live, through the warm agent"
 AGENT8 = "prolog, 8-GPU bundle + host live, through the warm agent"
+EPILOG = "epilog, default checks, host live"
+EPILOG_AGENT = "epilog, default checks, host live, through the warm agent"
 NHC = "NHC, same host checks"
 
 
-def wrapper(work: Path, name: str, config: Path, agent: Path) -> Path:
-    """The installed wrapper's text for ``config`` and the agent socket ``agent``, rendered by the package."""
+def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolog.sh") -> Path:
+    """The installed hook ``hook`` for ``config`` and the agent socket ``agent``, rendered by the package."""
     from healthcheck.slurm.install import render
 
     path = work / f"{name}.sh"
-    path.write_text(render("prolog.sh", python=sys.executable, config=str(config), agent=str(agent)))
+    path.write_text(render(hook, python=sys.executable, config=str(config), agent=str(agent)))
     path.chmod(0o755)
     return path
 
@@ -128,6 +132,9 @@ def setup(work: Path) -> dict[str, Path]:
         wrappers[name] = wrapper(work, name, config, work / "no-agent" / "agent.sock")
         if name in ("default", "gpu8"):
             wrappers[f"{name}-agent"] = wrapper(work, f"{name}-agent", config, work / f"run-{name}" / "agent.sock")
+    default = work / "default.toml"
+    wrappers["epilog"] = wrapper(work, "epilog", default, work / "no-agent" / "agent.sock", "epilog.sh")
+    wrappers["epilog-agent"] = wrapper(work, "epilog-agent", default, work / "run-default" / "agent.sock", "epilog.sh")
     return wrappers
 
 
@@ -210,6 +217,8 @@ def main() -> None:
         agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
         cases[AGENT] = ([str(wrappers["default-agent"])], env)
         cases[AGENT8] = ([str(wrappers["gpu8-agent"])], env)
+        cases[EPILOG] = ([str(wrappers["epilog"])], env)
+        cases[EPILOG_AGENT] = ([str(wrappers["epilog-agent"])], env)
         why = fast_gate(work, env)
         if why is None:
             cases[FAST] = ([str(wrappers["fast"])], env)
@@ -223,7 +232,8 @@ def main() -> None:
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
         try:
-            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True)):
+            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (EPILOG, False),
+                                (EPILOG_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
             load_before = loadavg()
             try:
