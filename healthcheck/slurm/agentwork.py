@@ -52,9 +52,11 @@ def run_task(task: dict):
 
 
 def warm_run(config_path: str, node: str) -> None:
-    """Probe and judge once, keeping nothing (a prepared child's warming): the pages, the compiled
-    patterns and the kernel's file caches a run touches are then in place. No GPU call (a wedged GPU
-    must be found by the run, within its deadline) and no kernel-log cache written."""
+    """Probe and judge once, and scan /proc as the epilog does, keeping nothing (a prepared child's
+    warming): the pages, the compiled patterns and the kernel's file caches a run touches are then in
+    place. No GPU call (a wedged GPU must be found by the run, within its deadline) and nothing written.
+    A warm-up held up (a process whose environ cannot be read, a slow mount) only means the run forks
+    its own child (``Prepared.alive``)."""
     from ..acquire import snapshot_for
     from ..judge import judge, sources_needed, utc_now_iso
 
@@ -62,3 +64,6 @@ def warm_run(config_path: str, node: str) -> None:
     sources = frozenset(sources_needed(exp, "prolog")) - {"gpus"}
     snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
     judge(snap, exp, "prolog")
+    from ..probes.jobprocs import find_job_processes
+
+    find_job_processes("0")  # the epilog's scan of /proc, for a job no process belongs to (~1 ms off its run)
