@@ -208,7 +208,8 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-prolog-") as tmp:
         work = Path(tmp)
-        env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "bench1", "SLURM_JOB_ID": "1",
+        env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "bench1", "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "1000",
+               "SLURM_JOB_USER": "alice",
                "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
         wrappers = setup(work)
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),

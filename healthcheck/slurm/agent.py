@@ -62,7 +62,8 @@ def warm(config_path: str | None = None) -> list[str]:
 
     names = {f"healthcheck.probes.{m}" for m in live._PROBE_MODULES.values()}
     names |= {f"healthcheck.checks.{entry[0]}" for entry in _index.CHECKS.values() if set(entry[2]) & set(CONTEXTS)}
-    names |= {"healthcheck.parsers.kernel_log", "healthcheck.parsers.host_events", "healthcheck.probes.jobprocs"}
+    names |= {"healthcheck.parsers.kernel_log", "healthcheck.parsers.host_events", "healthcheck.probes.jobprocs",
+              "healthcheck.parsers.ipmitool", "healthcheck.parsers.mlxlink"}  # HealthCheckProgram's BMC and HCA
     for name in sorted(names):
         try:
             __import__(name)
