@@ -108,11 +108,13 @@ def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
     return _collect(pid, read_fd, start, deadline)
 
 
-def _collect(pid: int, read_fd: int, start: float, deadline: float) -> Outcome:
-    """Wait for the child's result until ``deadline``; never leave it running; close ``read_fd``."""
+def _collect(pid: int, read_fd: int, start: float, deadline: float, linger: bool = False) -> Outcome:
+    """Wait for the child's result until ``deadline``; never leave it running; close ``read_fd``.
+    ``linger``: a child that sent its whole result is left waiting (a prepared one: ended by its
+    ``release``), not killed now."""
     reaped = False
     try:
-        outcome, reaped = _wait_for_child(pid, read_fd, deadline)
+        outcome, reaped = _wait_for_child(pid, read_fd, deadline, linger)
     finally:
         os.close(read_fd)
         if not reaped:  # timeout, error or KeyboardInterrupt in the parent: never leave it running
@@ -140,27 +142,39 @@ class Prepared:
     def run(self, task: Any, budget_s: float) -> Outcome:
         if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
             raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
-        if self.task_fd < 0:
+        if self.task_fd < 0 or self.result_fd < 0:
             raise ValueError("this prepared child was already used or discarded")
         start = time.monotonic()
         payload = marshal.dumps(task)
         try:
             _write_all(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload)
-        except OSError:
-            pass  # the child is gone: _collect reports how it ended
-        finally:
+        except OSError:  # the child is gone: _collect reports how it ended
             os.close(self.task_fd)
             self.task_fd = -1
-            if self.ready_fd >= 0:
-                os.close(self.ready_fd)
-                self.ready_fd = -1
-        return _collect(self.pid, self.result_fd, start, start + budget_s)
+        if self.ready_fd >= 0:
+            os.close(self.ready_fd)
+            self.ready_fd = -1
+        result_fd, self.result_fd = self.result_fd, -1
+        # The task pipe stays open: once its result is sent, the child waits for its end of file before
+        # exiting, so that its exit (unmapping the pages it shares) does not take a CPU from the caller's
+        # answer to its wrapper. release() ends it.
+        return _collect(self.pid, result_fd, start, start + budget_s, linger=self.task_fd >= 0)
+
+    def release(self) -> None:
+        """End a child that was used: it exits, its group is killed (anything it left running), and it
+        is reaped now or later (never waited for)."""
+        if self.task_fd >= 0 and self.result_fd < 0:
+            os.close(self.task_fd)
+            self.task_fd = -1
+            _kill_group(self.pid)
+            _abandon(self.pid, wait_at_exit=False)
+            _reap_abandoned()
 
     def alive(self, wait_s: float = 0.0) -> bool:
         """Not yet used, done warming (waiting up to ``wait_s`` for that) and waiting for its task. The
         hooks use only such a child: one still warming (a slow mount, a slow HCA) or gone is discarded
         and the run forks its own, so a slow warm-up never eats into a run's budget."""
-        if self.task_fd < 0 or self.ready_fd < 0:
+        if self.task_fd < 0 or self.ready_fd < 0 or self.result_fd < 0:
             return False
         try:
             if not self.warm:
@@ -172,10 +186,13 @@ class Prepared:
         return self.warm and not done
 
     def discard(self) -> None:
+        """Let it go, used or not: an unused child exits on the closed pipe, a used one is released."""
         if self.ready_fd >= 0:
             os.close(self.ready_fd)
             self.ready_fd = -1
-        if self.task_fd >= 0:
+        if self.task_fd >= 0 and self.result_fd < 0:
+            self.release()
+        elif self.task_fd >= 0:
             os.close(self.task_fd)
             os.close(self.result_fd)
             self.task_fd = self.result_fd = -1
@@ -229,9 +246,19 @@ def prepare(fn: Callable[[Any], Any], warm: Callable[[], Any] | None = None, clo
             task = _read_task(task_r)
             if task is _NO_TASK:
                 os._exit(0)  # discarded, or the parent is gone
-        except BaseException:  # noqa: BLE001
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            payload = _run_and_encode(lambda: fn(task))
+            _write_all(result_w, len(payload).to_bytes(_HEADER, "big") + payload)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+            while os.read(task_r, 4096):  # until its release (or the parent's end) closes the pipe
+                pass
+        except BaseException:  # noqa: BLE001 - nothing may escape into the caller's stack
             os._exit(70)
-        _child(lambda: fn(task), task_r, result_w)
+        os._exit(0)
     os.close(task_r)
     os.close(result_w)
     os.close(ready_w)
@@ -246,24 +273,23 @@ _NO_TASK = object()
 
 
 def _read_task(fd: int) -> Any:  # pragma: no cover - runs in a prepared child
+    """One framed task (the pipe stays open after it), or _NO_TASK at end of file."""
     buf = bytearray()
-    while True:
+    size = None
+    while size is None or len(buf) < _HEADER + size:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
-            break
+            return _NO_TASK
         buf += chunk
-    if len(buf) < _HEADER:
-        return _NO_TASK
-    size = int.from_bytes(buf[:_HEADER], "big")
-    if len(buf) < _HEADER + size:
-        return _NO_TASK
+        if size is None and len(buf) >= _HEADER:
+            size = int.from_bytes(buf[:_HEADER], "big")
     return marshal.loads(bytes(buf[_HEADER:_HEADER + size]))
 
 
 # --------------------------------------------------------------------------------------- parent
 
 
-def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, bool]:
+def _wait_for_child(pid: int, read_fd: int, deadline: float, linger: bool = False) -> tuple[Outcome, bool]:
     """Read the framed result until complete, EOF or the deadline. Returns (outcome, reaped)."""
     buf = bytearray()
     expected: int | None = None
@@ -289,9 +315,11 @@ def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, b
                 return Outcome("crashed", error=f"result of {expected} bytes exceeds the limit of "
                                                 f"{MAX_RESULT_BYTES} bytes"), False
     # The child is done (or gone): kill stragglers of its group, then reap it within the deadline.
-    _kill_group(pid)
     complete = expected is not None and len(buf) >= _HEADER + expected
-    if complete:
+    if complete and linger:
+        reaped = True  # it waits for its release (Prepared.release kills its group and reaps it)
+    elif complete:
+        _kill_group(pid)
         # Its whole result is here: it is not waited for. Its exit (unmapping what the fork shared, about
         # 2 ms for a hook) overlaps the caller's next steps; reaped by the next call, reap_abandoned(),
         # or at exit (by then long dead).
@@ -303,6 +331,7 @@ def _wait_for_child(pid: int, read_fd: int, deadline: float) -> tuple[Outcome, b
             _abandon(pid, wait_at_exit=False)  # SIGKILLed and exiting: nothing to wait for at exit
         reaped = True
     else:
+        _kill_group(pid)
         status = _reap(pid, max(deadline - time.monotonic(), REAP_GRACE_S))
         reaped = status is not None
     if not complete:

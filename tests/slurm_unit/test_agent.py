@@ -368,7 +368,10 @@ def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_o
     assert outcome.ok, outcome.error
     assert outcome.value["seen"] == {"uid": "4321", "cwd": str(tmp_path), "umask": 0o027, "args": None}
     assert os.environ.get("SLURM_JOB_UID") != "4321"  # the parent's own environment is untouched
+    assert os.path.exists(f"/proc/{prepared.pid}")  # it waits for its release, its exit out of the way
+    prepared.release()
     assert watchdog.reap_abandoned(wait_s=30) == set()
+    assert not os.path.exists(f"/proc/{prepared.pid}")
 
 
 def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_path):
@@ -398,6 +401,8 @@ def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     assert ready.alive(wait_s=30)  # ready once its (empty) warm-up is done
     outcome = ready.run({"x": 1}, 30)
     assert outcome.ok and outcome.value == {"got": {"x": 1}}
+    ready.discard()  # a used one is released
+    assert watchdog.reap_abandoned(wait_s=30) == set()
 
 
 def test_an_agent_socket_answered_by_another_user_is_not_used(tmp_path, bundles):  # noqa: F811
