@@ -131,7 +131,9 @@ class Prepared:
     """A child forked ahead of its task (:func:`prepare`): it has warmed itself and waits for the task.
 
     ``run(task, budget_s)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
-    the same outcome, kill and reaping; ``discard()`` lets it go unused (it exits on the closed pipe)."""
+    the same outcome, and the same kill and reaping when it does not answer in time. A child that
+    answered waits for ``release()`` before it exits (its exit then costs its caller nothing);
+    ``discard()`` lets it go, used or not."""
 
     __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm")
 
