@@ -329,7 +329,8 @@ def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budg
 
 
 def run() -> None:
-    """The installed wrappers' entry: ``guarded_main()``, then leave without the interpreter's teardown.
+    """``python -m healthcheck.slurm.hooks``: ``guarded_main()``, then leave without the interpreter's
+    teardown (the installed hooks do the same through ``agentclient.run`` when no agent answers).
 
     Tearing down the ~60 modules a run imported costs ~5 ms before every job and does nothing a hook
     needs: every file it wrote is closed and synced (spool record, baseline, ledger). So: the atexit

@@ -2,8 +2,9 @@
 the interpreter's own start-up but the modules listed here. Not a timing: a new import on the path
 fails this test until it is added here, on purpose, with its reason (docs/performance.md).
 
-Run as slurmd runs it (``python -I -c ...guarded_main()`` with the job's environment), judging this
-machine live (host checks, InfiniBand, the kernel log, the PCI bus), the run recorded in a spool."""
+Run as the installed hook runs it (``agentclient.run`` with no agent listening, the job's environment),
+judging this machine live (host checks, InfiniBand, the kernel log, the PCI bus), the run recorded in a
+spool."""
 from __future__ import annotations
 
 import json
