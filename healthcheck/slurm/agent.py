@@ -201,6 +201,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         for _ in range(spares):
             spawn()
         next_check = time.monotonic() + REAP_EVERY_S
+        not_before = 0.0  # no spare forked before this (set when one died idle)
         while True:
             ready, _, _ = select.select([notify_r, wake_r], [], [], REAP_EVERY_S)
             if wake_r in ready:
@@ -215,10 +216,13 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                     if pid in idle:
                         idle.discard(pid)
                         busy.add(pid)
-                if not idle:  # every spare is taken: the next request must not wait for a fork
+                if not idle and time.monotonic() >= not_before:  # the next request must not wait for a fork
                     spawn()
-            for pid, _status in _reaped():
-                idle.discard(pid)
+            for pid, status in _reaped():
+                if pid in idle:  # a spare that died without a request: do not fork them in a loop
+                    idle.discard(pid)
+                    not_before = time.monotonic() + REAP_EVERY_S
+                    log(f"a spare worker ended before any request ({_ended(status)}); the next in a second")
                 busy.discard(pid)
             if time.monotonic() < next_check:
                 changed = None
@@ -228,7 +232,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                 log(f"{changed} changed since start: exiting for a restart with the new code")
                 return EX_TEMPFAIL  # the spares are stopped below; busy workers finish their hooks
             # spares are replaced once no hook runs (a new spare's fork and warming would take CPU from it)
-            while not busy and len(idle) < spares:
+            while not busy and len(idle) < spares and time.monotonic() >= not_before:
                 before = len(idle)
                 spawn()
                 if len(idle) == before:
@@ -383,6 +387,12 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
          + (f" for job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "")
          + f": exit {answered[0][0] if answered else rc}"
          + (f" after {answered[0][2]:.1f} ms (recorded after {took:.1f} ms)" if answered else f" after {took:.1f} ms"))
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
 
 
 def _reaped() -> list[tuple[int, int]]:

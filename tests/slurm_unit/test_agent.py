@@ -440,3 +440,32 @@ def test_an_agent_socket_answered_by_another_user_is_not_used(tmp_path, bundles)
     assert f"answered by uid {nobody.pw_uid}, not root: not used" in proc.stderr
     assert proc.returncode == 1  # the hook ran here and drained for the faulty GPU, as it must
     assert spool(tmp_path)[-1]["status"] == "fail"
+
+
+def test_a_spare_that_dies_idle_is_replaced_after_a_pause_and_the_agent_serves_on(tmp_path, bundles):  # noqa: F811
+    """A spare that ends without a request (killed, or broken at start) is not re-forked in a loop: the
+    agent logs it and forks the next a second later."""
+    import signal as signals
+
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    log = tmp_path / "agent.log"
+    sock = tmp_path / "run" / "agent.sock"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
+                                 "--config", str(config)], env=env_for(tmp_path), stderr=err, cwd="/")
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        spares = _spares_of(proc, sock)
+        victim = min(spares)
+        os.kill(victim, signals.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (victim in _pids_in(sock) or len(_pids_in(sock) - {proc.pid}) < 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert victim not in _pids_in(sock) and len(_pids_in(sock) - {proc.pid}) >= 2  # replaced
+        via, _ = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        stop(proc)
+    assert via.returncode == 0 and "agent not used" not in via.stderr
+    assert "a spare worker ended before any request (signal 9); the next in a second" in log.read_text()
