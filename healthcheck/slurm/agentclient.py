@@ -112,14 +112,20 @@ def peer_uid(sock, socket_module) -> int | None:
     return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
 
 
-def _request(argv: list[str], t0: float) -> dict:
+def process_context() -> tuple[dict, str, int]:
+    """This process's environment, working directory and umask: what a worker takes from its wrapper."""
     umask = os.umask(0o022)
     os.umask(umask)
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = "/"
-    return {"v": PROTOCOL, "argv": list(argv), "env": dict(os.environ), "cwd": cwd, "umask": umask, "t0": t0}
+    return dict(os.environ), cwd, umask
+
+
+def _request(argv: list[str], t0: float) -> dict:
+    env, cwd, umask = process_context()
+    return {"v": PROTOCOL, "argv": list(argv), "env": env, "cwd": cwd, "umask": umask, "t0": t0}
 
 
 def _await_worker(sock, t0: float, wait_s: float, pid) -> int:

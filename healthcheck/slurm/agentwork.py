@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from . import hooks
+from .agentclient import process_context
 
 
 def keep_warm(path: str, node: str) -> None:
@@ -32,13 +33,7 @@ def rehearse_adopt() -> None:
     """:func:`adopt` this process's own environment, directory and umask (nothing changes): the first
     call in a fresh fork costs ~0.7 ms of first touches, a later one ~0.3 ms, so the agent's waiting
     processes pay the first while idle."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    try:
-        cwd = os.getcwd()
-    except OSError:
-        cwd = "/"
-    adopt(dict(os.environ), cwd, umask)
+    adopt(*process_context())
 
 
 def run_task(task: dict):
