@@ -63,6 +63,8 @@ def run(argv: list[str] | None = None) -> None:
         except AgentGone as exc:
             if exc.args and exc.args[0]:
                 _log(f"agent not used, the hook runs here: {exc.args[0]}")
+        except Exception as exc:  # noqa: BLE001 - before the agent took it: the hook runs here
+            _log(f"agent not used, the hook runs here: {type(exc).__name__}: {exc}")
         else:
             _leave(code)
     from .hooks import guarded_main, leave
@@ -98,7 +100,17 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
             raise AgentGone(f"agent refused: {first.get('why')}")
         if kind != "accepted":
             raise AgentGone(f"unexpected answer from the agent: {kind!r}")
-        return _await_worker(sock, t0, float(first.get("wait_s") or 0), first.get("pid"))
+        try:
+            wait_s = float(first.get("wait_s") or 0)
+        except (TypeError, ValueError):
+            raise AgentGone(f"unexpected answer from the agent: wait_s {first.get('wait_s')!r}") from None
+        try:
+            return _await_worker(sock, t0, wait_s, first.get("pid"))
+        except AgentGone:
+            raise
+        except Exception as exc:  # noqa: BLE001 - taken by the agent: a bug of ours never drains a node
+            _log(f"the agent's answer could not be read ({type(exc).__name__}: {exc}); nothing judged")
+            return 0
     finally:
         sock.close()
 

@@ -469,3 +469,34 @@ def test_a_spare_that_dies_idle_is_replaced_after_a_pause_and_the_agent_serves_o
         stop(proc)
     assert via.returncode == 0 and "agent not used" not in via.stderr
     assert "a spare worker ended before any request (signal 9); the next in a second" in log.read_text()
+
+
+def test_a_garbled_answer_after_the_agent_took_the_request_never_drains(tmp_path, bundles):  # noqa: F811
+    """Whatever the agent sends once it took a request (here a budget that is not a number), the wrapper
+    never exits 1 on its own account: it logs and exits 0, as for any internal error."""
+    import threading
+
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    sock = tmp_path / "garbled.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(4)
+    held = []
+
+    def take():
+        conn, _ = server.accept()
+        held.append(conn)
+        agentclient.read_frame(conn)
+        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0, "pid": 0})
+        agentclient.send_frame(conn, {"kind": "budget", "budget_s": "soon"})
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    try:
+        proc, _ = client("prolog", config, sock, env_for(tmp_path))
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert "the agent's answer could not be read (ValueError" in proc.stderr
