@@ -305,9 +305,10 @@ def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spar
         return 0
     # the pid: the worker's process group from here on (it calls setsid first), which the wrapper kills
     # should the hook outlive its budget
-    _answer(conn, {"kind": "accepted", "wait_s": SlurmSettings().budget(request["argv"][0]), "pid": os.getpid()})
+    default_budget = SlurmSettings().budget(request["argv"][0])
+    _answer(conn, {"kind": "accepted", "wait_s": default_budget, "pid": os.getpid()})
     conn.settimeout(None)
-    _worker(conn, request, prepared)
+    _worker(conn, request, default_budget, prepared)
     return 0
 
 
@@ -340,8 +341,9 @@ def _answer(conn, message: dict) -> None:
         pass  # the client is gone; its hook ran here or ended
 
 
-def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - runs in a spare worker
-    """Run the hook as the wrapper would, in its environment; send the status and the log."""
+def _worker(conn, request: dict, default_budget: float, prepared=None) -> None:  # pragma: no cover - a spare
+    """Run the hook as the wrapper would, in its environment; send the status and the log.
+    ``default_budget``: the wait "accepted" told the wrapper (a different budget in the config is sent)."""
     os.setsid()  # its own session and group: the client may kill the group past the deadline
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):  # SIGPIPE stays ignored, as in any hook
         signal.signal(sig, signal.SIG_DFL)
@@ -352,8 +354,6 @@ def _worker(conn, request: dict, prepared=None) -> None:  # pragma: no cover - r
     sys.argv = ["-c", *request["argv"]]
     agent_stderr, captured = sys.stderr, io.StringIO()
     sys.stderr = captured
-
-    default_budget = SlurmSettings().budget(request["argv"][0])
 
     def on_budget(budget_s: float) -> None:  # only when the config's differs from the one "accepted" gave
         if budget_s != default_budget:

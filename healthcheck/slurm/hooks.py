@@ -110,10 +110,15 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     if prepared is not None:
         umask = os.umask(0o022)
         os.umask(umask)
+        try:
+            cwd = os.getcwd()
+        except OSError:  # a directory removed under us: "/", as adopt() does
+            cwd = "/"
         # the child was forked before this run: it takes this process's environment, directory and umask
+        # (agentclient.process_context reads the same; it cannot be imported here: it imports this module)
         task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
                 "started": started, "budget": child_budget, "acknowledged": list(acknowledged),
-                "env": dict(os.environ), "cwd": os.getcwd(), "umask": umask}
+                "env": dict(os.environ), "cwd": cwd, "umask": umask}
         outcome = prepared.run(task, child_budget)
     else:
         from .watchdog import run_in_child

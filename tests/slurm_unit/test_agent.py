@@ -70,6 +70,36 @@ def runs(tmp_path: Path, n: int, timeout: float = 30) -> list[dict]:
         time.sleep(0.02)
 
 
+def fake_agent(sock: Path, *answers: dict):
+    """A stand-in on ``sock`` that takes one request and sends ``answers``, then holds the connection open
+    (an agent that never finishes). A context manager: the socket and the connection close on exit."""
+    import contextlib
+    import threading
+
+    @contextlib.contextmanager
+    def running():
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(sock))
+        server.listen(4)
+        held = []
+
+        def take():
+            conn, _ = server.accept()
+            held.append(conn)
+            agentclient.read_frame(conn)
+            for answer in answers:
+                agentclient.send_frame(conn, answer)
+
+        threading.Thread(target=take, daemon=True).start()
+        try:
+            yield
+        finally:
+            server.close()
+            for conn in held:
+                conn.close()
+    return running()
+
+
 def imported(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
@@ -161,30 +191,10 @@ def test_a_silent_agent_costs_the_accept_wait_then_the_hook_runs_here(tmp_path, 
 
 
 def test_an_agent_that_takes_the_request_and_never_answers_costs_the_budget_and_never_drains(tmp_path, bundles):  # noqa: F811
-    import threading
-
     config = write_config(tmp_path, str(bundles / "faulty"), prolog_budget_s=1.0)
     sock = tmp_path / "taker.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock))
-    server.listen(4)
-    held = []
-
-    def take():
-        conn, _ = server.accept()
-        held.append(conn)
-        agentclient.read_frame(conn)
-        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0, "pid": 0})
-        agentclient.send_frame(conn, {"kind": "budget", "budget_s": 1.0})
-
-    thread = threading.Thread(target=take, daemon=True)
-    thread.start()
-    try:
+    with fake_agent(sock, {"kind": "accepted", "wait_s": 5.0, "pid": 0}, {"kind": "budget", "budget_s": 1.0}):
         proc, took = client("prolog", config, sock, env_for(tmp_path))
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()
     assert proc.returncode == 0 and "gave no verdict" in proc.stderr  # our failure: exit 0, logged
     assert took < 1.0 + agentclient.ANSWER_MARGIN_S + 30
     assert spool(tmp_path) == []  # nothing judged here either: the request was the agent's
@@ -474,29 +484,9 @@ def test_a_spare_that_dies_idle_is_replaced_after_a_pause_and_the_agent_serves_o
 def test_a_garbled_answer_after_the_agent_took_the_request_never_drains(tmp_path, bundles):  # noqa: F811
     """Whatever the agent sends once it took a request (here a budget that is not a number), the wrapper
     never exits 1 on its own account: it logs and exits 0, as for any internal error."""
-    import threading
-
     config = write_config(tmp_path, str(bundles / "faulty"))
     sock = tmp_path / "garbled.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock))
-    server.listen(4)
-    held = []
-
-    def take():
-        conn, _ = server.accept()
-        held.append(conn)
-        agentclient.read_frame(conn)
-        agentclient.send_frame(conn, {"kind": "accepted", "wait_s": 5.0, "pid": 0})
-        agentclient.send_frame(conn, {"kind": "budget", "budget_s": "soon"})
-
-    thread = threading.Thread(target=take, daemon=True)
-    thread.start()
-    try:
+    with fake_agent(sock, {"kind": "accepted", "wait_s": 5.0, "pid": 0}, {"kind": "budget", "budget_s": "soon"}):
         proc, _ = client("prolog", config, sock, env_for(tmp_path))
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert "the agent's answer could not be read (ValueError" in proc.stderr
