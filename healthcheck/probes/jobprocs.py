@@ -11,7 +11,8 @@ A process is the job's only when all of these hold:
 - it is not this process nor one of its ancestors (the watchdog's child, the hook, the wrapper that
   called it, slurmd): killing our caller would end the site's epilog with 137 and Slurm would drain
   the node "Epilog error";
-- it is not a Slurm or munge daemon.
+- it is not a Slurm or munge daemon, nor a kernel thread (the flags in ``/proc/PID/stat``, read first:
+  on a large node most of ``/proc`` is per-CPU kernel workers, and they are skipped for one read).
 
 It reads ``/proc`` directly (every probe takes its root, so tests point it at a fixture tree).
 Reading other users' ``/proc/PID/environ`` needs root, as the epilog runs. ``kill_all`` signals
@@ -30,11 +31,42 @@ NEVER = frozenset({"slurmstepd", "slurmd", "slurmctld", "slurmdbd", "munged"})
 
 
 def _read(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of ``proc_root/pid/name``; None when it cannot be read (gone, a kernel
+    thread's file, not ours to read). Plain ``os`` calls: the epilog reads two or three files of every
+    process on the node, and ``open()``'s buffered file object costs as much again as the read."""
     try:
-        with open(os.path.join(proc_root, pid, name), "rb") as fh:
-            return fh.read(limit)
+        fd = os.open(f"{proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return None  # gone, a kernel thread, or not ours to read
+        return None
+    try:
+        if name == "stat":  # one line the kernel writes whole in one read (well under the limit)
+            return os.read(fd, limit)
+        chunks, size = [], 0
+        while size < limit:  # /proc files come in pieces of up to a page
+            chunk = os.read(fd, limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+PF_KTHREAD = 0x00200000  # in /proc/PID/stat's flags (field 9): the task is a kernel thread
+
+
+def _stat_fields(raw: bytes | None) -> list[bytes]:
+    """/proc/PID/stat's fields after the comm (field 3 first); the comm may hold spaces and parentheses."""
+    return (raw or b"").rsplit(b")", 1)[-1].split()
+
+
+def _kernel_thread(fields: list[bytes]) -> bool:
+    """True for a kernel thread: never a job's (it carries no environment, cannot be killed, and sits
+    in the root cgroup), and most of /proc on a large node (per-CPU workers)."""
+    return len(fields) > 6 and fields[6].isdigit() and bool(int(fields[6]) & PF_KTHREAD)
 
 
 def _comm(proc_root: str, pid: str) -> str | None:
@@ -61,7 +93,7 @@ def _ppid(proc_root: str, pid: str) -> int | None:
     """Parent pid from /proc/PID/stat (field 4; the comm before it may hold spaces and parentheses)."""
     raw = _read(proc_root, pid, "stat", 1024)
     if raw is not None:
-        rest = raw.rsplit(b")", 1)[-1].split()
+        rest = _stat_fields(raw)
         if len(rest) > 1 and rest[1].isdigit():
             return int(rest[1])
     ppid = _status_fields(proc_root, pid).get("PPid", "")
@@ -70,9 +102,11 @@ def _ppid(proc_root: str, pid: str) -> int | None:
 
 def _start_time(proc_root: str, pid: str) -> int | None:
     """Start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, names one process."""
-    raw = _read(proc_root, pid, "stat", 1024)
-    rest = (raw or b"").rsplit(b")", 1)[-1].split()
-    return int(rest[19]) if len(rest) > 19 and rest[19].isdigit() else None
+    return _start_of(_stat_fields(_read(proc_root, pid, "stat", 1024)))
+
+
+def _start_of(fields: list[bytes]) -> int | None:
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
 def ancestors(proc_root: str = "/proc", pid: int | None = None, limit: int = 4096) -> set[int]:
@@ -118,6 +152,10 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
     for pid in entries:
         if int(pid) in never:
             continue
+        # the flags first: a kernel thread is skipped for one read (its cgroup file alone costs twice that)
+        stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
+        if _kernel_thread(stat):
+            continue
         cgroup = (_read(proc_root, pid, "cgroup", MAX_CGROUP_BYTES) or b"").decode("utf-8", "replace")
         in_cgroup = in_job_cgroup(cgroup, job_id)
         if not in_cgroup:
@@ -130,7 +168,7 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
         comm = _comm(proc_root, pid)
         if comm in NEVER:
             continue
-        found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_time(proc_root, pid)})
+        found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_of(stat)})
     return found
 
 

@@ -146,6 +146,33 @@ def test_fixture_tree_uid_and_cgroup_decide(tmp_path):
     assert [p["pid"] for p in find_job_processes(JOB, str(proc_root))] == [40005]
 
 
+def _stat_line(pid: int, comm: str, flags: int, start: int) -> str:
+    """A /proc/PID/stat line: pid (comm) state ppid ... flags (field 9) ... starttime (field 22)."""
+    fields = ["S", "2", "0", "0", "0", "-1", str(flags)] + ["0"] * 12 + [str(start)] + ["0"] * 30
+    return f"{pid} ({comm}) " + " ".join(fields) + "\n"
+
+
+def test_kernel_threads_are_skipped_by_their_flags(tmp_path):
+    """A kernel thread is never the job's, even in the job's cgroup (cgroup v1 lets root move one there):
+    it cannot be killed, so it would stay a stray forever. It is told by PF_KTHREAD in its stat flags,
+    read before anything else; a process whose stat cannot be read is judged as before."""
+    proc_root = tmp_path / "proc"
+    build_proc(proc_root, extra_processes=[
+        FakeProcess(40011, "kworker/3:1", 0, (), ppid=2),       # a kernel thread, moved into the job's cgroup
+        FakeProcess(40012, "python3 (x) y", 51234, ("python3",), ppid=1),  # the job's, in its cgroup
+        FakeProcess(40013, "helper", 0, ("helper",), ppid=1),  # no stat file (a fixture, or gone): as before
+    ])
+    cgroup = f"4:freezer:/slurm/uid_51234/job_{JOB}/step_0\n"
+    for pid in (40011, 40012, 40013):
+        (proc_root / str(pid) / "cgroup").write_text(cgroup)
+    (proc_root / "40011" / "stat").write_text(_stat_line(40011, "kworker/3:1", 0x00208040, 7))
+    (proc_root / "40012" / "stat").write_text(_stat_line(40012, "python3 (x) y", 0x00400100, 123456))
+    found = {p["pid"]: p for p in find_job_processes(JOB, str(proc_root), job_uid=51234)}
+    assert sorted(found) == [40012, 40013]
+    assert found[40012]["start"] == 123456  # from the same read, the comm's parentheses notwithstanding
+    assert found[40013]["start"] is None
+
+
 def test_cgroup_component_must_match_exactly():
     assert in_job_cgroup(f"12:pids:/slurm/uid_1000/job_{JOB}/step_batch\n", JOB)
     assert not in_job_cgroup(f"0::/system.slice/slurmstepd.scope/job_{JOB}1/step_0\n", JOB)
