@@ -11,8 +11,9 @@ A process is the job's only when all of these hold:
 - it is not this process nor one of its ancestors (the watchdog's child, the hook, the wrapper that
   called it, slurmd): killing our caller would end the site's epilog with 137 and Slurm would drain
   the node "Epilog error";
-- it is not a Slurm or munge daemon, nor a kernel thread (the flags in ``/proc/PID/stat``, read first:
-  on a large node most of ``/proc`` is per-CPU kernel workers, and they are skipped for one read).
+- it is not a Slurm or munge daemon, nor a kernel thread. On a large node most of ``/proc`` is per-CPU
+  kernel workers: they are known from one read (kthreadd's children) and never opened one by one; where
+  the kernel does not list children, the flags in ``/proc/PID/stat``, read first, tell.
 
 It reads ``/proc`` directly (every probe takes its root, so tests point it at a fixture tree).
 Reading other users' ``/proc/PID/environ`` needs root, as the epilog runs. ``kill_all`` signals
@@ -42,12 +43,13 @@ def _read(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
         if name == "stat":  # one line the kernel writes whole in one read (well under the limit)
             return os.read(fd, limit)
         chunks, size = [], 0
-        while size < limit:  # /proc files come in pieces of up to a page
-            chunk = os.read(fd, limit - size)
-            if not chunk:
-                break
+        while size < limit:
+            want = limit - size
+            chunk = os.read(fd, want)
             chunks.append(chunk)
             size += len(chunk)
+            if len(chunk) < want:  # short: the end (a /proc file fills a read up to its end)
+                break
         return b"".join(chunks)
     except OSError:
         return None
@@ -61,6 +63,17 @@ PF_KTHREAD = 0x00200000  # in /proc/PID/stat's flags (field 9): the task is a ke
 def _stat_fields(raw: bytes | None) -> list[bytes]:
     """/proc/PID/stat's fields after the comm (field 3 first); the comm may hold spaces and parentheses."""
     return (raw or b"").rsplit(b")", 1)[-1].split()
+
+
+def kernel_threads(proc_root: str = "/proc") -> frozenset[str] | None:
+    """The pids of the kernel threads, from one read: kthreadd (pid 2) and its children, which are the
+    kernel threads and the kernel's user-mode helpers (never a job's either: the root cgroup, the
+    kernel's environment). None where the kernel lists no children (CONFIG_PROC_CHILDREN unset, a
+    fixture tree): each process's stat flags then tell."""
+    raw = _read(proc_root, "2", "task/2/children", 1 << 20)
+    if not raw or _comm(proc_root, "2") != "kthreadd":
+        return None
+    return frozenset(raw.decode("ascii", "replace").split()) | {"2"}
 
 
 def _kernel_thread(fields: list[bytes]) -> bool:
@@ -149,13 +162,15 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
         entries = [e for e in os.listdir(proc_root) if e.isdigit()][:max_processes]
     except OSError:
         return found
+    kernel = kernel_threads(proc_root)
     for pid in entries:
-        if int(pid) in never:
+        if int(pid) in never or (kernel is not None and pid in kernel):
             continue
-        # the flags first: a kernel thread is skipped for one read (its cgroup file alone costs twice that)
-        stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
-        if _kernel_thread(stat):
-            continue
+        stat = None
+        if kernel is None:  # the flags first: a kernel thread is skipped for one read
+            stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
+            if _kernel_thread(stat):
+                continue
         cgroup = (_read(proc_root, pid, "cgroup", MAX_CGROUP_BYTES) or b"").decode("utf-8", "replace")
         in_cgroup = in_job_cgroup(cgroup, job_id)
         if not in_cgroup:
@@ -168,6 +183,8 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
         comm = _comm(proc_root, pid)
         if comm in NEVER:
             continue
+        if stat is None:
+            stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
         found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_of(stat)})
     return found
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.probes.jobprocs import ancestors, find_job_processes, in_job_cgroup, kill_all
+from healthcheck.probes.jobprocs import (PF_KTHREAD, ancestors, find_job_processes, in_job_cgroup, kernel_threads,
+                                         kill_all)
 from tests.fixtures.proc_builder import FakeProcess, build_proc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,6 +172,48 @@ def test_kernel_threads_are_skipped_by_their_flags(tmp_path):
     assert sorted(found) == [40012, 40013]
     assert found[40012]["start"] == 123456  # from the same read, the comm's parentheses notwithstanding
     assert found[40013]["start"] is None
+
+
+def test_kernel_threads_are_known_from_kthreadds_children_without_opening_them(tmp_path):
+    """Where the kernel lists kthreadd's children, a kernel thread is skipped without a read of its own
+    (here its stat flags even say otherwise: they are not read); the job's process is found as ever."""
+    proc_root = tmp_path / "proc"
+    build_proc(proc_root, extra_processes=[
+        FakeProcess(2, "kthreadd", 0, (), ppid=0),
+        FakeProcess(40021, "kworker/7:2", 0, (), ppid=2),
+        FakeProcess(40022, "python3", 51234, ("python3",), ppid=1),
+    ])
+    (proc_root / "2" / "task" / "2").mkdir(parents=True)
+    (proc_root / "2" / "task" / "2" / "children").write_text("40021 ")
+    for pid in (40021, 40022):
+        (proc_root / str(pid) / "cgroup").write_text(f"4:freezer:/slurm/uid_51234/job_{JOB}/step_0\n")
+        (proc_root / str(pid) / "stat").write_text(_stat_line(pid, "x", 0x00400100, 99))
+    assert kernel_threads(str(proc_root)) == {"2", "40021"}
+    assert [p["pid"] for p in find_job_processes(JOB, str(proc_root), job_uid=51234)] == [40022]
+    (proc_root / "2" / "comm").write_text("impostor\n")  # pid 2 is not kthreadd: its children say nothing
+    assert kernel_threads(str(proc_root)) is None
+
+
+def _flagged_kernel_threads() -> set[str]:
+    out = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            flags = int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[6])
+        except (OSError, IndexError, ValueError):
+            continue
+        if flags & PF_KTHREAD:
+            out.add(pid)
+    return out
+
+
+def test_kthreadds_children_hold_every_kernel_thread_of_this_machine():
+    listed = kernel_threads()
+    if listed is None:
+        pytest.skip("this kernel lists no children (CONFIG_PROC_CHILDREN unset)")
+    before = _flagged_kernel_threads()
+    listed = kernel_threads()
+    stable = before & _flagged_kernel_threads()  # a kworker may come or go in between
+    assert stable and stable <= listed and "2" in listed
 
 
 def test_cgroup_component_must_match_exactly():
