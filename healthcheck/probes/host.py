@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import time
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
@@ -51,8 +50,8 @@ def probe_host(proc_root: str | os.PathLike = "/proc", sys_root: str | os.PathLi
                mounts_filter: Callable[[Mount], bool] = is_real_filesystem,
                statvfs_timeout: float | None = 2.0, with_processes: bool = True,
                max_processes: int = MAX_PROCESSES) -> HostInfo:
-    """Read the host's state. ``statvfs_timeout`` bounds all statvfs calls together (they run in
-    parallel daemon threads); a mount that does not answer gets option "hung" and no figures.
+    """Read the host's state. ``statvfs_timeout`` bounds all statvfs calls together (on daemon
+    threads, see ``stat_mounts``); a mount that does not answer gets option "hung" and no figures.
     ``statvfs_timeout=None`` calls ``statvfs`` inline (for recorded figures that cannot hang)."""
     proc = Path(proc_root)
     sys_ = Path(sys_root)
@@ -240,7 +239,8 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
                 timeout: float | None) -> None:
     """Fill size/free/inodes for the mounts ``mounts_filter`` accepts, in place.
 
-    Each statvfs runs in its own daemon thread and all share one deadline, so a hung NFS/Lustre
+    The statvfs calls share one deadline and run as ``bounded.walk`` runs calls: one after the other on
+    one daemon thread, and a new thread takes over the rest whenever one stalls, so a hung NFS/Lustre
     mount costs at most ``timeout`` and cannot hold up the others; a late one gets option "hung".
     Only the last (visible) mount of a stacked mount point is stat'ed: statvfs sees that one.
     A stale NFS handle (ESTALE) gets option "stale"; other errors leave the figures None.
@@ -264,12 +264,10 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
             work(i, mount.mountpoint)
         _apply_statvfs(targets, results, alive=lambda i: False)
         return
-    from .bounded import Task
+    from .bounded import Task, walk
 
-    threads = [Task(lambda i=i, path=mount.mountpoint: work(i, path)).start() for i, mount in enumerate(targets)]
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    threads = [Task(lambda i=i, path=mount.mountpoint: work(i, path)) for i, mount in enumerate(targets)]
+    walk(threads, [timeout] * len(threads))
     _apply_statvfs(targets, results, alive=lambda i: threads[i].is_alive())
 
 

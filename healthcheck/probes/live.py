@@ -56,21 +56,31 @@ def short_hostname() -> str:
 # interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after the other (a warm
 # process, this machine), so only what may hang (a GPU, an HCA's firmware, a network mount) gets a thread.
 INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
+# Probes that read sysfs and /proc (quick, but an HCA's firmware or a network mount can hold a read):
+# they share one thread that a new one takes over from whenever a probe stalls (``bounded.walk``),
+# rather than a thread each. The others (a GPU, tools run as subprocesses) take long by nature, and
+# each keeps its own thread, started first.
+WALKED_PROBES = ("ib_ports", "pcie_links", "host")
 
 
 def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
-                snap: Snapshot, hang_kinds: dict[str, str] | None = None, inline: tuple[str, ...] = ()) -> None:
-    """Run ``jobs``: those named in ``inline`` first, in this thread, then the rest concurrently, each in
-    its thread with its deadline; store results on ``snap`` by name, failures in ``snap.probe_errors``."""
-    from .bounded import Task
+                snap: Snapshot, hang_kinds: dict[str, str] | None = None, inline: tuple[str, ...] = (),
+                walked: tuple[str, ...] = ()) -> None:
+    """Run ``jobs``: those named in ``inline`` first, in this thread, then the rest concurrently, each
+    with its deadline: those named in ``walked`` on threads shared as ``bounded.walk`` shares them, the
+    others in a thread each. Store results on ``snap`` by name, failures in ``snap.probe_errors``."""
+    from .bounded import Task, walk
 
     for name in inline:
         if name in jobs:
             _run_here(name, jobs[name], snap)
     threads = {name: Task(fn) for name, fn in jobs.items() if name not in inline}
     start = time.monotonic()
-    for thread in threads.values():
-        thread.start()
+    for name, thread in threads.items():
+        if name not in walked:
+            thread.start()
+    shared = [name for name in threads if name in walked]
+    walk([threads[name] for name in shared], [deadlines.get(name, 5.0) for name in shared])
     for name, thread in threads.items():
         remaining = deadlines.get(name, 5.0) - (time.monotonic() - start)
         thread.join(max(0.0, remaining))
@@ -130,7 +140,8 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
         jobs = {name: job for name, job in jobs.items() if name in sources}
     _import_probes(jobs)
     # A GPU call that does not return means the driver is wedged: a failure of its own kind.
-    run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"}, inline=INLINE_PROBES)
+    run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"}, inline=INLINE_PROBES,
+                walked=WALKED_PROBES)
     if sources is None or "versions" in sources:
         versions = {"versions": lambda: _versions(opts, snap)}
         _import_probes(versions)

@@ -42,3 +42,41 @@ def test_an_inline_jobs_error_is_that_probes_data_and_a_hung_threaded_job_is_cut
 
 def test_what_may_hang_is_never_inline():
     assert not set(live.INLINE_PROBES) & {"gpus", "ib_ports", "host", "pcie_links", "storage", "bmc", "mlxlink", "versions"}
+
+
+def test_walked_probes_share_a_thread_and_a_hung_one_holds_up_only_itself():
+    """ib_ports hangs: pcie_links and host still answer (another thread took over), ib_ports is cut at
+    its deadline; the GPU probe, never walked, runs in a thread of its own."""
+    here, threads, release = _thread.get_ident(), {}, _thread.allocate_lock()
+    release.acquire()
+    start = time.monotonic()
+
+    def job(name, hang=False):
+        def fn():
+            threads[name] = _thread.get_ident()
+            if hang:
+                release.acquire(True, 30)
+            while name == "gpus" and "ib_ports" not in threads and time.monotonic() - start < 10:
+                time.sleep(0.001)  # alive while ib_ports runs: two threads' idents differ only then
+            return name
+        return fn
+
+    snap = Snapshot(node="n1", taken_at="2026-12-03T00:00:00+00:00", source="live")
+    jobs = {"gpus": job("gpus"), "ib_ports": job("ib_ports", hang=True), "pcie_links": job("pcie_links"),
+            "host": job("host")}
+    try:
+        live.run_bounded(jobs, {"ib_ports": 0.5}, snap, hang_kinds={"gpus": "hang"}, inline=live.INLINE_PROBES,
+                         walked=live.WALKED_PROBES)
+        assert time.monotonic() - start < 20  # the hang costs its deadline, not its 30 s
+    finally:
+        release.release()
+    assert snap.probe_errors["ib_ports"].kind == "timeout" and snap.ib_ports is None
+    assert (snap.pcie_links, snap.host, snap.gpus) == ("pcie_links", "host", "gpus")
+    assert here not in threads.values()
+    assert threads["ib_ports"] not in (threads["pcie_links"], threads["host"])  # taken over
+    assert threads["gpus"] != threads["ib_ports"]
+
+
+def test_what_takes_long_by_nature_is_never_walked():
+    assert set(live.WALKED_PROBES) == {"ib_ports", "pcie_links", "host"}
+    assert not set(live.WALKED_PROBES) & set(live.INLINE_PROBES)
