@@ -46,19 +46,28 @@ def run_task(task: dict):
                        task["started"], task["budget"], task["acknowledged"])
 
 
+# The contexts a prepared child warms itself for: the hooks on a job's path. HealthCheckProgram's own
+# sources (storage, BMC, mlxlink) run tools: never in a warm-up.
+WARM_CONTEXTS = ("prolog", "epilog")
+
+
 def warm_run(config_path: str, node: str) -> None:
-    """Probe and judge once, and scan /proc as the epilog does, keeping nothing (a prepared child's
-    warming): the pages, the compiled patterns and the kernel's file caches a run touches are then in
-    place. No GPU call (a wedged GPU must be found by the run, within its deadline) and nothing written.
-    A warm-up held up (a process whose environ cannot be read, a slow mount) only means the run forks
-    its own child (``Prepared.alive``)."""
+    """Probe and judge once for the prolog and the epilog, and scan /proc as the epilog does, keeping
+    nothing (a prepared child's warming): the pages, the compiled patterns and the kernel's file caches a
+    run touches are then in place. No GPU call (a wedged GPU must be found by the run, within its
+    deadline) and nothing written. A warm-up held up (a process whose environ cannot be read, a slow
+    mount) only means the run forks its own child (``Prepared.alive``)."""
     from ..acquire import snapshot_for
     from ..judge import judge, sources_needed, utc_now_iso
 
     _config, exp = hooks._load(config_path, node)
-    sources = frozenset(sources_needed(exp, "prolog")) - {"gpus"}
+    sources = frozenset().union(*(sources_needed(exp, context) for context in WARM_CONTEXTS)) - {"gpus", "job"}
     snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
     judge(snap, exp, "prolog")
+    from ..model import JobInfo
     from ..probes.jobprocs import find_job_processes
 
-    find_job_processes("0")  # the epilog's scan of /proc, for a job no process belongs to (~1 ms off its run)
+    # the epilog's scan of /proc, for a job no process belongs to (~1 ms off its run; nothing is killed),
+    # and its job checks judged on that
+    snap.job = JobInfo(job_id="0", stray_processes=find_job_processes("0"))
+    judge(snap, exp, "epilog")

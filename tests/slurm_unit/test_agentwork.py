@@ -1,0 +1,40 @@
+"""The prepared child's warm-up (agentwork.warm_run): it probes and judges for the prolog and the epilog,
+so an epilog through the agent finds its probes (PCIe AER) and its checks (job.*, pcie.aer) warm; it
+reads no GPU and writes nothing."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WARM = """
+import json, sys
+from healthcheck.slurm import agentwork
+agentwork.warm_run(sys.argv[1], "n1")
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("healthcheck", "pynvml")))))
+"""
+
+
+def _tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_the_warm_up_covers_the_epilog_reads_no_gpu_and_writes_nothing(tmp_path):
+    config = tmp_path / "hc.toml"
+    config.write_text(f'[slurm]\nstate_dir = "{tmp_path}/state"\nspool_dir = "{tmp_path}/spool"\n')
+    before = _tree(tmp_path)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "7",
+           "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", WARM, str(config)], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    modules = set(json.loads(out.stdout))
+    assert {"healthcheck.checks.job", "healthcheck.checks.host_counters", "healthcheck.probes.host_counters",
+            "healthcheck.probes.jobprocs"} <= modules  # the epilog's checks, its AER probe, its /proc scan
+    assert not {m for m in modules if m.startswith("pynvml") or m == "healthcheck.probes.nvml"}
+    # nothing written: no state, no spool record (the config's cache may be kept, under its own dir)
+    assert [p for p in _tree(tmp_path) if p not in before and not p.startswith("cache")] == []
