@@ -17,6 +17,9 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          live); left out, with a note, when the gate cannot be written
   epilog                 the epilog of the same job (job 1: its baseline from the prolog runs, the job's
                          processes looked for), without and through the agent
+  HealthCheckProgram     the slurm-check hook (healthcheck.sh: all its checks, the node's state read each
+                         run) through the agent; scontrol is a stub printing an idle node's line, so the
+                         RPC to slurmctld (milliseconds on a real cluster) is not in the figure
   ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
                          systemd unit starts it): the wrapper hands the hook to a worker forked from it.
                          The cases above run with no agent (the wrapper's connect fails, the hook runs
@@ -54,6 +57,11 @@ AGENT = "prolog, default checks, host live, through the warm agent"
 AGENT8 = "prolog, 8-GPU bundle + host live, through the warm agent"
 EPILOG = "epilog, default checks, host live"
 EPILOG_AGENT = "epilog, default checks, host live, through the warm agent"
+HCP_AGENT = "HealthCheckProgram (slurm-check), through the warm agent, scontrol stubbed"
+# What `scontrol -o show node bench1` prints for an idle node in service (the benchmark has no slurmctld:
+# HealthCheckProgram reads the node's state each run, so its RPC is left out of the figure; see --help).
+NODE_LINE = ("NodeName=bench1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 State=IDLE "
+             "Partitions=main Reason=(null)")
 NHC = "NHC, same host checks"
 
 
@@ -120,7 +128,10 @@ def setup(work: Path) -> dict[str, Path]:
     shutil.copytree(full, hardware)
     shutil.rmtree(hardware / "proc")  # host facts come from this machine, live
     (hardware / "statvfs.json").unlink()
-    slurm = f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\n'
+    stub = work / "scontrol"  # answers the state read; a drain or resume would fail loudly (none is due)
+    stub.write_text(f'#!/bin/sh\n[ "$1 $2 $3" = "-o show node" ] || exit 1\necho "{NODE_LINE}"\n')
+    stub.chmod(0o755)
+    slurm = f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\nscontrol = "{stub}"\n'
     bodies = {"default": slurm,
               "gpu8": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm,
               "fast": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm + 'prolog_mode = "fast"\n'}
@@ -135,6 +146,8 @@ def setup(work: Path) -> dict[str, Path]:
     default = work / "default.toml"
     wrappers["epilog"] = wrapper(work, "epilog", default, work / "no-agent" / "agent.sock", "epilog.sh")
     wrappers["epilog-agent"] = wrapper(work, "epilog-agent", default, work / "run-default" / "agent.sock", "epilog.sh")
+    wrappers["check-agent"] = wrapper(work, "check-agent", default, work / "run-default" / "agent.sock",
+                                      "healthcheck.sh")
     return wrappers
 
 
@@ -220,6 +233,9 @@ def main() -> None:
         cases[AGENT8] = ([str(wrappers["gpu8-agent"])], env)
         cases[EPILOG] = ([str(wrappers["epilog"])], env)
         cases[EPILOG_AGENT] = ([str(wrappers["epilog-agent"])], env)
+        # its own cache dir: a slurm-check run of a config without the fast mode removes the node's gate,
+        # which the fast-mode case reads
+        cases[HCP_AGENT] = ([str(wrappers["check-agent"])], {**env, "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache-hcp"})
         why = fast_gate(work, env)
         if why is None:
             cases[FAST] = ([str(wrappers["fast"])], env)
@@ -234,7 +250,7 @@ def main() -> None:
                 raise SystemExit(str(exc)) from exc
         try:
             for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (EPILOG, False),
-                                (EPILOG_AGENT, False)):
+                                (EPILOG_AGENT, False), (HCP_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
             load_before = loadavg()
             try:
