@@ -67,10 +67,11 @@ NHC = "NHC, same host checks"
 
 def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolog.sh") -> Path:
     """The installed hook ``hook`` for ``config`` and the agent socket ``agent``, rendered by the package."""
-    from healthcheck.slurm.install import render
+    from healthcheck.slurm.install import package_path, render
 
     path = work / f"{name}.sh"
-    path.write_text(render(hook, python=sys.executable, config=str(config), agent=str(agent)))
+    path.write_text(render(hook, python=sys.executable, config=str(config), agent=str(agent),
+                           site=package_path(sys.executable)))
     path.chmod(0o755)
     return path
 

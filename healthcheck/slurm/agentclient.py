@@ -1,7 +1,7 @@
 """The installed wrappers' entry: hand the hook to the node's warm agent, else run it here.
 
 ``run(["prolog", "--config", FILE, "--agent", SOCKET])`` in the installed hook scripts (Python scripts,
-``#!<venv python> -I``); ``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog
+``#!<venv python> -IS``); ``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog
 --config FILE --agent SOCKET`` does the same.
 
 With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by one of its
@@ -11,7 +11,7 @@ root's (or this user's): SO_PEERCRED is checked, so a socket put there by anyone
 This process only connects, sends its arguments,
 environment, working directory, umask and start time, waits, writes what the hook logged to stderr
 (slurmd's log) and exits with the hook's status. It imports nothing but this module (``_socket`` and
-``marshal`` are built into the interpreter's distribution): a test holds it to that.
+``marshal`` and ``posix`` are built into the interpreter's distribution): a test holds it to that.
 
 No agent (none installed, or one restarting with upgraded code), or one that does not answer within
 ``ACCEPT_S``: the hook runs in this process exactly as without an agent (:func:`hooks.run`), its budget
@@ -28,7 +28,7 @@ ran: the hook runs here).
 """
 
 import marshal
-import os
+import posix  # os without its import (~1 ms under -S: os, stat, posixpath, _collections_abc); built in
 import sys
 import time
 
@@ -67,6 +67,7 @@ def run(argv: list[str] | None = None) -> None:
             _log(f"agent not used, the hook runs here: {type(exc).__name__}: {exc}")
         else:
             _leave(code)
+    _site()
     from .hooks import guarded_main, leave
 
     leave(guarded_main(argv, t0=t0))
@@ -88,7 +89,7 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
         except OSError as exc:
             raise AgentGone(f"{socket_path}: {exc}") from None
         owner = peer_uid(sock, _socket)
-        if owner not in (0, os.getuid()):
+        if owner not in (0, posix.getuid()):
             raise AgentGone(f"{socket_path}: answered by uid {owner}, not root: not used")
         try:
             send_frame(sock, request)
@@ -124,15 +125,32 @@ def peer_uid(sock, socket_module) -> int | None:
     return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
 
 
+def _site() -> None:
+    """The interpreter's usual site set-up (sys.path from the venv and its .pth files), when the hook
+    started without it (``-S``, the installed scripts) and is about to run here: it then imports what it
+    would have (pynvml from the venv, an editable install's path)."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
 def process_context() -> tuple[dict, str, int]:
-    """This process's environment, working directory and umask: what a worker takes from its wrapper."""
-    umask = os.umask(0o022)
-    os.umask(umask)
+    """This process's environment, working directory and umask: what a worker takes from its wrapper.
+    The environment is ``os.environ`` once ``os`` is loaded (it may have been changed: a wrapper that
+    sets SLURM_CONF, the agent's workers); before that, the one this process started with, decoded as
+    ``os.environ`` decodes it."""
+    umask = posix.umask(0o022)
+    posix.umask(umask)
     try:
-        cwd = os.getcwd()
+        cwd = posix.getcwd()
     except OSError:
         cwd = "/"
-    return dict(os.environ), cwd, umask
+    os_module = sys.modules.get("os")
+    if os_module is not None:
+        return dict(os_module.environ), cwd, umask
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    return {k.decode(encoding, errors): v.decode(encoding, errors) for k, v in posix.environ.items()}, cwd, umask
 
 
 def _request(argv: list[str], t0: float) -> dict:
@@ -150,7 +168,7 @@ def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
         except (OSError, ValueError, EOFError) as exc:
             if isinstance(exc, TimeoutError) and isinstance(pid, int) and pid > 1:
                 try:
-                    os.killpg(pid, 9)  # SIGKILL: it is past its budget (a bug of ours)
+                    posix.killpg(pid, 9)  # SIGKILL: it is past its budget (a bug of ours)
                 except OSError:
                     pass
             _log(f"the agent's worker gave no verdict ({exc}); nothing judged")
@@ -215,4 +233,4 @@ def _leave(code: int) -> None:
             stream.flush()
         except BaseException:  # noqa: BLE001 - slurmd gone: exit anyway
             pass
-    os._exit(code)
+    posix._exit(code)

@@ -39,20 +39,41 @@ def _check_paths(*pairs: tuple[str | None, str]) -> None:
             raise ValueError(f"{what} path {value!r} contains characters a hook must not carry")
 
 
+def package_path(python: str) -> str | None:
+    """The directory holding the ``healthcheck`` package as ``python`` imports it, when that is the
+    interpreter running now (``install-hooks`` run from the hooks' venv): the site-packages of a wheel
+    install, the source tree of an editable one. None for another interpreter."""
+    if os.path.abspath(python) != os.path.abspath(sys.executable):
+        return None
+    return str(Path(__file__).resolve().parents[2])
+
+
+def _site_expression(python: str, site: str | None) -> str:
+    """The Python expression of the path the hooks import the package from (they run without the site
+    set-up, ``-S``): ``site``, else the venv's site-packages beside ``python`` for the running version."""
+    if site is not None:
+        return f'"{site}"'
+    venv = os.path.dirname(os.path.dirname(python))
+    return f'"{venv}/lib/python" + str(sys.version_info[0]) + "." + str(sys.version_info[1]) + "/site-packages"'
+
+
 def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG,
-           slurm_conf: str | None = None, agent: str | None = DEFAULT_SOCKET) -> str:
+           slurm_conf: str | None = None, agent: str | None = DEFAULT_SOCKET, site: str | None = None) -> str:
     """The hook ``name`` with absolute paths filled in. ``agent``: the warm agent's socket the hook tries
-    first (None: the hook always runs in its own process). Raises ValueError for a path a shell line would
-    misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
+    first (None: the hook always runs in its own process). ``site``: the directory holding the package
+    (:func:`package_path`; None: the venv's site-packages beside ``python``). Raises ValueError for a path
+    a shell line would misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
     if name == UNIT:
         return render_unit(python, config, agent or DEFAULT_SOCKET)
-    _check_paths((python, "python"), (config, "config"), (slurm_conf, "slurm.conf"), (agent, "agent socket"))
-    if len(f"#!{python} -I") > MAX_SHEBANG:
+    _check_paths((python, "python"), (config, "config"), (slurm_conf, "slurm.conf"), (agent, "agent socket"),
+                 (site, "package"))
+    if len(f"#!{python} -IS") > MAX_SHEBANG:
         raise ValueError(f"python path {python!r} is too long for a script's first line (at most "
-                         f"{MAX_SHEBANG - 5} characters): use a shorter venv path or a symlink to it")
+                         f"{MAX_SHEBANG - 6} characters): use a shorter venv path or a symlink to it")
     # the paths go into Python string literals: _check_paths refused quotes and backslashes
     env = f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n' if slurm_conf else ""
     return (template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
+            .replace("@SITE@", _site_expression(python, site))
             .replace("@AGENT@", f', "--agent", "{agent}"' if agent else ""))
 
 
@@ -97,7 +118,8 @@ def install_hooks(prefix: str, config: str, python: str | None = None,
     config = os.path.abspath(config)
     slurm_conf = os.path.abspath(slurm_conf) if slurm_conf else None
     agent = os.path.abspath(agent) if agent else None
-    texts = {name: render(name, python, config, slurm_conf, agent) for name in HOOKS}
+    site = package_path(python)
+    texts = {name: render(name, python, config, slurm_conf, agent, site) for name in HOOKS}
     if agent:
         texts[UNIT] = render_unit(python, config, agent)
     return _write(prefix, texts)

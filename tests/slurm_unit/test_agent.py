@@ -16,10 +16,13 @@ import pytest
 
 from healthcheck.slurm import agentclient
 from healthcheck.slurm.agent import Fingerprint
+from healthcheck.slurm.install import package_path
 from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENT = "from healthcheck.slurm.agentclient import run; run()"
+# the installed scripts' lines (healthcheck/slurm/templates/prolog.sh), run as they are: python -IS
+CLIENT = (f"import sys; sys.path.append({package_path(sys.executable)!r}); "
+          "from healthcheck.slurm.agentclient import run; run()")
 
 
 def env_for(tmp_path: Path, job: str = "4242") -> dict[str, str]:
@@ -51,7 +54,7 @@ def stop(proc) -> str:
 
 
 def client(context: str, config: Path, sock: Path | None, env: dict[str, str], extra=()):
-    argv = [sys.executable, "-I", *extra, "-c", CLIENT, context, "--config", str(config)]
+    argv = [sys.executable, "-IS", *extra, "-c", CLIENT, context, "--config", str(config)]
     if sock is not None:
         argv += ["--agent", str(sock)]
     start = time.monotonic()
@@ -136,7 +139,7 @@ def test_the_client_imports_nothing_beyond_the_interpreter_but_its_module_and_th
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, sock = start_agent(tmp_path, config)
     try:
-        floor = imported(subprocess.run([sys.executable, "-I", "-X", "importtime", "-c", "pass"], capture_output=True,
+        floor = imported(subprocess.run([sys.executable, "-IS", "-X", "importtime", "-c", "pass"], capture_output=True,
                                         text=True, env=env_for(tmp_path), cwd="/").stderr)
         via, _ = client("prolog", config, sock, env_for(tmp_path), extra=["-X", "importtime"])
     finally:
@@ -151,7 +154,7 @@ def test_every_context_and_concurrent_requests(tmp_path, bundles):  # noqa: F811
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, sock = start_agent(tmp_path, config)
     try:
-        argv = [sys.executable, "-I", "-c", CLIENT]
+        argv = [sys.executable, "-IS", "-c", CLIENT]
         clients = [subprocess.Popen([*argv, "prolog", "--config", str(config), "--agent", str(sock)],
                                  env=env_for(tmp_path, job=str(100 + i)), stderr=subprocess.PIPE, text=True, cwd="/")
                 for i in range(4)]

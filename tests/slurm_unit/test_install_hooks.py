@@ -40,7 +40,8 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
         f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
         "python -m healthcheck.slurm.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
-    assert committed.startswith(f"#!{install.DEFAULT_PYTHON} -I\n")  # a Python script: one process, no shell
+    # a Python script (one process, no shell), without the site set-up (-S) until the hook runs in it
+    assert committed.startswith(f"#!{install.DEFAULT_PYTHON} -IS\n")
     assert (f'run(["{CONTEXTS[name]}", "--config", "{install.DEFAULT_CONFIG}", "--agent", '
             f'"{install.DEFAULT_SOCKET}"])') in committed
     assert os.access(SHIPPED / name, os.X_OK)
@@ -76,10 +77,12 @@ def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(
     assert sorted(p.name for p in prefix.iterdir()) == sorted([*install.HOOKS, install.UNIT])
     for name in install.HOOKS:
         text = (prefix / name).read_text()
-        assert text == install.render(name, sys.executable, str(config), str(slurm_conf))
+        assert text == install.render(name, sys.executable, str(config), str(slurm_conf),
+                                      site=install.package_path(sys.executable))
         assert install.template_text(name) \
             .replace("@ENV@", f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n') \
             .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) \
+            .replace("@SITE@", f'"{install.package_path(sys.executable)}"') \
             .replace("@AGENT@", f', "--agent", "{install.DEFAULT_SOCKET}"') == text
         compile(text, name, "exec")  # valid Python
         assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
@@ -122,6 +125,53 @@ def test_an_installed_hook_runs(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0
     assert str(config) in proc.stderr, proc.stderr
+
+
+def test_the_hooks_find_the_package_without_the_site_set_up(tmp_path):
+    """The hooks run with -S: they import the package from where install-hooks found it (this interpreter's
+    install), else from the venv's site-packages beside the python they name (the default layout, a
+    wheel); where it is not there, the usual site set-up finds it, and a hook running in its own process
+    does that set-up first."""
+    here = install.package_path(sys.executable)
+    assert here is not None and (Path(here) / "healthcheck" / "__init__.py").is_file()
+    assert install.package_path("/opt/other/.venv/bin/python") is None
+    assert f'sys.path.append("{here}")' in install.render("prolog.sh", sys.executable, site=here)
+    default = install.render("prolog.sh")
+    assert 'sys.path.append("/opt/healthcheck/.venv/lib/python" + str(sys.version_info[0])' in default
+    with pytest.raises(ValueError, match="package path"):
+        install.render("prolog.sh", sys.executable, site='/opt/a"b')
+    config = tmp_path / "hc.toml"
+    config.write_text(f'[slurm]\nstate_dir = "{tmp_path}/state"\nspool_dir = "{tmp_path}/spool"\n')
+    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    for site in (here, str(tmp_path / "not-here")):  # found where installed; not there: site.main() finds it
+        hook = tmp_path / "healthcheck.sh"
+        hook.write_text(install.render("healthcheck.sh", sys.executable, str(config), agent=None, site=site))
+        hook.chmod(0o755)
+        probe = (f"import sys, runpy; sys.argv = [{str(hook)!r}]; runpy.run_path({str(hook)!r}, run_name='__main__')")
+        proc = subprocess.run([sys.executable, "-IS", "-X", "importtime", "-c", probe], capture_output=True,
+                              text=True, timeout=120, env=env, cwd="/")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert "site" in imported  # the hook ran here: the usual set-up first (pynvml, .pth paths)
+        assert (tmp_path / "spool" / "records.jsonl").is_file()
+        (tmp_path / "spool" / "records.jsonl").unlink()
+
+
+def test_the_client_reads_the_environment_as_os_environ_would(tmp_path):
+    """Under -S the client does not import os: its request carries the environment decoded from posix.environ
+    as os.environ decodes it (undecodable bytes included); once os is loaded (a wrapper that set
+    SLURM_CONF), os.environ and what was set in it."""
+    code = (f"import sys; sys.path.append({install.package_path(sys.executable)!r})\n"
+            "from healthcheck.slurm.agentclient import process_context\n"
+            "before = 'os' in sys.modules; env = process_context()[0]\n"
+            "import os; same = env == dict(os.environ)\n"
+            "os.environ['SLURM_CONF'] = '/etc/slurm/other.conf'\n"
+            "print(before, same, process_context()[0].get('SLURM_CONF'))")
+    proc = subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True, text=True, timeout=60,
+                          env={b"PATH": b"/usr/bin:/bin", b"ODD": b"caf\xe9 \xff", b"SLURM_JOB_ID": b"7"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True", "/etc/slurm/other.conf"]
 
 
 @pytest.mark.parametrize("bad", ["/opt/hc venv/bin/python", "/x;rm -rf /", "relative/python", "/a$(id)"])

@@ -2,7 +2,8 @@
 the interpreter's own start-up but the modules listed here. Not a timing: a new import on the path
 fails this test until it is added here, on purpose, with its reason (docs/performance.md).
 
-Run as the installed hook runs it (``agentclient.run`` with no agent listening, the job's environment),
+Run as the installed hook runs it (the rendered script, ``-IS``, with no agent listening: the hook then
+does the site set-up and runs in its process; the job's environment),
 judging this machine live (host checks, InfiniBand, the kernel log, the PCI bus), the run recorded in a
 spool."""
 from __future__ import annotations
@@ -11,9 +12,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ENTRY = "from healthcheck.slurm.agentclient import run; run()"  # the wrappers' line; here with no agent
+from healthcheck.slurm.install import package_path, render
 
 # Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
 # checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,
@@ -64,7 +64,7 @@ DMESG_FALLBACK = {"subprocess", "selectors", "_posixsubprocess", "locale", "_loc
 
 
 def imported(argv: list[str], env: dict[str, str]) -> set[str]:
-    proc = subprocess.run([sys.executable, "-I", "-X", "importtime", *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True,
                           env=env, cwd="/", timeout=120)
     return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
 
@@ -75,9 +75,14 @@ def test_the_prolog_imports_only_its_allow_list(tmp_path):
                       f'scontrol = "/bin/false"\n')
     env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "4242",
            "SLURM_JOB_USER": "root", "SLURM_JOB_UID": "0", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
-    floor = imported(["-c", "pass"], env)
+    floor = imported(["-I", "-c", "pass"], env)  # the interpreter as the issue measures it: with its site set-up
+    # the installed prolog (no agent listening there: the hook runs in its process), as slurmd runs it
+    hook = tmp_path / "prolog.sh"
+    hook.write_text(render("prolog.sh", sys.executable, str(config), agent=str(tmp_path / "none.sock"),
+                           site=package_path(sys.executable)))
+    assert hook.read_text().startswith(f"#!{sys.executable} -IS\n")
     for _ in range(2):  # the second run is the steady state: config, policies and index from the cache
-        modules = imported(["-c", ENTRY, "prolog", "--config", str(config), "--agent", str(tmp_path / "none.sock")], env)
+        modules = imported(["-IS", str(hook)], env)
     records = [json.loads(line) for line in (tmp_path / "spool" / "records.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "run" and records[-1]["context"] == "prolog"
     extra = modules - floor
