@@ -56,11 +56,12 @@ def short_hostname() -> str:
 # interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after the other (a warm
 # process, this machine), so only what may hang (a GPU, an HCA's firmware, a network mount) gets a thread.
 INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
-# Probes that read sysfs and /proc (quick, but an HCA's firmware or a network mount can hold a read):
-# they share one thread that a new one takes over from whenever a probe stalls (``bounded.walk``),
-# rather than a thread each. The others (a GPU, tools run as subprocesses) take long by nature, and
-# each keeps its own thread, started first.
-WALKED_PROBES = ("ib_ports", "pcie_links", "host")
+# Probes that share one thread, which a new one takes over from whenever a probe stalls 10 ms
+# (``bounded.walk``), rather than a thread each: those that read sysfs and /proc (quick, but an HCA's
+# firmware or a network mount can hold a read), then HealthCheckProgram's tools (nvme/smartctl, ipmitool,
+# mlxlink: each runs long where there is a device, and the next takes over 10 ms later; where there is
+# none, they end at once). The GPU probe takes long by nature and keeps a thread of its own, started first.
+WALKED_PROBES = ("ib_ports", "pcie_links", "host", "storage", "bmc", "mlxlink")
 
 
 def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],

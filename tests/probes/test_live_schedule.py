@@ -77,6 +77,7 @@ def test_walked_probes_share_a_thread_and_a_hung_one_holds_up_only_itself():
     assert threads["gpus"] != threads["ib_ports"]
 
 
-def test_what_takes_long_by_nature_is_never_walked():
-    assert set(live.WALKED_PROBES) == {"ib_ports", "pcie_links", "host"}
+def test_the_gpu_probe_is_never_walked_and_nothing_walked_is_inline():
+    assert "gpus" not in live.WALKED_PROBES and {"ib_ports", "pcie_links", "host"} <= set(live.WALKED_PROBES)
     assert not set(live.WALKED_PROBES) & set(live.INLINE_PROBES)
+    assert set(live.WALKED_PROBES) | set(live.INLINE_PROBES) | {"gpus"} == set(live.DEFAULT_DEADLINES_S) - {"versions"}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from healthcheck import subproc
 from healthcheck.model import GpuInfo
-from healthcheck.probes.versions import nccl_version, probe_versions, rdma_core_version
+from healthcheck.probes.versions import library_names, nccl_version, probe_versions, rdma_core_version
 from tests.fixtures.proc_builder import build_lib_dir, build_proc, build_sys
 
 
@@ -78,6 +78,11 @@ def test_highest_nccl_across_dirs(tmp_path):
     assert nccl_version(dirs) == "2.21.5"
     assert rdma_core_version(dirs) == "50.0"
     assert nccl_version([str(tmp_path / "missing")]) is None
+    # listed once for both (what the probe does): the same answers; nothing else kept
+    (a / "libnccl-net.so").write_text("")  # a near miss of the glob libnccl.so.*
+    names = library_names(dirs)
+    assert names and all(n.startswith(("libnccl.so.", "libibverbs.so.1.")) for n in names)
+    assert (nccl_version(dirs, names), rdma_core_version(dirs, names)) == ("2.21.5", "50.0")
 
 
 def test_ofed_from_mlx_compat_skips_tool(tmp_path):
