@@ -25,7 +25,7 @@ class UsageFailure(click.ClickException):
 
 
 class Unavailable(click.ClickException):
-    """The history database or slurmctld could not be used: one line on stderr, exit 6."""
+    """The history database, slurmctld or systemd could not be used: one line on stderr, exit 6."""
 
     exit_code = exitcodes.UNAVAILABLE
 

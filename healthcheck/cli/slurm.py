@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 
-from .common import UsageFailure
+from .common import Unavailable, UsageFailure
 from ..slurm.agentclient import DEFAULT_SOCKET
 
 
@@ -29,28 +29,42 @@ def slurm():
 @click.option("--agent-socket", default=DEFAULT_SOCKET, show_default=True,
               help="Socket of the warm agent the hooks try first (its systemd unit is written beside them).")
 @click.option("--no-agent", is_flag=True, help="Hooks that always run in their own process; no unit written.")
-def slurm_install_hooks(prefix, config_path, python, slurm_conf, agent_socket, no_agent):
+@click.option("--enable-agent", is_flag=True,
+              help="Also install the agent's unit into /etc/systemd/system, enable and (re)start it (root, systemd).")
+def slurm_install_hooks(prefix, config_path, python, slurm_conf, agent_socket, no_agent, enable_agent):
     """Write prolog.sh, epilog.sh and healthcheck.sh with absolute paths, and the warm agent's systemd unit
-    (healthcheck-agent.service); print the slurm.conf lines.
+    (healthcheck-agent.service); print the slurm.conf lines. With --enable-agent, the unit is installed,
+    enabled and started too (the hooks work without it, each in its own process, slower).
 
     \b
     Example:
-      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
+      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml \\
+          --enable-agent
     """
-    from ..slurm.install import agent_lines, install_hooks, slurm_conf_lines
+    from ..slurm import install
 
     from ..config import ConfigError, load
+
+    if enable_agent and no_agent:
+        raise UsageFailure("--enable-agent and --no-agent: choose one")
 
     try:
         load(config_path)  # a config that does not validate is not installed
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from exc
     try:
-        written = install_hooks(prefix, config_path, python, slurm_conf, None if no_agent else agent_socket)
+        written = install.install_hooks(prefix, config_path, python, slurm_conf, None if no_agent else agent_socket)
     except (ValueError, OSError) as exc:
         raise UsageFailure(str(exc)) from exc
     for path in written:
         click.echo(f"wrote {path}", err=True)
-    if not no_agent:
-        click.echo(agent_lines(prefix), err=True, nl=False)
-    click.echo(slurm_conf_lines(prefix), nl=False)
+    if enable_agent:
+        try:
+            for line in install.enable_agent(prefix):
+                click.echo(line, err=True)
+        except install.AgentNotEnabled as exc:  # the hooks are written and work: say so, fail the command
+            click.echo(install.slurm_conf_lines(prefix), nl=False)
+            raise Unavailable(f"hooks written, agent not enabled: {exc}") from exc
+    elif not no_agent:
+        click.echo(install.agent_lines(prefix), err=True, nl=False)
+    click.echo(install.slurm_conf_lines(prefix), nl=False)

@@ -130,10 +130,56 @@ def write_shipped(directory: str | Path) -> list[Path]:
     return _write(directory, {**{name: render(name) for name in HOOKS}, UNIT: render_unit()})
 
 
+SYSTEMD_DIR = "/etc/systemd/system"
+SYSTEMCTL_TIMEOUT_S = 60.0
+
+
+class AgentNotEnabled(RuntimeError):
+    """The agent's unit could not be installed or started (no systemd, systemctl failed)."""
+
+
+def enable_agent(prefix: str, systemd_dir: str = SYSTEMD_DIR, run=None) -> list[str]:
+    """Install the agent's unit written beside the hooks in ``prefix`` into ``systemd_dir``, enable it and
+    (re)start it: ``systemctl daemon-reload``, ``enable``, ``restart`` (a re-install may change its
+    config or socket; a restart lets busy hooks finish, ``KillMode=process``). ``run``: the subprocess
+    seam (:func:`healthcheck.subproc.run`). Returns what was done, one line each; raises
+    AgentNotEnabled (the hooks then run themselves: they work without the agent)."""
+    from ..atomicio import atomic_write
+    from .. import subproc
+
+    run = run or subproc.run
+    source = os.path.join(os.path.abspath(prefix), UNIT)
+    try:
+        with open(source, encoding="utf-8") as fh:
+            text = fh.read()
+        target = os.path.join(systemd_dir, UNIT)
+        atomic_write(target, text, 0o644)
+    except OSError as exc:
+        raise AgentNotEnabled(f"the agent's unit not installed: {exc}") from exc
+    done = [f"installed {target}"]
+    for args in (["daemon-reload"], ["enable", UNIT], ["restart", UNIT]):
+        try:
+            res = run(["systemctl", *args], timeout=SYSTEMCTL_TIMEOUT_S)
+        except FileNotFoundError as exc:  # subproc.ToolNotFound: no systemd on this machine
+            raise AgentNotEnabled(f"{exc}: start the agent another way ({_agent_command(text)})") from exc
+        if res.timed_out or res.returncode != 0:
+            why = "timed out" if res.timed_out else f"exit {res.returncode}"
+            raise AgentNotEnabled(f"systemctl {' '.join(args)}: {why}: {(res.stderr or res.stdout).strip()[:500]}")
+        done.append(f"systemctl {' '.join(args)}")
+    return done
+
+
+def _agent_command(unit_text: str) -> str:
+    for line in unit_text.splitlines():
+        if line.startswith("ExecStart="):
+            return line[len("ExecStart="):]
+    return "python -I -m healthcheck.slurm.agent"
+
+
 def agent_lines(prefix: str) -> str:
     """How to start the agent the hooks try first (a systemd unit written beside them)."""
     unit = os.path.join(os.path.abspath(prefix), UNIT)
-    return (f"# the warm agent (optional: without it each hook runs in its own process):\n"
+    return (f"# the warm agent (optional: without it each hook runs in its own process); --enable-agent does this:\n"
             f"#   cp {unit} /etc/systemd/system/ && systemctl daemon-reload && systemctl enable --now {UNIT}\n")
 
 

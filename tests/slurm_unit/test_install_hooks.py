@@ -183,3 +183,71 @@ def test_a_path_a_shell_line_would_misread_is_refused(bad):
 def test_unknown_template_is_refused():
     with pytest.raises(ValueError, match="no hook template"):
         install.template_text("../../etc/passwd")
+
+
+class FakeSystemctl:
+    """The subprocess seam for systemctl: records each call; ``fail``: the argv that exits 1."""
+
+    def __init__(self, fail: tuple[str, ...] = (), missing: bool = False):
+        self.calls, self.fail, self.missing = [], fail, missing
+
+    def __call__(self, argv, timeout):
+        from healthcheck.subproc import Result, ToolNotFound
+
+        if self.missing:
+            raise ToolNotFound("systemctl: not found in /usr/sbin:/usr/bin")
+        self.calls.append(argv)
+        code = 1 if tuple(argv[1:]) == self.fail else 0
+        return Result(argv, code, "", "Failed to restart: unit masked\n" if code else "", 0.01)
+
+
+def test_enable_agent_installs_the_unit_enables_and_restarts_it(tmp_path):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    install.install_hooks(str(tmp_path / "hooks"), str(config), sys.executable)
+    systemd = tmp_path / "systemd"
+    systemd.mkdir()
+    fake = FakeSystemctl()
+    done = install.enable_agent(str(tmp_path / "hooks"), str(systemd), run=fake)
+    unit = systemd / install.UNIT
+    assert unit.read_text() == (tmp_path / "hooks" / install.UNIT).read_text()
+    assert stat.S_IMODE(unit.stat().st_mode) == 0o644
+    assert fake.calls == [["systemctl", "daemon-reload"], ["systemctl", "enable", install.UNIT],
+                          ["systemctl", "restart", install.UNIT]]
+    assert done[0] == f"installed {unit}" and done[-1] == f"systemctl restart {install.UNIT}"
+
+
+def test_enable_agent_says_why_it_could_not(tmp_path):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    hooks = tmp_path / "hooks"
+    install.install_hooks(str(hooks), str(config), sys.executable)
+    systemd = tmp_path / "systemd"
+    systemd.mkdir()
+    with pytest.raises(install.AgentNotEnabled, match="start the agent another way .*healthcheck.slurm.agent"):
+        install.enable_agent(str(hooks), str(systemd), run=FakeSystemctl(missing=True))
+    with pytest.raises(install.AgentNotEnabled, match="systemctl restart .*exit 1: Failed to restart: unit masked"):
+        install.enable_agent(str(hooks), str(systemd), run=FakeSystemctl(fail=("restart", install.UNIT)))
+    with pytest.raises(install.AgentNotEnabled, match="unit not installed"):
+        install.enable_agent(str(hooks), str(tmp_path / "no-such-dir"), run=FakeSystemctl())
+
+
+def test_install_hooks_enable_agent_from_the_command_line(tmp_path, monkeypatch):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    calls = []
+
+    def enable(prefix):
+        calls.append(prefix)
+        raise install.AgentNotEnabled("systemctl: not found")
+
+    monkeypatch.setattr(install, "enable_agent", enable)
+    args = ["slurm", "install-hooks", "--prefix", str(tmp_path / "h"), "--config", str(config), "--python",
+            sys.executable]
+    result = CliRunner().invoke(cli, [*args, "--enable-agent"])
+    assert result.exit_code == 6 and calls == [str(tmp_path / "h")]
+    assert "hooks written, agent not enabled: systemctl: not found" in result.output
+    assert "Prolog=" in result.output  # the slurm.conf lines all the same: the hooks work without it
+    assert (tmp_path / "h" / "prolog.sh").is_file()
+    refused = CliRunner().invoke(cli, [*args, "--enable-agent", "--no-agent"])
+    assert refused.exit_code == 2 and "choose one" in refused.output
