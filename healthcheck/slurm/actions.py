@@ -52,6 +52,34 @@ class LazyBackend:
         return getattr(self._backend, name)
 
 
+class StateRead:
+    """``backend.node(node)`` begun now in a thread of its own: HealthCheckProgram, which reads the node's
+    state whatever its verdict, reads it while its child probes (a ``scontrol`` process, or slurmctld's
+    answer, no longer adds to the run). ``result()`` waits for it, up to the backend's deadline (the
+    call ends by then: the subprocess seam kills it), and returns or raises what the call did."""
+
+    JOIN_SLACK_S = 1.0  # past the deadline: the seam's kill and reaping
+
+    def __init__(self, backend, node: str):
+        from ..probes.bounded import Task
+
+        self._backend = backend
+        self._task = Task(lambda: backend.node(node)).start()
+
+    def result(self):
+        import time
+
+        deadline = self._backend.deadline
+        self._task.join(self.JOIN_SLACK_S + (max(0.0, deadline - time.monotonic()) if deadline is not None else 60.0))
+        if self._task.is_alive():
+            from .backend import SlurmUnreachable
+
+            raise SlurmUnreachable("the node's state was not read within the hook's budget")
+        if self._task.error is not None:
+            raise self._task.error
+        return self._task.result
+
+
 def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, node: str | None = None) -> None:
     """Apply drains/resumes queued by earlier runs, re-checking ownership against the node's state now;
     each one applied is recorded in the spool as an action of the run that queued it.
@@ -161,10 +189,12 @@ def _cap_finding(held: dict, decided: str):
 
 
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
-                   state_dir: str, run_id: str, log: Log, events: list[str] | None = None) -> Decision:
+                   state_dir: str, run_id: str, log: Log, events: list[str] | None = None,
+                   state_read: StateRead | None = None) -> Decision:
     """Decide and act on ``verdict``. ``events``: keys of the kernel events the run saw (recorded with a
-    drain, acknowledged when that drain ends). A check held back by the drain cap adds a
-    ``slurm.drain_cap`` finding to ``verdict``."""
+    drain, acknowledged when that drain ends). ``state_read``: the node's state, read already (begun
+    while the checks ran). A check held back by the drain cap adds a ``slurm.drain_cap`` finding to
+    ``verdict``."""
     needs_state = bool(verdict.failing) or context == "slurm-check"
     if not needs_state:  # healthy prolog/epilog: nothing to ask slurmctld, nothing to import
         return Decision("none", None, "healthy")
@@ -172,7 +202,7 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
 
     state = None
     try:
-        state = backend.node(node)
+        state = state_read.result() if state_read is not None else backend.node(node)
     except SlurmUnreachable as exc:
         log(f"slurmctld unreachable ({exc}); deciding without the node's state")
     except SlurmError as exc:

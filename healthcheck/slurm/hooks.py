@@ -104,6 +104,13 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
     child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
+    state_reads: list = []
+
+    def read_state() -> None:  # HealthCheckProgram reads the node's state whatever it finds: meanwhile
+        if context == "slurm-check":
+            backend.deadline = end - END_MARGIN_S
+            state_reads.append(actions.StateRead(backend, node))
+
     if prepared is not None and not prepared.alive():
         prepared.discard()  # still warming, or gone: a child of its own, as without the agent
         prepared = None
@@ -119,19 +126,20 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
                 "started": started, "budget": child_budget, "acknowledged": list(acknowledged),
                 "env": dict(os.environ), "cwd": cwd, "umask": umask}
-        outcome = prepared.run(task, child_budget)
+        outcome = prepared.run(task, child_budget, started=read_state)
     else:
         from .watchdog import run_in_child
 
         outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
                                              acknowledged),
-                               child_budget)
+                               child_budget, started=read_state)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
     from ..model import Verdict
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
     backend.deadline = end - END_MARGIN_S
-    decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events)
+    decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events,
+                                      state_reads[0] if state_reads else None)
     verdict.duration_s = time.monotonic() - t0
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"

@@ -75,8 +75,10 @@ class Outcome:
         return self.status == "ok"
 
 
-def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
-    """Run ``fn()`` in a forked child; return its JSON-able result or why there is none.
+def run_in_child(fn: Callable[[], Any], budget_s: float, started: Callable[[], Any] | None = None) -> Outcome:
+    """Run ``fn()`` in a forked child; return its JSON-able result or why there is none. ``started()``:
+    called in this process once the child runs, before waiting for it (work to overlap with the child's,
+    begun after the fork: a thread started before it would be missing in the child).
 
     Never raises for anything the child does; raises ``ValueError`` for a budget that is not a
     positive finite number and ``OSError`` only if the pipe or the fork itself cannot be made.
@@ -105,7 +107,13 @@ def run_in_child(fn: Callable[[], Any], budget_s: float) -> Outcome:
         os.setpgid(pid, pid)  # also from the parent: no window where a killpg would miss the child
     except OSError:
         pass  # the child already did it, or already exited
+    _started(started)
     return _collect(pid, read_fd, start, deadline)
+
+
+def _started(started: Callable[[], Any] | None) -> None:
+    if started is not None:
+        started()
 
 
 def _collect(pid: int, read_fd: int, start: float, deadline: float, linger: bool = False) -> Outcome:
@@ -130,7 +138,7 @@ def _collect(pid: int, read_fd: int, start: float, deadline: float, linger: bool
 class Prepared:
     """A child forked ahead of its task (:func:`prepare`): it has warmed itself and waits for the task.
 
-    ``run(task, budget_s)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
+    ``run(task, budget_s, started)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
     the same outcome, and the same kill and reaping when it does not answer in time. A child that
     answered waits for ``release()`` before it exits (its exit then costs its caller nothing);
     ``discard()`` lets it go, used or not."""
@@ -141,7 +149,7 @@ class Prepared:
         self.pid, self.task_fd, self.result_fd, self.ready_fd = pid, task_fd, result_fd, ready_fd
         self.warm = False  # its "warm" byte was read (end of file alone means it is gone)
 
-    def run(self, task: Any, budget_s: float) -> Outcome:
+    def run(self, task: Any, budget_s: float, started: Callable[[], Any] | None = None) -> Outcome:
         if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
             raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
         if self.task_fd < 0 or self.result_fd < 0:
@@ -157,6 +165,7 @@ class Prepared:
             os.close(self.ready_fd)
             self.ready_fd = -1
         result_fd, self.result_fd = self.result_fd, -1
+        _started(started)
         # The task pipe stays open: once its result is sent, the child waits for its end of file before
         # exiting, so that its exit (unmapping the pages it shares) does not take a CPU from the caller's
         # answer to its wrapper. release() ends it.

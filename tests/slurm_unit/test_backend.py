@@ -1,6 +1,8 @@
 """ScontrolBackend with an injected runner: argv, retries, errors (no Slurm needed)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from healthcheck import subproc
@@ -201,3 +203,41 @@ def test_backend_from_name(monkeypatch):
         backend_from_name("pyslurm")
     with pytest.raises(ValueError):
         backend_from_name("slurmrestd")
+
+
+class _SlowBackend:
+    def __init__(self, result=None, error=None, block=None):
+        self.deadline, self.result, self.error, self.block, self.calls = None, result, error, block, []
+
+    def node(self, name):
+        self.calls.append(name)
+        if self.block is not None:
+            self.block.acquire(True, 30)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def test_a_state_read_begun_early_gives_or_raises_what_the_call_did(monkeypatch):
+    import _thread
+
+    from healthcheck.slurm.actions import StateRead
+    from healthcheck.slurm.backend import SlurmError, SlurmUnreachable
+
+    gate = _thread.allocate_lock()
+    gate.acquire()
+    backend = _SlowBackend(result="state of n1", block=gate)
+    read = StateRead(backend, "n1")  # begun: the call waits in its thread while the caller goes on
+    gate.release()
+    assert read.result() == "state of n1" and backend.calls == ["n1"]
+    with pytest.raises(SlurmError, match="no such node"):
+        StateRead(_SlowBackend(error=SlurmError("no such node")), "n1").result()
+    hung = _SlowBackend(block=_thread.allocate_lock())
+    hung.block.acquire()
+    hung.deadline = time.monotonic()  # the budget is spent: past the slack, unreachable
+    monkeypatch.setattr(StateRead, "JOIN_SLACK_S", 0.2)
+    try:
+        with pytest.raises(SlurmUnreachable, match="not read within the hook's budget"):
+            StateRead(hung, "n1").result()
+    finally:
+        hung.block.release()

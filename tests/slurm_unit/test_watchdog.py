@@ -301,3 +301,32 @@ def test_the_result_is_what_json_would_carry():
         out = run_in_child(lambda bad=bad: bad, 5.0)
         assert out.status == "crashed" and "not JSON-serialisable" in out.error, bad
     _assert_no_zombie_children()
+
+
+def _wait_for(path: Path) -> str:
+    """In the child: wait (at most 30 s) for ``path``, which the parent's ``started`` writes."""
+    for _ in range(3000):
+        if path.exists():
+            return "seen"
+        time.sleep(0.01)
+    return "never"
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_started_is_called_while_the_child_runs(tmp_path, prepared):
+    """``started()`` runs in the parent once the child has its work and before waiting for it: the child
+    here waits for a file only ``started`` writes (called after the child's end, it would never see it)."""
+    flag = tmp_path / "started"
+
+    def started():
+        flag.write_text("")
+
+    if prepared:
+        child = watchdog.prepare(lambda task: _wait_for(Path(task)))
+        try:
+            outcome = child.run(str(flag), 60, started=started)
+        finally:
+            child.release()
+    else:
+        outcome = run_in_child(lambda: _wait_for(flag), 60, started=started)
+    assert (outcome.status, outcome.value) == ("ok", "seen")
