@@ -12,31 +12,109 @@ import os
 import time
 
 KMSG = "/dev/kmsg"
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open(path: str) -> int:
+    return os.open(path, _FLAGS)
 MAX_RECORDS = 2_000_000  # the parsers' own line limit; a ring buffer holds far fewer
+
+
+# A reader left open by :func:`keep_reading` in this process: {path: (descriptor, the records read)}.
+# The agent's prepared child reads the ring buffer while it waits for its task; its run then reads only
+# what was logged since (one read per record: a busy node's buffer holds thousands).
+_kept: dict = {}
 
 
 def read_raw(path: str, deadline: float, read=os.read) -> list[bytes]:
     """Every record of the ring buffer (``path``: /dev/kmsg), non-blocking, up to now, as read.
     Records overwritten while we read (EPIPE) are skipped, as dmesg does. Bounded by the deadline and
-    by MAX_RECORDS. OSError when the file cannot be opened or read at all."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    out: list[bytes] = []
-    append = out.append
+    by MAX_RECORDS. OSError when the file cannot be opened or read at all.
+
+    After :func:`keep_reading` of ``path`` in this process, the records it read that are still in the
+    buffer and those logged since: what a read from the start gives (used once)."""
+    kept = _kept.pop(path, None)
+    if kept is not None:
+        try:
+            return _continued(path, kept, deadline, read)
+        except OSError:
+            pass  # read it from the start
+        finally:
+            os.close(kept[0])
+    fd = _open(path)
     try:
-        while len(out) < MAX_RECORDS:
-            try:
-                record = read(fd, 8192)
-            except BlockingIOError:
-                break  # the end of the buffer: everything logged so far is read
-            except BrokenPipeError:
-                continue  # overwritten before we got to it
-            if not record:
-                break
-            append(record)
-            if len(out) % 4096 == 0 and time.monotonic() > deadline:
-                break
+        return _drain(fd, deadline, read)
     finally:
         os.close(fd)
+
+
+def keep_reading(path: str, deadline: float, read=os.read) -> None:
+    """Read the ring buffer now and keep the descriptor open for this process's next :func:`read_raw`
+    of ``path``. OSError when it cannot be read."""
+    fd = _open(path)
+    try:
+        records = _drain(fd, deadline, read)
+    except BaseException:
+        os.close(fd)
+        raise
+    old = _kept.pop(path, None)
+    if old is not None:
+        os.close(old[0])
+    _kept[path] = (fd, records)
+
+
+def _continued(path: str, kept: tuple, deadline: float, read) -> list[bytes]:
+    """The kept records still in the buffer, then what the kept descriptor reads since. A descriptor
+    opened now starts at the oldest record the buffer still holds: records older than that one have
+    been overwritten, and a read from the start would not see them."""
+    fd, records = kept
+    probe = _open(path)
+    try:
+        oldest = _first_seq(probe, read)
+    finally:
+        os.close(probe)
+    new = _drain(fd, deadline, read)
+    if oldest is None:
+        if records or new:  # an empty buffer that was not: tell nothing, read from the start
+            raise OSError("the ring buffer's oldest record could not be read")
+        return []
+    first = 0  # records come in order: those before the oldest still held were overwritten
+    while first < len(records) and not _at_least(seq_of(records[first]), oldest):
+        first += 1
+    return (records[first:] + new)[:MAX_RECORDS]
+
+
+def _at_least(seq: int | None, oldest: int) -> bool:
+    return seq is not None and seq >= oldest
+
+
+def _first_seq(fd: int, read) -> int | None:
+    for _ in range(64):  # a record overwritten as we read it: the next one
+        try:
+            record = read(fd, 8192)
+        except BlockingIOError:
+            return None
+        except BrokenPipeError:
+            continue
+        return seq_of(record) if record else None
+    return None
+
+
+def _drain(fd: int, deadline: float, read) -> list[bytes]:
+    out: list[bytes] = []
+    append = out.append
+    while len(out) < MAX_RECORDS:
+        try:
+            record = read(fd, 8192)
+        except BlockingIOError:
+            break  # the end of the buffer: everything logged so far is read
+        except BrokenPipeError:
+            continue  # overwritten before we got to it
+        if not record:
+            break
+        append(record)
+        if len(out) % 4096 == 0 and time.monotonic() > deadline:
+            break
     return out
 
 

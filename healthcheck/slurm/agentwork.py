@@ -53,7 +53,7 @@ WARM_CONTEXTS = ("prolog", "epilog")
 
 def warm_run(config_path: str, node: str) -> None:
     """Probe and judge once for the prolog and the epilog, and scan /proc as the epilog does, keeping
-    nothing (a prepared child's warming): the pages, the compiled patterns and the kernel's file caches a
+    nothing but an open reader of the kernel's ring buffer (a prepared child's warming): the pages, the compiled patterns and the kernel's file caches a
     run touches are then in place. No GPU call (a wedged GPU must be found by the run, within its
     deadline) and nothing written. A warm-up held up (a process whose environ cannot be read, a slow
     mount) only means the run forks its own child (``Prepared.alive``)."""
@@ -71,3 +71,11 @@ def warm_run(config_path: str, node: str) -> None:
     # and its job checks judged on that
     snap.job = JobInfo(job_id="0", stray_processes=find_job_processes("0"))
     judge(snap, exp, "epilog")
+    import time
+
+    from ..probes.kmsg import KMSG, keep_reading
+
+    try:  # the run then reads only what the kernel logged since (kmsg.read_raw)
+        keep_reading(KMSG, time.monotonic() + 2.5)
+    except OSError:
+        pass  # not readable here: the run reads it as ever (or runs dmesg)

@@ -1,6 +1,6 @@
 """The prepared child's warm-up (agentwork.warm_run): it probes and judges for the prolog and the epilog,
-so an epilog through the agent finds its probes (PCIe AER) and its checks (job.*, pcie.aer) warm; it
-reads no GPU and writes nothing."""
+so an epilog through the agent finds its probes (PCIe AER) and its checks (job.*, pcie.aer) warm, and
+keeps a reader of the kernel's ring buffer open for the run; it reads no GPU and writes nothing."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,9 @@ WARM = """
 import json, sys
 from healthcheck.slurm import agentwork
 agentwork.warm_run(sys.argv[1], "n1")
+from healthcheck.probes import kmsg
 print(json.dumps(sorted(m for m in sys.modules if m.startswith(("healthcheck", "pynvml")))))
+print(json.dumps(kmsg.KMSG in kmsg._kept))
 """
 
 
@@ -32,7 +34,10 @@ def test_the_warm_up_covers_the_epilog_reads_no_gpu_and_writes_nothing(tmp_path)
     out = subprocess.run([sys.executable, "-c", WARM, str(config)], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    modules = set(json.loads(out.stdout))
+    listed, kept = out.stdout.splitlines()
+    modules = set(json.loads(listed))
+    # the kernel's ring buffer read, its reader kept open for the run (where this machine lets us read it)
+    assert json.loads(kept) == os.access("/dev/kmsg", os.R_OK)
     assert {"healthcheck.checks.job", "healthcheck.checks.host_counters", "healthcheck.probes.host_counters",
             "healthcheck.probes.jobprocs"} <= modules  # the epilog's checks, its AER probe, its /proc scan
     assert not {m for m in modules if m.startswith("pynvml") or m == "healthcheck.probes.nvml"}
