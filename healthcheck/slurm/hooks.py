@@ -109,7 +109,10 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     def read_state() -> None:  # HealthCheckProgram reads the node's state whatever it finds: meanwhile
         if context == "slurm-check":
             backend.deadline = end - END_MARGIN_S
-            state_reads.append(actions.StateRead(backend, node))
+            try:
+                state_reads.append(actions.StateRead(backend, node))
+            except Exception as exc:  # noqa: BLE001 - no thread: the state is read after the checks
+                log(f"{context} on {node}: the node's state is read after the checks ({type(exc).__name__}: {exc})")
 
     if prepared is not None and not prepared.alive():
         prepared.discard()  # still warming, or gone: a child of its own, as without the agent

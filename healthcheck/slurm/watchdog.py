@@ -112,8 +112,13 @@ def run_in_child(fn: Callable[[], Any], budget_s: float, started: Callable[[], A
 
 
 def _started(started: Callable[[], Any] | None) -> None:
+    """Call the caller's ``started``: its errors are its own (it must report them) and never leave the
+    child uncollected."""
     if started is not None:
-        started()
+        try:
+            started()
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
 
 
 def _collect(pid: int, read_fd: int, start: float, deadline: float, linger: bool = False) -> Outcome:

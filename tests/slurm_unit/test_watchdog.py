@@ -330,3 +330,11 @@ def test_started_is_called_while_the_child_runs(tmp_path, prepared):
     else:
         outcome = run_in_child(lambda: _wait_for(flag), 60, started=started)
     assert (outcome.status, outcome.value) == ("ok", "seen")
+
+
+def test_a_started_that_raises_never_leaves_the_child_uncollected():
+    def started():
+        raise RuntimeError("can't start new thread")
+
+    outcome = run_in_child(lambda: 42, 30, started=started)
+    assert (outcome.status, outcome.value) == ("ok", 42)
