@@ -18,9 +18,8 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
   epilog                 the epilog of the same job (job 1: its baseline from the prolog runs, the job's
                          processes looked for), without and through the agent
   HealthCheckProgram     the slurm-check hook (healthcheck.sh: all its checks, the node's state read each
-                         run) through an agent of its own (not right behind the epilog on the same one);
-                         scontrol is a stub printing an idle node's line, so the RPC to slurmctld
-                         (milliseconds on a real cluster) is not in the figure
+                         run) through the agent; scontrol is a stub printing an idle node's line, so the
+                         RPC to slurmctld (milliseconds on a real cluster) is not in the figure
   ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
                          systemd unit starts it): the wrapper hands the hook to a worker forked from it.
                          The cases above run with no agent (the wrapper's connect fails, the hook runs
@@ -135,7 +134,6 @@ def setup(work: Path) -> dict[str, Path]:
     stub.chmod(0o755)
     slurm = f'\n[slurm]\nstate_dir = "{work}/state"\nspool_dir = "{work}/spool"\nscontrol = "{stub}"\n'
     bodies = {"default": slurm,
-              "check": slurm,  # the default config, for HealthCheckProgram's agent (see main)
               "gpu8": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm,
               "fast": f'[defaults]\nbundle = "{work}/bundles/{{node}}"\n' + slurm + 'prolog_mode = "fast"\n'}
     wrappers = {}
@@ -149,7 +147,7 @@ def setup(work: Path) -> dict[str, Path]:
     default = work / "default.toml"
     wrappers["epilog"] = wrapper(work, "epilog", default, work / "no-agent" / "agent.sock", "epilog.sh")
     wrappers["epilog-agent"] = wrapper(work, "epilog-agent", default, work / "run-default" / "agent.sock", "epilog.sh")
-    wrappers["check-agent"] = wrapper(work, "check-agent", work / "check.toml", work / "run-check" / "agent.sock",
+    wrappers["check-agent"] = wrapper(work, "check-agent", default, work / "run-default" / "agent.sock",
                                       "healthcheck.sh")
     return wrappers
 
@@ -231,17 +229,17 @@ def main() -> None:
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
                  DEFAULT: ([str(wrappers["default"])], env),
                  GPU8: ([str(wrappers["gpu8"])], env)}
-        # HealthCheckProgram through an agent of its own: through the default one it would always run right
-        # behind the epilog's, paying for that hook's replacement spare (a fork and a warm-up taking a
-        # CPU of two); on a node it runs every HealthCheckInterval, not on the heels of a job's hook
-        agents = [start_agent(work, name, env) for name in ("default", "gpu8", "check")]
+        agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
+        # The order: each case through an agent follows a case that did not use that agent, as on a node,
+        # where hooks come seconds apart. (Right behind another hook on the same agent, a hook pays on 2
+        # cores for that one's replacement spare, a fork and a warm-up: docs/performance.md.)
         cases[AGENT] = ([str(wrappers["default-agent"])], env)
         cases[AGENT8] = ([str(wrappers["gpu8-agent"])], env)
-        cases[EPILOG] = ([str(wrappers["epilog"])], env)
-        cases[EPILOG_AGENT] = ([str(wrappers["epilog-agent"])], env)
         # its own cache dir: a slurm-check run of a config without the fast mode removes the node's gate,
         # which the fast-mode case reads
         cases[HCP_AGENT] = ([str(wrappers["check-agent"])], {**env, "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache-hcp"})
+        cases[EPILOG] = ([str(wrappers["epilog"])], env)
+        cases[EPILOG_AGENT] = ([str(wrappers["epilog-agent"])], env)
         why = fast_gate(work, env)
         if why is None:
             cases[FAST] = ([str(wrappers["fast"])], env)
