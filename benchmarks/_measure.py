@@ -58,13 +58,16 @@ def p90(values: list[float]) -> float:
 
 
 def interleaved(cases: dict[str, tuple[list[str], dict[str, str]]], pairs: int, warmup: int = 2,
-                rss_rounds: int = 5, progress: bool = True) -> dict[str, dict[str, list[float]]]:
+                rss_rounds: int = 5, progress: bool = True, gap_s: float = 0.0) -> dict[str, dict[str, list[float]]]:
     """Run every case once per round, ``pairs`` rounds, round-robin (machine noise hits all cases alike),
-    after ``warmup`` unrecorded rounds; then ``rss_rounds`` rounds under GNU time for peak RSS.
+    after ``warmup`` unrecorded rounds; then ``rss_rounds`` rounds under GNU time for peak RSS. ``gap_s``:
+    a pause before each run (the previous run's leftover work done first, as between two hooks on a node).
     Returns {case: {"ms": [...], "rss_kib": [...]}} ("rss_kib" empty without GNU time)."""
     out = {label: {"ms": [], "rss_kib": []} for label in cases}
     for round_no in range(warmup + pairs):
         for label, (argv, env) in cases.items():
+            if gap_s > 0:
+                time.sleep(gap_s)
             ms, _ = run_once(argv, env)
             if round_no >= warmup:
                 out[label]["ms"].append(ms)

@@ -28,7 +28,7 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
                          a stub logger)
 
-    .venv/bin/python benchmarks/bench_prolog.py [--pairs 30] [--nhc DIR]
+    .venv/bin/python benchmarks/bench_prolog.py [--pairs 30] [--nhc DIR] [--gap-ms 150]
 
 Prints medians, p90, the ratios (to the interpreter, to NHC) and peak RSS (ru_maxrss of the largest
 process of each run's tree, read under GNU time in 5 extra rounds: see _measure.py), and the memory
@@ -216,6 +216,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", "--runs", type=int, default=30, help="rounds of all cases (>= 20; default 30)")
     parser.add_argument("--nhc", metavar="DIR", help="an LBNL NHC source tree or install root (nhc + scripts/*.nhc)")
+    parser.add_argument("--gap-ms", type=float, default=150.0,
+                        help="pause before each run (default 150: on a node, hooks come seconds apart; the "
+                             "previous run's leftover work, such as an agent replacing its spare, is then done; "
+                             "0: back to back, each run sharing the CPUs with the previous one's leftovers)")
     args = parser.parse_args()
     if args.pairs < 20:
         parser.error("--pairs: at least 20 rounds (medians of fewer interleaved pairs are not quoted)")
@@ -258,12 +262,13 @@ def main() -> None:
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
             load_before = loadavg()
             try:
-                samples = interleaved(cases, args.pairs)
+                samples = interleaved(cases, args.pairs, gap_s=max(0.0, args.gap_ms) / 1000)
             except RunFailed as exc:
                 log = work / "nhc" / "log" / "nhc.log"
                 tail = f"\nNHC's log ({log.name}):\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else ""
                 raise SystemExit(f"a case failed (a benchmark of a failing run measures the wrong path): {exc}{tail}")
             report(samples, args.pairs, load_before)
+            print(f"pause before each run: {max(0.0, args.gap_ms):g} ms")
             print(f"\nresident between jobs: {agent_memory_mib(agents[0][0])}")
         finally:
             for proc, _ in agents:
