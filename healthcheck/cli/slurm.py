@@ -29,17 +29,18 @@ def slurm():
 @click.option("--agent-socket", default=DEFAULT_SOCKET, show_default=True,
               help="Socket of the warm agent the hooks try first (its systemd unit is written beside them).")
 @click.option("--no-agent", is_flag=True, help="Hooks that always run in their own process; no unit written.")
-@click.option("--enable-agent", is_flag=True,
-              help="Also install the agent's unit into /etc/systemd/system, enable and (re)start it (root, systemd).")
+@click.option("--enable-agent/--no-enable-agent", default=None,
+              help="Install the agent's unit into /etc/systemd/system, enable and (re)start it. Default: done when "
+                   "run as root on a machine systemd runs (as Debian starts a packaged service), else only written.")
 def slurm_install_hooks(prefix, config_path, python, slurm_conf, agent_socket, no_agent, enable_agent):
     """Write prolog.sh, epilog.sh and healthcheck.sh with absolute paths, and the warm agent's systemd unit
-    (healthcheck-agent.service); print the slurm.conf lines. With --enable-agent, the unit is installed,
-    enabled and started too (the hooks work without it, each in its own process, slower).
+    (healthcheck-agent.service); print the slurm.conf lines. As root on a machine systemd runs (or with
+    --enable-agent), the unit is installed, enabled and (re)started too; --no-enable-agent only writes it
+    (the hooks work without it, each in its own process, slower).
 
     \b
     Example:
-      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml \\
-          --enable-agent
+      healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
     """
     from ..slurm import install
 
@@ -47,6 +48,7 @@ def slurm_install_hooks(prefix, config_path, python, slurm_conf, agent_socket, n
 
     if enable_agent and no_agent:
         raise UsageFailure("--enable-agent and --no-agent: choose one")
+    enable_agent = (not no_agent and install.systemd_running()) if enable_agent is None else enable_agent
 
     try:
         load(config_path)  # a config that does not validate is not installed

@@ -134,6 +134,12 @@ SYSTEMD_DIR = "/etc/systemd/system"
 SYSTEMCTL_TIMEOUT_S = 60.0
 
 
+def systemd_running() -> bool:
+    """Root on a machine systemd runs (its runtime directory exists, as ``deb-systemd-invoke`` checks):
+    ``install-hooks`` then enables the agent's unit unless told not to."""
+    return os.geteuid() == 0 and os.path.isdir("/run/systemd/system")
+
+
 class AgentNotEnabled(RuntimeError):
     """The agent's unit could not be installed or started (no systemd, systemctl failed)."""
 

@@ -17,7 +17,8 @@ def test_through_the_agent_the_prolog_drains_a_faulty_node_and_the_job_completes
     sock = tmp_path / "run" / "agent.sock"
     proc = subprocess.run([sys.executable, "-m", "healthcheck.cli", "slurm", "install-hooks", "--prefix",
                            str(site.hooks), "--config", str(site.config), "--slurm-conf", str(probe.conf),
-                           "--python", sys.executable, "--agent-socket", str(sock)],
+                           "--python", sys.executable, "--agent-socket", str(sock),
+                           "--no-enable-agent"],  # this test starts its agent; never the test machine's systemd
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert f'"--agent", "{sock}"' in (site.hooks / "prolog.sh").read_text()

@@ -60,7 +60,8 @@ class Site:
         self.hooks = root / "hooks"
         proc = subprocess.run([sys.executable, "-m", "healthcheck.cli", "slurm", "install-hooks",
                                "--prefix", str(self.hooks), "--config", str(self.config),
-                               "--slurm-conf", str(cluster.conf), "--python", sys.executable],
+                               "--slurm-conf", str(cluster.conf), "--python", sys.executable,
+                               "--no-enable-agent"],  # never the test machine's systemd
                               capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
         assert f"Prolog={self.hooks}/prolog.sh" in proc.stdout

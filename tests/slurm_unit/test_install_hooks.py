@@ -23,6 +23,14 @@ SHIPPED = ROOT / "prolog_epilog"
 CONTEXTS = {"prolog.sh": "prolog", "epilog.sh": "epilog", "healthcheck.sh": "slurm-check"}
 
 
+
+@pytest.fixture(autouse=True)
+def _no_systemd_here(monkeypatch):
+    """No test here enables a unit on the machine running it: systemd is never 'running' unless a test
+    says so (and then the enabling itself is faked)."""
+    monkeypatch.setattr(install, "systemd_running", lambda: False)
+
+
 def test_each_hook_has_one_template_in_the_package_and_none_elsewhere():
     assert sorted(p.name for p in install.TEMPLATES.glob("*.sh")) == sorted(install.HOOKS)
     other = [p for p in ROOT.rglob("*.sh") if "@PYTHON@" in p.read_text(errors="replace")
@@ -251,3 +259,26 @@ def test_install_hooks_enable_agent_from_the_command_line(tmp_path, monkeypatch)
     assert (tmp_path / "h" / "prolog.sh").is_file()
     refused = CliRunner().invoke(cli, [*args, "--enable-agent", "--no-agent"])
     assert refused.exit_code == 2 and "choose one" in refused.output
+
+
+def test_as_root_under_systemd_install_hooks_enables_the_agent_unless_told_not_to(tmp_path, monkeypatch):
+    config = tmp_path / "hc.toml"
+    config.write_text("")
+    enabled = []
+    monkeypatch.setattr(install, "enable_agent", lambda prefix: enabled.append(prefix) or ["systemctl restart x"])
+    args = ["slurm", "install-hooks", "--prefix", str(tmp_path / "h"), "--config", str(config), "--python",
+            sys.executable]
+    assert CliRunner().invoke(cli, args).exit_code == 0 and enabled == []  # no systemd: only written
+    monkeypatch.setattr(install, "systemd_running", lambda: True)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0 and enabled == [str(tmp_path / "h")], result.output
+    assert "systemctl restart x" in result.output
+    for opt_out in (["--no-enable-agent"], ["--no-agent"]):
+        assert CliRunner().invoke(cli, [*args, *opt_out]).exit_code == 0
+    assert len(enabled) == 1
+
+
+def test_systemd_running_means_root_and_systemds_runtime_directory(monkeypatch):
+    monkeypatch.undo()  # the real function (the autouse guard replaced it)
+    expected = os.geteuid() == 0 and os.path.isdir("/run/systemd/system")
+    assert install.systemd_running() is expected
