@@ -12,12 +12,12 @@ import os
 import time
 
 KMSG = "/dev/kmsg"
+MAX_RECORDS = 2_000_000  # the parsers' own line limit; a ring buffer holds far fewer
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _open(path: str) -> int:
     return os.open(path, _FLAGS)
-MAX_RECORDS = 2_000_000  # the parsers' own line limit; a ring buffer holds far fewer
 
 
 # A reader left open by :func:`keep_reading` in this process: {path: (descriptor, the records read)}.
