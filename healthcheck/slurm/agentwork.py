@@ -53,10 +53,11 @@ WARM_CONTEXTS = ("prolog", "epilog")
 
 def warm_run(config_path: str, node: str) -> None:
     """Probe and judge once for the prolog and the epilog, and scan /proc as the epilog does, keeping
-    nothing but an open reader of the kernel's ring buffer (a prepared child's warming): the pages, the compiled patterns and the kernel's file caches a
-    run touches are then in place. No GPU call (a wedged GPU must be found by the run, within its
-    deadline) and nothing written. A warm-up held up (a process whose environ cannot be read, a slow
-    mount) only means the run forks its own child (``Prepared.alive``)."""
+    nothing but an open reader of the kernel's ring buffer (a prepared child's warming): the pages, the
+    compiled patterns and the kernel's file caches a run touches are then in place. No GPU call (a wedged
+    GPU must be found by the run, within its deadline), no tool run and nothing written. A warm-up held
+    up (a process whose environ cannot be read, a slow mount) only means the run forks its own child
+    (``Prepared.alive``)."""
     from ..acquire import snapshot_for
     from ..judge import judge, sources_needed, utc_now_iso
 
