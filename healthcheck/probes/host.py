@@ -266,9 +266,9 @@ def stat_mounts(mounts: list[Mount], statvfs: StatvfsFn, mounts_filter: Callable
         return
     from .bounded import Task, walk
 
-    threads = [Task(lambda i=i, path=mount.mountpoint: work(i, path)) for i, mount in enumerate(targets)]
-    walk(threads, [timeout] * len(threads))
-    _apply_statvfs(targets, results, alive=lambda i: threads[i].is_alive())
+    tasks = [Task(lambda i=i, path=mount.mountpoint: work(i, path)) for i, mount in enumerate(targets)]
+    walk(tasks, [timeout] * len(tasks))
+    _apply_statvfs(targets, results, alive=lambda i: tasks[i].is_alive())
 
 
 def _apply_statvfs(targets: list[Mount], results: dict[int, Any], alive: Callable[[int], bool]) -> None:

@@ -90,8 +90,8 @@ LIB_PREFIXES = ("libnccl.so.", "libibverbs.so.1.")
 
 def library_names(lib_dirs: Iterable[str]) -> list[str]:
     """The names in ``lib_dirs`` that a version is read from (``LIB_PREFIXES``): one listing per folder,
-    no pattern (a library folder holds thousands of names; a glob per library, fnmatch over each name,
-    cost HealthCheckProgram ~3 ms a run)."""
+    no pattern (/usr/lib/x86_64-linux-gnu holds over a thousand names; a glob per library, fnmatch over
+    each name, cost HealthCheckProgram ~3 ms a run)."""
     names = []
     for folder in lib_dirs:
         try:

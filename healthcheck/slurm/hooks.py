@@ -104,13 +104,14 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
     child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
-    state_reads: list = []
+    state_read = None
 
     def read_state() -> None:  # HealthCheckProgram reads the node's state whatever it finds: meanwhile
+        nonlocal state_read
         if context == "slurm-check":
             backend.deadline = end - END_MARGIN_S
             try:
-                state_reads.append(actions.StateRead(backend, node))
+                state_read = actions.StateRead(backend, node)
             except Exception as exc:  # noqa: BLE001 - no thread: the state is read after the checks
                 log(f"{context} on {node}: the node's state is read after the checks ({type(exc).__name__}: {exc})")
 
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
     backend.deadline = end - END_MARGIN_S
     decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events,
-                                      state_reads[0] if state_reads else None)
+                                      state_read)
     verdict.duration_s = time.monotonic() - t0
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"

@@ -278,7 +278,9 @@ def test_as_root_under_systemd_install_hooks_enables_the_agent_unless_told_not_t
     assert len(enabled) == 1
 
 
-def test_systemd_running_means_root_and_systemds_runtime_directory(monkeypatch):
+@pytest.mark.parametrize("uid, runtime_dir, running", [(0, True, True), (0, False, False), (1000, True, False)])
+def test_systemd_running_means_root_and_systemds_runtime_directory(monkeypatch, uid, runtime_dir, running):
     monkeypatch.undo()  # the real function (the autouse guard replaced it)
-    expected = os.geteuid() == 0 and os.path.isdir("/run/systemd/system")
-    assert install.systemd_running() is expected
+    monkeypatch.setattr(install.os, "geteuid", lambda: uid)
+    monkeypatch.setattr(install.os.path, "isdir", lambda path: runtime_dir and path == "/run/systemd/system")
+    assert install.systemd_running() is running
