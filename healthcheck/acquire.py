@@ -9,13 +9,15 @@ from .model import Snapshot
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
                  proc_root: str | None = None, deadlines_s: dict[str, float] | None = None,
                  sources: frozenset[str] | None = None, processes: bool = True,
-                 kernel_cache: str | None = None) -> Snapshot:
+                 kernel_cache: str | None = None, nvml_close: bool = True) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
 
     ``sources``: the snapshot sources the checks to run need (None: all); live probing skips the rest.
     ``processes``: record the host's process table (no check reads it: the hooks leave it out).
     ``kernel_cache``: a file for the last run's kernel-log events (the hooks; see probes.kernel_cache).
+    ``nvml_close``: False in a process that exits once it has answered (the hooks' child): NVML's session
+    is left to that exit (probes.nvml.probe_gpus).
 
     Raises BundleError when a mapped bundle cannot be read (the caller decides: a usage error at a
     terminal, a checker ERROR in a hook — never a drain)."""
@@ -37,7 +39,7 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
     from .probes.live import LiveOptions, snapshot_live
 
     opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node, processes=processes,
-                       kernel_cache=kernel_cache)
+                       kernel_cache=kernel_cache, nvml_close=nvml_close)
     if deadlines_s is not None:
         opts.deadlines_s = dict(deadlines_s)
     return snapshot_live(opts, started_at, sources)

@@ -3,6 +3,10 @@
 # $PYTHON (default python3): what only a real device can prove. Writes everything under OUTDIR:
 #
 #   facts.txt          driver, GPUs, python, torch, CUDA
+#   nvml.txt           benchmarks/nvml_calls.py --live: each NVML function's calls and time in one probe,
+#                      nvmlInit, the whole probe, nvidia-smi -q, the NVLink counters by call and by field
+#   prolog.txt         benchmarks/bench_prolog.py --pairs 20: the hooks on this GPU node (GPU checks live)
+#   check.json         `healthcheck check --format json`: every default check, live
 #   node.tar.gz        `healthcheck collect`: a real bundle of this node (fixtures, offline checks)
 #   gpu-tests.log/xml  pytest -m gpu tests/gpu (live NVML probe, real GEMM, bandwidth, telemetry,
 #                      and the goal: our GEMM phase >= 90 % of bare torch.matmul bf16 in the same run)
@@ -10,6 +14,8 @@
 #   burnin.json        `healthcheck burnin run --suite quick --phases checks,gemm,bandwidth`
 #
 # Usage: scripts/gpu-tier.sh [OUTDIR] [GEMM_SECONDS]     (default OUTDIR ./gpu-tier-<time>, 20 s)
+# healthcheck must be importable by $PYTHON in isolated mode (installed, or a .pth file naming this tree):
+# the prolog benchmark runs the hooks and the agent as slurmd would, with -I.
 # Exit status: the worst of the steps (0 when all passed). Each step is bounded by `timeout`.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +43,9 @@ step() {  # step NAME LIMIT_S CMD...: run, keep the worst status, never stop the
     "$py" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__,
 "cuda", torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1
 } > "$out/facts.txt"
+step nvml 120 "$py" benchmarks/nvml_calls.py --live --runs 20 > "$out/nvml.txt" 2>&1
+step prolog 240 "$py" benchmarks/bench_prolog.py --pairs 20 > "$out/prolog.txt" 2>&1
+step check 120 "$py" -m healthcheck.cli check --format json > "$out/check.json" 2> "$out/check.log"
 step collect 300 "$py" -m healthcheck.cli collect --output "$out/node.tar.gz"
 step gpu-tests 420 "$py" -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$out/gpu-tests.xml" \
     -o addopts="-ra" > "$out/gpu-tests.log" 2>&1

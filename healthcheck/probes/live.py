@@ -44,6 +44,9 @@ class LiveOptions:
     processes: bool = True
     # where the hooks keep the last run's kernel-log events (probes.kernel_cache); None: parse every time
     kernel_cache: str | None = None
+    # False: NVML's session is left to the process's exit (the hooks' child, which exits once it has
+    # answered: ~3.5 ms off its run on an H200); anything longer-lived closes it
+    nvml_close: bool = True
 
 
 def short_hostname() -> str:
@@ -52,7 +55,7 @@ def short_hostname() -> str:
 
 # Probes that cannot block in the kernel (a non-blocking /dev/kmsg read with its own deadline, counters
 # the kernel keeps in memory): run in the calling thread, one after the other, before the other probes'
-# threads start. Threads that run Python at the same time hand the GIL to each other at its switch
+# threads start (but for EARLY_PROBES'). Threads that run Python at the same time hand the GIL to each other at its switch
 # interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after the other (a warm
 # process, this machine), so only what may hang (a GPU, an HCA's firmware, a network mount) gets a thread.
 INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
@@ -60,35 +63,46 @@ INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
 # (``bounded.walk``), rather than a thread each: those that read sysfs and /proc (quick, but an HCA's
 # firmware or a network mount can hold a read), then HealthCheckProgram's tools (nvme/smartctl, ipmitool,
 # mlxlink: each runs long where there is a device, and the next takes over 10 ms later; where there is
-# none, they end at once). The GPU probe takes long by nature and keeps a thread of its own, started first.
+# none, they end at once). The GPU probe takes long by nature and keeps a thread of its own.
 WALKED_PROBES = ("ib_ports", "pcie_links", "host", "storage", "bmc", "mlxlink")
+# Probes whose thread starts before the inline probes run: the GPUs', which waits in the driver most of
+# its time (a GPU node's longest probe, ~31 ms for one H200 where the inline ones take ~6 ms), its calls
+# into NVML releasing the GIL. Measured on an H200 node: docs/performance.md.
+EARLY_PROBES = ("gpus",)
 
 
 def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
                 snap: Snapshot, hang_kinds: dict[str, str] | None = None, inline: tuple[str, ...] = (),
-                walked: tuple[str, ...] = ()) -> None:
-    """Run ``jobs``: those named in ``inline`` first, in this thread, then the rest concurrently, each
-    with its deadline: those named in ``walked`` on threads shared as ``bounded.walk`` shares them, the
-    others in a thread each. Store results on ``snap`` by name, failures in ``snap.probe_errors``."""
+                walked: tuple[str, ...] = (), early: tuple[str, ...] = ()) -> None:
+    """Run ``jobs``: those named in ``early`` in a thread each, started first; then those named in
+    ``inline``, in this thread; then the rest concurrently: those named in ``walked`` on threads shared as
+    ``bounded.walk`` shares them, the others in a thread each. Each threaded job has its deadline,
+    counted from its start. Store results on ``snap`` by name, failures in ``snap.probe_errors``."""
     from .bounded import Task, walk
 
+    threads = {name: Task(fn) for name, fn in jobs.items() if name not in inline}
+    begun: dict[str, float] = {}
+    for name in early:
+        if name in threads and name not in walked:
+            begun[name] = time.monotonic()
+            threads[name].start()
     for name in inline:
         if name in jobs:
             _run_here(name, jobs[name], snap)
-    threads = {name: Task(fn) for name, fn in jobs.items() if name not in inline}
     start = time.monotonic()
     for name, thread in threads.items():
-        if name not in walked:
+        if name not in walked and name not in begun:
             thread.start()
     shared = [name for name in threads if name in walked]
     walk([threads[name] for name in shared], [deadlines.get(name, 5.0) for name in shared])
     for name, thread in threads.items():
-        remaining = deadlines.get(name, 5.0) - (time.monotonic() - start)
+        since = begun.get(name, start)
+        remaining = deadlines.get(name, 5.0) - (time.monotonic() - since)
         thread.join(max(0.0, remaining))
         if thread.is_alive():
             kind = (hang_kinds or {}).get(name, "timeout")
             snap.probe_errors[name] = ProbeError(kind, f"no answer within {deadlines.get(name, 5.0):g} s")
-            snap.probe_durations_s[name] = round(time.monotonic() - start, 6)
+            snap.probe_durations_s[name] = round(time.monotonic() - since, 6)
             continue
         snap.probe_durations_s[name] = round(thread.duration, 6)
         if thread.error is not None:
@@ -142,7 +156,7 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
     _import_probes(jobs)
     # A GPU call that does not return means the driver is wedged: a failure of its own kind.
     run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"}, inline=INLINE_PROBES,
-                walked=WALKED_PROBES)
+                walked=WALKED_PROBES, early=EARLY_PROBES)
     if sources is None or "versions" in sources:
         versions = {"versions": lambda: _versions(opts, snap)}
         _import_probes(versions)
@@ -173,7 +187,7 @@ def _gpus(opts: LiveOptions, snap: Snapshot):
     from .nvml import NvmlUnavailable, probe_gpus
 
     try:
-        gpus = probe_gpus(opts.nvml)
+        gpus = probe_gpus(opts.nvml, close=opts.nvml_close)
         snap.gpu_source = "nvml"
         return gpus
     except (NvmlUnavailable, ImportError) as nvml_exc:

@@ -74,6 +74,8 @@ def warm(config_path: str | None = None) -> list[str]:
 
     load_xid_policy()
     _default_policy()
+    if not agentwork.warm_nvml():
+        failed.append("pynvml")
     if config_path and os.path.exists(config_path):
         node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
         try:  # the workers use it while the file is unchanged; a changed file is read by each run

@@ -80,3 +80,19 @@ def warm_run(config_path: str, node: str) -> None:
         keep_reading(KMSG, time.monotonic() + 2.5)
     except OSError:
         pass  # not readable here: the run reads it as ever (or runs dmesg)
+
+
+def warm_nvml() -> bool:
+    """Import pynvml where the PCI bus shows an NVIDIA GPU: ~10-25 ms of imports (ctypes.util and what it
+    pulls in) each GPU node's hook would pay. Only the module: NVML's library is loaded, and a GPU
+    touched, by a run's nvmlInit (a session is never kept open between runs: it would stand in the way of
+    a GPU reset). False when the bus shows a GPU and pynvml cannot be imported (the run reports it)."""
+    from ..probes.pcibus import nvidia_gpu_present
+
+    try:
+        if not nvidia_gpu_present():
+            return True
+        import pynvml  # noqa: F401, PLC0415
+    except Exception:  # noqa: BLE001 - an unreadable bus or a broken pynvml: the run probes and reports it
+        return False
+    return True

@@ -236,7 +236,8 @@ def _load(path: str, node: str):
 
 
 def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):
-    """In the child: probe, add the job's facts, judge. Returns plain data for the parent."""
+    """In the child: probe, add the job's facts, judge. Returns plain data for the parent. The child exits
+    once it has answered, so NVML's session is left to that exit."""
     from ..judge import judge
     from ..acquire import snapshot_for
     from ..probes import live
@@ -246,7 +247,7 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
     from ..judge import sources_needed
 
     snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
-                        processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE))
+                        processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap)
     if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled

@@ -109,7 +109,7 @@ class FakeNvml:
         self.missing = set(missing or ())
         self.init_calls = 0
         self.shutdown_calls = 0
-        self.initialized = False
+        self.sessions = 0
         self.calls: list[str] = []
 
     # Constants, exception classes and ctypes structures come from the real module; nvml* functions
@@ -141,17 +141,22 @@ class FakeNvml:
         return handle
 
     # ---------------------------------------------------------------------------- system calls
+    # NVML counts its sessions: each nvmlInit needs its nvmlShutdown, and the library stays open until the last
     def nvmlInit(self) -> None:
         self.init_calls += 1
         if self.init_error is not None:
             self._raise(self.init_error)
-        self.initialized = True
+        self.sessions += 1
 
     def nvmlShutdown(self) -> None:
         self.shutdown_calls += 1
-        if not self.initialized:
+        if not self.sessions:
             self._raise(real.NVML_ERROR_UNINITIALIZED)
-        self.initialized = False
+        self.sessions -= 1
+
+    @property
+    def initialized(self) -> bool:
+        return self.sessions > 0
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return self.driver

@@ -81,3 +81,33 @@ def test_the_gpu_probe_is_never_walked_and_nothing_walked_is_inline():
     assert "gpus" not in live.WALKED_PROBES and {"ib_ports", "pcie_links", "host"} <= set(live.WALKED_PROBES)
     assert not set(live.WALKED_PROBES) & set(live.INLINE_PROBES)
     assert set(live.WALKED_PROBES) | set(live.INLINE_PROBES) | {"gpus"} == set(live.DEFAULT_DEADLINES_S) - {"versions"}
+
+
+def test_the_gpu_probe_starts_before_the_inline_ones_and_its_deadline_counts_from_its_start():
+    """The GPU probe's thread is running while the inline probes run in the calling thread (it waits in
+    the driver most of its time); hung, it is still cut at its deadline, counted from its own start."""
+    assert live.EARLY_PROBES == ("gpus",) and not set(live.EARLY_PROBES) & set(live.INLINE_PROBES + live.WALKED_PROBES)
+    seen, release = [], _thread.allocate_lock()
+    release.acquire()
+
+    def gpus():
+        seen.append("gpus")
+        release.acquire(True, 30)  # hangs until the test ends
+
+    def kernel_events():
+        end = time.monotonic() + 10
+        while "gpus" not in seen and time.monotonic() < end:
+            time.sleep(0.001)
+        seen.append("kernel_events")
+        return []
+
+    snap = Snapshot(node="n1", taken_at="2026-12-04T00:00:00+00:00", source="live")
+    start = time.monotonic()
+    try:
+        live.run_bounded({"gpus": gpus, "kernel_events": kernel_events}, {"gpus": 0.3}, snap,
+                         hang_kinds={"gpus": "hang"}, inline=live.INLINE_PROBES, early=live.EARLY_PROBES)
+    finally:
+        release.release()
+    assert seen == ["gpus", "kernel_events"]  # the inline probe found the GPU probe already running
+    assert snap.probe_errors["gpus"].kind == "hang" and time.monotonic() - start < 10
+    assert snap.kernel_events == [] and snap.probe_durations_s["gpus"] >= 0.3

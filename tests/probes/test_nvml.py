@@ -190,6 +190,64 @@ def test_init_once_per_run():
     assert (fake.init_calls, fake.shutdown_calls) == (1, 1)
 
 
+def test_close_false_leaves_the_session_to_the_process_exit():
+    fake = FakeNvml(h100_node(2))
+    infos = probe_gpus(nvml=fake, close=False)
+    assert len(infos) == 2 and not any(g.lost for g in infos)
+    assert (fake.init_calls, fake.shutdown_calls, fake.sessions) == (1, 0, 1)
+
+
+# ------------------------------------------------------------------------------- devices at once
+
+
+class _Meeting(FakeNvml):
+    """Every device's name query waits until all devices that answer are inside theirs: only a probe
+    that queries the devices at once gets past it (one after the other, the barrier breaks after its
+    timeout)."""
+
+    def __init__(self, gpus, timeout: float = 30.0):
+        super().__init__(gpus)
+        import threading
+
+        self.barrier = threading.Barrier(sum(not g.lost for g in gpus), timeout=timeout)
+
+    def nvmlDeviceGetName(self, h):
+        self.barrier.wait()
+        return super().nvmlDeviceGetName(h)
+
+
+def test_the_devices_are_probed_at_once_with_the_same_values_in_index_order():
+    gpus = h100_node(8)
+    gpus[5].ecc[(pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)] = 3
+    gpus[6].lost = True
+    fake = _Meeting(gpus)
+    infos = probe_gpus(nvml=fake)
+    assert not fake.barrier.broken
+    assert [g.index for g in infos] == list(range(8))
+    assert [g.uuid for g in infos if not g.lost] == [f"GPU-4f6c2a1e-7b3d-4c55-9e2a-{i:012x}" for i in range(8) if i != 6]
+    assert infos[5].ecc_uncorrected_volatile == 3 and infos[4].ecc_uncorrected_volatile == 0
+    assert infos[6].lost and "GPU is lost" in infos[6].error
+    # one device after the other gives the same GpuInfo for each
+    sequential = [probe_gpus(nvml=FakeNvml([g]))[0] for g in gpus]
+    assert [dataclasses.replace(g, index=0) for g in infos] == sequential
+    assert (fake.init_calls, fake.shutdown_calls) == (1, 1)
+
+
+def test_an_error_in_one_device_thread_is_raised_once_all_are_done():
+    gpus = h100_node(4)
+
+    class Broken(FakeNvml):
+        def nvmlDeviceGetSerial(self, h):
+            if h is gpus[2]:
+                raise RuntimeError("pynvml bug on GPU 2")
+            return super().nvmlDeviceGetSerial(h)
+
+    fake = Broken(gpus)
+    with pytest.raises(RuntimeError, match="GPU 2"):
+        probe_gpus(nvml=fake)
+    assert (fake.init_calls, fake.shutdown_calls) == (1, 1)
+
+
 # ---------------------------------------------------------------------------------------- decoding
 
 
@@ -363,3 +421,29 @@ def test_real_driver_probe():
         assert g.memory_total_mib and g.memory_total_mib > 1000
         assert g.temperature_c is not None and 0 < g.temperature_c < 120
         assert g.throttle_reasons is None or set(g.throttle_reasons) <= set(THROTTLE_REASONS)
+
+
+# ------------------------------------------------------------- the session left to the hooks' child's exit
+
+
+def test_live_probe_closes_the_session_unless_told_the_process_exits_right_after():
+    from healthcheck.probes.live import LiveOptions, _gpus
+
+    for close, sessions in ((True, 0), (False, 1)):
+        fake = FakeNvml(h100_node(2))
+        snap = Snapshot(node="n1", taken_at="2026-12-04T00:00:00+00:00")
+        gpus = _gpus(LiveOptions(nvml=fake, nvml_close=close), snap)
+        assert len(gpus) == 2 and snap.gpu_source == "nvml"
+        assert fake.sessions == sessions
+
+
+def test_snapshot_for_hands_nvml_close_to_the_live_probes(monkeypatch):
+    from healthcheck import acquire
+    from healthcheck.config.model import default_expectations
+    from healthcheck.probes import live
+
+    seen = []
+    monkeypatch.setattr(live, "snapshot_live", lambda opts, taken_at, sources=None: seen.append(opts.nvml_close))
+    acquire.snapshot_for("n1", default_expectations(), "2026-12-04T00:00:00+00:00")
+    acquire.snapshot_for("n1", default_expectations(), "2026-12-04T00:00:00+00:00", nvml_close=False)
+    assert seen == [True, False]

@@ -43,3 +43,21 @@ def test_the_warm_up_covers_the_epilog_reads_no_gpu_and_writes_nothing(tmp_path)
     assert not {m for m in modules if m.startswith("pynvml") or m == "healthcheck.probes.nvml"}
     # nothing written: no state, no spool record (the config's cache may be kept, under its own dir)
     assert [p for p in _tree(tmp_path) if p not in before and not p.startswith("cache")] == []
+
+
+def test_the_agent_imports_pynvml_only_where_the_bus_shows_an_nvidia_gpu(monkeypatch):
+    """Where there is a GPU, pynvml is imported once by the agent, not by every hook (~10-25 ms); the module
+    alone, NVML's library is not loaded (that, and any GPU call, is each run's nvmlInit)."""
+    import pynvml
+
+    from healthcheck.probes import pcibus
+    from healthcheck.slurm import agentwork
+
+    monkeypatch.delitem(sys.modules, "pynvml")
+    monkeypatch.setattr(pcibus, "nvidia_gpu_present", lambda sysfs_root="/sys": [])
+    assert agentwork.warm_nvml() is True and "pynvml" not in sys.modules
+    monkeypatch.setattr(pcibus, "nvidia_gpu_present", lambda sysfs_root="/sys": ["0000:18:00.0"])
+    assert agentwork.warm_nvml() is True and "pynvml" in sys.modules
+    assert sys.modules["pynvml"] is not pynvml and sys.modules["pynvml"].nvmlLib is None  # imported, not loaded
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # a bus with a GPU and no importable pynvml
+    assert agentwork.warm_nvml() is False

@@ -192,3 +192,25 @@ def test_on_decided_comes_after_the_action_and_before_the_bookkeeping(tmp_path, 
     assert code == 1
     assert order == ["decide_and_act", "decided 1", "save_baseline", "record"], order
     assert [r["job_id"] for r in spool(tmp_path) if r["kind"] == "run"] == ["77"]
+
+
+def test_the_hooks_child_leaves_nvmls_session_to_its_exit(tmp_path, monkeypatch):
+    """The child that probes exits once it has answered: NVML's session is not closed in it (that close
+    overlaps the hook's next steps as part of the child's exit)."""
+    from healthcheck import acquire
+    from healthcheck.config.model import default_expectations
+    from healthcheck.slurm import hooks
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def snapshot_for(node, exp, started_at, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(acquire, "snapshot_for", snapshot_for)
+    with pytest.raises(Stop):
+        hooks._work("prolog", "n1", default_expectations(), None, "1", str(tmp_path), "2026-12-04T00:00:00+00:00", 5.0)
+    assert seen["nvml_close"] is False
