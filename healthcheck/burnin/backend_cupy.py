@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo
+from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo, word_bytes
 
 
 class CupyBackend(Backend):
@@ -89,7 +89,7 @@ class CupyBackend(Backend):
 
     def checksum(self, device: int, arr: Any) -> Any:
         with self.cp.cuda.Device(device):
-            words = arr.reshape(-1).view(self.np.dtype(f"i{arr.dtype.itemsize}"))
+            words = arr.reshape(-1).view(self.np.dtype(f"i{word_bytes(arr.nbytes, arr.dtype.itemsize)}"))
             return words.sum(dtype=self.np.int64)
 
     def scalars(self, device: int, values: list[Any]) -> list[int]:

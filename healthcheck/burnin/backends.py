@@ -16,9 +16,11 @@ Arrays are opaque to callers (a torch tensor, a CuPy or NumPy array). Host array
 ``upload`` and returned by ``download`` / ``host_view`` are NumPy arrays. Dtype names: "bf16", "fp16",
 "fp32" (GEMM) and "i32" (copy buffers).
 
-``checksum`` is the exact 64-bit wrapping sum of the array's bit pattern read as signed 16-bit (bf16,
-fp16) or 32-bit (fp32, i32) integers, left on the device (no synchronisation; ``scalars`` fetches
-many at once). Any single flipped bit changes it; it costs one read of the array, at memory speed.
+``checksum`` is the 64-bit wrapping sum of the array's bytes read as signed 64-bit integers (where its
+size is a multiple of 8 bytes; else as its 16- or 32-bit elements: ``backend_base.word_bytes``), left
+on the device (no synchronisation; ``scalars`` fetches many at once). Any single flipped bit changes
+it; it costs one read of the array with a native 64-bit reduction (0.04 ms for an n=8192 bf16 product
+on an H200, where summing the 16-bit elements into 64 bits took 0.36 ms: 18 % of the stress).
 The same sum computed by NumPy on the host (:func:`word_sum`) is bit-for-bit comparable.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import platform
 from typing import Any
 
-from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo, word_sum
+from .backend_base import BUFFER_DTYPE, DTYPES, Backend, BackendUnavailable, DeviceInfo, word_bytes, word_sum
 from .backend_cupy import CupyBackend
 
 # The interface lives in backend_base; its names are importable from here as before.
@@ -168,7 +170,10 @@ class TorchBackend(Backend):
         return arr.cpu().numpy()
 
     def checksum(self, device: int, arr: Any) -> Any:
-        return arr.view(self._words[arr.dtype]).sum(dtype=self.torch.int64)
+        words = arr.reshape(-1)
+        if word_bytes(words.numel() * words.element_size(), words.element_size()) == 8:
+            return words.view(self.torch.int64).sum()
+        return words.view(self._words[arr.dtype]).sum(dtype=self.torch.int64)
 
     def scalars(self, device: int, values: list[Any]) -> list[int]:
         if not values:

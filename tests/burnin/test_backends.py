@@ -132,9 +132,16 @@ def test_word_sum_reads_the_bit_pattern():
     assert word_sum(np.array([-0.0], dtype=np.float32)) == -(2 ** 31)
     assert word_sum(np.array([0.0], dtype=np.float32)) == 0
     assert word_sum(np.array([1.0, 1.0], dtype=np.float16)) == 2 * 0x3C00
+    # a size that is a multiple of 8 bytes is summed as 64-bit words (little-endian here): two 32-bit
+    # ones make one word, 1.0f in its low half
+    assert word_sum(np.array([1.0, 0.0], dtype=np.float32)) == 0x3F800000
+    assert word_sum(np.array([0.0, 1.0], dtype=np.float32)) == 0x3F800000 << 32
+    assert word_sum(np.array([1.0] * 4, dtype=np.float16)) == 0x3C00_3C00_3C00_3C00
     # wraps modulo 2**64 exactly as the device sums do (int64 accumulation)
+    assert word_sum(np.full(4, 2 ** 62, dtype=np.int64)) == 0
     big = np.full(8, 2 ** 31 - 1, dtype=np.int32)
-    assert word_sum(big) == 8 * (2 ** 31 - 1)
+    assert word_sum(big) == (4 * 0x7FFFFFFF_7FFFFFFF + 2 ** 63) % 2 ** 64 - 2 ** 63
+    assert word_sum(np.full(3, 2 ** 31 - 1, dtype=np.int32)) == 3 * (2 ** 31 - 1)  # 12 bytes: 32-bit words
 
 
 @settings(max_examples=200, deadline=None)

@@ -69,3 +69,23 @@ def test_torch_copies_are_verified():
     assert {r.kind for r in results} == {"hbm_copy", "h2d", "d2h"}
     assert all(r.gbps and r.gbps > 0 and not r.corrupted and r.error is None for r in results), results
     assert all(f.status is not Status.FAIL for f in judge_bandwidth(results, None))
+
+
+@pytest.mark.parametrize("shape, dtype", [((8, 8), "bf16"), ((3, 3), "bf16"), ((5,), "fp32"), ((6,), "i32")])
+def test_the_on_device_checksum_is_the_hosts_word_sum_and_sees_one_flipped_bit(shape, dtype):
+    """64-bit words where the size is a multiple of 8 bytes (8x8 bf16, 6 int32), the element's size
+    otherwise (3x3 bf16, 5 fp32): the same value as NumPy's word_sum of the same bytes."""
+    np = pytest.importorskip("numpy")
+    backend = CpuTorch()
+    host = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float32).reshape(shape) * 1.5
+    arr = backend.upload(0, host.astype(np.int32) if dtype == "i32" else host, dtype)
+    bits = arr.view(-1).view(backend._words[arr.dtype])  # the bytes as integers (NumPy has no bf16)
+
+    def on_device_and_host():
+        return backend.scalars(0, [backend.checksum(0, arr)])[0], backends.word_sum(bits.numpy())
+
+    device, host_sum = on_device_and_host()
+    assert device == host_sum != 0
+    bits[-1] ^= 1 << 3  # one bit of the last element
+    after, host_after = on_device_and_host()
+    assert after == host_after != device

@@ -1,14 +1,15 @@
 """On a machine with CUDA GPUs and PyTorch: the burn-in's compute side for real. Skipped elsewhere.
 
 - run_gemm bf16 n=8192 for 10 s on every GPU verifies (float64 reference, repeats identical, GPUs of
-  one model agree) and sustains >= 90 % of the best bare ``torch.matmul`` figure measured in the same
-  run (all GPUs at once, as run_gemm loads them), while the telemetry sampler reads every GPU;
+  one model agree) and sustains >= 90 % of a bare matmul loop's average over the same 10 s, run right
+  after (all GPUs at once, as run_gemm loads them), while the telemetry sampler reads every GPU. The
+  loop's best chunk is printed, not compared: it catches the clocks between two power-cap steps, which
+  no sustained run keeps (an H200 at 700 W spent 60 % of the stress capped: best 785, average 663);
 - the HBM copy and the PCIe copies run, verify their data and give plausible figures.
 """
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -17,7 +18,7 @@ torch = pytest.importorskip("torch")
 from healthcheck.burnin import references  # noqa: E402
 from healthcheck.burnin.backends import TorchBackend  # noqa: E402
 from healthcheck.burnin.bandwidth import run_hbm_copy, run_pcie  # noqa: E402
-from healthcheck.burnin.gemm import run_gemm  # noqa: E402
+from healthcheck.burnin.gemm import plain_matmul_tflops, run_gemm  # noqa: E402
 from healthcheck.burnin.judge_compute import judge_bandwidth, judge_gemm, judge_telemetry  # noqa: E402
 from healthcheck.burnin.telemetry import Sampler  # noqa: E402
 from healthcheck.model import Status  # noqa: E402
@@ -28,30 +29,19 @@ pytestmark = [pytest.mark.gpu,
 N = 8192
 
 
-def plain_matmul_best(devices: list[int], n: int, seconds: float) -> dict[int, float]:
-    """Best TFLOP/s of a bare, synchronised torch.matmul bf16 loop, every device at once."""
-    best: dict[int, float] = {}
+def plain_matmul(backend, devices: list[int], n: int, seconds: float) -> dict[int, tuple[float, float]]:
+    """(best chunk, average) TFLOP/s of the bare bf16 matmul loop on the same inputs, every device at once."""
+    plain: dict[int, tuple[float, float]] = {}
 
     def run(dev: int) -> None:
-        a = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-        b = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-        torch.matmul(a, b)
-        torch.cuda.synchronize(dev)
-        top, stop = 0.0, time.perf_counter() + seconds
-        while time.perf_counter() < stop:
-            t0 = time.perf_counter()
-            for _ in range(20):
-                torch.matmul(a, b)
-            torch.cuda.synchronize(dev)
-            top = max(top, 2 * n ** 3 * 20 / (time.perf_counter() - t0) / 1e12)
-        best[dev] = top
+        plain[dev] = plain_matmul_tflops(backend, dev, n=n, dtype="bf16", duration_s=seconds)
 
     threads = [threading.Thread(target=run, args=(d,)) for d in devices]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return best
+    return plain
 
 
 def test_gemm_verifies_and_sustains_90_percent_of_plain_matmul():
@@ -60,18 +50,19 @@ def test_gemm_verifies_and_sustains_90_percent_of_plain_matmul():
     assert devices and all(d.name for d in devices)
     with Sampler(None, None, period_s=0.5) as sampler:
         results = run_gemm(backend, None, duration_s=10.0, n=N, dtype="bf16")
-    plain = plain_matmul_best([d.index for d in devices], N, 4.0)
+    plain = plain_matmul(backend, [d.index for d in devices], N, 10.0)
     sku = references.load().sku_for(devices[0].name)
     findings = judge_gemm(results, sku)
     for f in findings + judge_telemetry(sampler.summary()):
         print(f.status.value, f.check, f.message)
     for r in results:
-        print(f"{r.component}: ours {r.tflops:.1f} TFLOP/s, plain best {plain[r.device]:.1f}, "
-              f"{100 * r.tflops / plain[r.device]:.1f}%")
+        best, average = plain[r.device]
+        print(f"{r.component}: ours {r.tflops:.1f} TFLOP/s, plain average {average:.1f} (best {best:.1f}), "
+              f"{100 * r.tflops / average:.1f}%")
         assert r.errors == [] and r.dtype == "bf16" and r.iterations > 100
         assert r.mismatches == 0 and r.verified == r.iterations
         assert r.reference_error < 2e-2
-        assert r.tflops >= 0.9 * plain[r.device]
+        assert r.tflops >= 0.9 * average
     assert all(f.status is Status.PASS for f in findings if f.check == "burnin.gemm.verify")
     summary = sampler.summary()
     assert summary and all(s.samples >= 10 and s.temp_max_c is not None for s in summary.values())
