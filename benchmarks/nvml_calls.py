@@ -28,30 +28,11 @@ from tests.fakes.fake_pynvml import FakeNvml, h100_node  # noqa: E402
 
 
 class Counting:
-    """A pynvml stand-in that counts each ``nvml*`` call it forwards."""
+    """A pynvml stand-in that counts each ``nvml*`` call it forwards, and sums the wall time each
+    function took (µs) into ``micros`` when given one."""
 
-    def __init__(self, inner, counts: Counter):
-        self._inner, self._counts = inner, counts
-
-    def __getattr__(self, name):
-        value = getattr(self._inner, name)
-        if not (name.startswith("nvml") and callable(value)):
-            return value
-
-        def call(*args, **kwargs):
-            self._counts[name] += 1
-            return value(*args, **kwargs)
-        return call
-
-
-# ---- --live: on a machine with a real NVIDIA driver --------------------------------------------------
-
-class Timing(Counting):
-    """Counting, and the wall time each ``nvml*`` function took (µs, summed)."""
-
-    def __init__(self, inner, counts: Counter, micros: Counter):
-        super().__init__(inner, counts)
-        self._micros = micros
+    def __init__(self, inner, counts: Counter, micros: Counter | None = None):
+        self._inner, self._counts, self._micros = inner, counts, micros
 
     def __getattr__(self, name):
         value = getattr(self._inner, name)
@@ -64,9 +45,12 @@ class Timing(Counting):
             try:
                 return value(*args, **kwargs)
             finally:
-                self._micros[name] += (time.perf_counter() - start) * 1e6
+                if self._micros is not None:
+                    self._micros[name] += (time.perf_counter() - start) * 1e6
         return call
 
+
+# ---- --live: on a machine with a real NVIDIA driver --------------------------------------------------
 
 def _ms(fn, runs: int) -> float:
     times = []
@@ -210,7 +194,7 @@ def _warm_and_threads(nvml, runs: int) -> None:
         counts: Counter = Counter()
         micros: Counter = Counter()
         for _ in range(runs):
-            probe_gpus(Timing(nvml, counts, micros))
+            probe_gpus(Counting(nvml, counts, micros))
         print(f"\nwarm session (NVML held open): probe {_ms(lambda: probe_gpus(nvml), runs):.2f} ms median of "
               f"{runs}; per call, mean over {runs} probes:")
         print("| µs per call | function |\n|---|---|")
@@ -241,7 +225,7 @@ def live(runs: int) -> None:
     print(f"import pynvml: {(time.perf_counter() - start) * 1000:.1f} ms (nvidia-ml-py)")
     counts: Counter = Counter()
     micros: Counter = Counter()
-    gpus = probe_gpus(Timing(pynvml, counts, micros))
+    gpus = probe_gpus(Counting(pynvml, counts, micros))
     print(f"GPUs: {len(gpus)}: " + "; ".join(f"{g.name} {g.pci_bus_id} driver {g.driver_version} "
                                              f"lost={g.lost} error={g.error} field_errors={g.field_errors}"
                                              for g in gpus))

@@ -1,0 +1,32 @@
+"""benchmarks/nvml_calls.py --live runs on a GPU node only (scripts/gpu-tier.sh), rarely: here it runs over
+the fake pynvml, so that it cannot rot between two GPU sessions."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pynvml
+
+from tests.fakes.fake_pynvml import FakeNvml, h100_node
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_live_mode_times_each_function_and_reads_the_nvlink_counters_both_ways(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import nvml_calls
+
+    gpus = h100_node(2)
+    gpus[1].nvlink_errors[(3, pynvml.NVML_NVLINK_ERROR_DL_REPLAY)] = 7
+    fake = FakeNvml(gpus)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(nvml_calls.shutil, "which", lambda name: None)  # no nvidia-smi here
+    nvml_calls.live(2)
+    out = capsys.readouterr().out
+    calls = int(re.search(r"one probe: (\d+) NVML calls", out).group(1))
+    assert calls == 263  # the probe's calls for 2 GPUs of 18 links, as nvml_calls.py counts them
+    assert re.search(r"\| 144 \| \d+ \| [\d.]+ \| `nvmlDeviceGetNvLinkErrorCounter` \|", out)
+    assert "| 3 | replay_errors | 7 |" in out  # GPU 1, link 3, read by call
+    assert "warm session (NVML held open)" in out and "candidate fields in one nvmlDeviceGetFieldValues" in out
+    assert fake.sessions == 0  # every session it opened, it closed
