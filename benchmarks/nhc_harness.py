@@ -73,10 +73,11 @@ def host_facts(proc: str = "/proc") -> dict[str, int]:
     return facts
 
 
-def config_text(facts: dict[str, int]) -> str:
+def config_text(facts: dict[str, int], file_test_pairs: bool = False) -> str:
     """The host checks of the comparison, one NHC config line each, thresholds this machine passes
     (sizes in kB, which every NHC version reads; the positional check_fs_mount_rw form, which 1.4 and
-    later read)."""
+    later read). ``file_test_pairs``: the tree's check_file_test reads operator-file pairs (``-r F -f F``,
+    NHC 1.4's scripts) rather than operators then files (``-r -f F``)."""
     mem, swap, load = facts["mem_kb"], facts["swap_kb"], 64 * facts["cpus"]
     lines = [
         f"check_hw_cpuinfo {facts['sockets']} {facts['cores']} {facts['threads']}",  # CPU counts
@@ -87,8 +88,9 @@ def config_text(facts: dict[str, int]) -> str:
         "check_fs_mount_rw /",  # / mounted read-write
         "check_fs_free / 1%",  # free space
         "check_fs_used / 99%",  # used space
-        "check_file_test -r -f /etc/passwd",  # two file tests
-        "check_file_test -d -x /tmp",
+        # two file tests
+        "check_file_test -r /etc/passwd -f /etc/passwd" if file_test_pairs else "check_file_test -r -f /etc/passwd",
+        "check_file_test -d /tmp -x /tmp" if file_test_pairs else "check_file_test -d -x /tmp",
         f"check_ps_loadavg {load} {load} {load}",  # load average
     ]
     return "".join(f"* || {line}\n" for line in lines)
@@ -100,7 +102,7 @@ def command(root: str, scratch: str) -> tuple[list[str], dict[str, str]]:
     s = Path(scratch)
     for sub in ("etc", "log", "run", "state", "sysconfig", "helpers", "bin"):
         (s / sub).mkdir(parents=True, exist_ok=True)
-    (s / "etc" / "nhc.conf").write_text(config_text(host_facts()))
+    (s / "etc" / "nhc.conf").write_text(config_text(host_facts(), _file_test_takes_pairs(incdir)))
     (s / "sysconfig" / "nhc").write_text("# empty: no site settings\n")
     stub = s / "bin" / "logger"
     stub.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
@@ -121,8 +123,32 @@ def command(root: str, scratch: str) -> tuple[list[str], dict[str, str]]:
            "NHC_CFG_RUNDIR": str(s / "run"), "NHC_CFG_STATEDIR": str(s / "state"),
            "NHC_CFG_LIBEXECDIR": str(s / "helpers"),
            **{k: v for k, v in settings.items() if k != "PATH"}}
+    log = str(s / "log" / "nhc.log")
+    if _takes_log_option(driver):
+        log_args = ["-l", log]
+    else:  # NHC 1.4 has no -l: it reads LOGFILE, a shell redirection, from its environment
+        log_args, env["LOGFILE"] = [], f">>{log}"
     argv = ["/bin/bash", str(driver), "-D", str(s / "etc"), "-c", str(s / "etc" / "nhc.conf"),
-            "-l", str(s / "log" / "nhc.log"), "-t", "30",
+            *log_args, "-t", "30",
             *(f"{k}={v}" for k, v in settings.items() if k != "SYSLOG_CMD")]
     # SYSLOG_CMD holds a space: NHC eval's each NAME=value argument, so it travels in the environment only
     return argv, env
+
+
+def _takes_log_option(driver: Path) -> bool:
+    """Whether the driver's option parsing has ``-l <logfile>`` (NHC 1.4.1 and later)."""
+    import re
+
+    return any("l:" in m.group(1) for m in re.finditer(r'getopts\s+"([^"]*)"', driver.read_text(errors="replace")))
+
+
+def _file_test_takes_pairs(incdir: Path) -> bool:
+    """Whether the scripts' check_file_test reads operator-file pairs (its loop takes ``OP="$1"`` and
+    ``ARG="$2"`` two by two), as NHC 1.4's do."""
+    for path in incdir.glob("*.nhc"):
+        text = path.read_text(errors="replace")
+        start = text.find("function check_file_test()")
+        if start >= 0:
+            body = text[start:text.find("\n}", start)]
+            return 'OP="$1"' in body and 'ARG="$2"' in body
+    return False
