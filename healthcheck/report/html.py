@@ -294,10 +294,6 @@ def _trends(p: _Page) -> str:
     return title + "".join(parts)
 
 
-def _num(value: float) -> str:
-    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
-
-
 def _distributions(p: _Page, svg: str | None) -> str:
     r = p.r
     if not r.distributions:

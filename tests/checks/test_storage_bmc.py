@@ -5,7 +5,7 @@ import pytest
 
 from healthcheck.checks.bmc import event_key, event_keys
 from healthcheck.config import default_expectations, loads
-from healthcheck.model import BmcEvent, BmcInfo, BmcSensor, Snapshot, Status, StorageDevice
+from healthcheck.model import BmcInfo, BmcSensor, Snapshot, Status, StorageDevice
 from healthcheck.parsers.ipmitool import parse_sel
 from healthcheck.judge import judge
 

@@ -6,7 +6,6 @@ are caught on the fixture node as their matrix cases are."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 

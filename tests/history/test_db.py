@@ -11,7 +11,6 @@ from healthcheck.cli.history import db as db_group, history
 from healthcheck.history import migrations
 from healthcheck.history.db import (HistoryError, default_sqlite_path, make_engine, redact, redact_text,
                                     resolve_url)
-from healthcheck.history.ingest import ingest
 from tests.history.recs import run_record, write_spool
 
 SECRET = "s3cr%t p@ss:/word"

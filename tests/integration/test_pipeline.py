@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from healthcheck.collect import collect_bundle
 from tests.integration.test_bundles import make_node

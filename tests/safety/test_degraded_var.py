@@ -7,7 +7,6 @@ the last byte (ENOSPC), when this process may mount one (root here); skipped oth
 under-a-file case standing in for it."""
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 

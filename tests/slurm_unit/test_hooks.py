@@ -4,7 +4,6 @@ slurmctld is tested in tests/slurm/."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

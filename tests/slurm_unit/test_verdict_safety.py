@@ -5,15 +5,12 @@ The same behaviours against a real slurmctld: tests/slurm/test_verdict_actions.p
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
 
 from healthcheck import subproc
 from healthcheck.checks.gpu_xid import event_key
-from healthcheck.expectations import Expectations, XidPolicy, XidRule
 from healthcheck.model import Finding, Status, Verdict
 from healthcheck.slurm import actions, ledger
 from healthcheck.slurm.backend import ScontrolBackend, SlurmUnreachable
