@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 
+from ..lazyre import Pattern
 from ..model import EdacController, EdacDimm, PcieAer, normalize_pci_bus_id
 from ..parsers import ParseError
 from .pcie import device_dir, list_dir, parse_or_none, read_text, resolve_in_root
@@ -58,6 +59,13 @@ def parse_count(text: str) -> int:
     return int(value)
 
 
+# The file as the kernel writes it: "<NAME> <count>" lines, one space, a newline between them (the text is
+# stripped): read with one expression; anything else goes through the line-by-line reading, whose
+# answer for such a file is the same (tests/checks/test_host_counters.py compares them).
+_AER_FILE = Pattern(r"(?:[!-~]+ [0-9]{1,24}\n)*[!-~]+ [0-9]{1,24}")
+_AER_LINE = Pattern(r"([!-~]+) ([0-9]{1,24})")
+
+
 def parse_aer(text: str) -> dict[str, int]:
     """An ``aer_dev_*`` file -> {error type: count}, the ``TOTAL_ERR_*`` line included as is.
 
@@ -65,6 +73,8 @@ def parse_aer(text: str) -> dict[str, int]:
     is not ``<name> <count>``, or a file without any: ParseError."""
     if not isinstance(text, str):
         raise ParseError(f"AER counters: expected text, got {type(text).__name__}")
+    if _AER_FILE.fullmatch(text):
+        return {name: int(count) for name, count in _AER_LINE.findall(text)}
     out: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
         parts = line.split()

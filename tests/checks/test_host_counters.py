@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from healthcheck.bundle import snapshot_from_bundle, write_bundle
 from healthcheck.checks import registry
@@ -260,3 +262,58 @@ def test_pci_probes_follow_an_absolute_link_inside_the_root(tmp_path):
     assert link.pci_bus_id == HCA_ADDRS[0] and link.kind == "hca" and link.width_current == 16
     (aer,) = probe_pcie_aer(str(tmp_path))
     assert aer.kind == "hca" and aer.fatal["DLP"] == 1
+
+
+# ------------------------------------------------------------------- the fast readings are the same
+
+
+def _parse_aer_line_by_line(text):
+    """parse_aer's line-by-line reading alone (its answer for any text, the kernel's form included)."""
+    from healthcheck.probes import host_counters
+
+    saved = host_counters._AER_FILE
+    host_counters._AER_FILE = type(saved)(r"(?!)")  # matches nothing: every text takes the slow path
+    try:
+        return parse_aer(text)
+    finally:
+        host_counters._AER_FILE = saved
+
+
+_AER_ALPHABET = st.sampled_from(list("ABZaz_09 \t\r\n\x0b\x0c\x1c\x85\xa0-é٣") + ["TOTAL_ERR_COR", "DLP", "1" * 25])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(
+    st.lists(st.tuples(st.from_regex(r"[!-~]{1,12}", fullmatch=True), st.integers(0, 10 ** 24 - 1)), min_size=1,
+             max_size=20).map(lambda rows: "\n".join(f"{n} {c}" for n, c in rows)),
+    st.lists(_AER_ALPHABET, max_size=40).map("".join)))
+def test_parse_aer_fast_path_answers_as_the_line_by_line_reading(text):
+    try:
+        expected = _parse_aer_line_by_line(text)
+    except ParseError as exc:
+        with pytest.raises(ParseError):
+            parse_aer(text)
+        assert str(exc)
+        return
+    assert parse_aer(text) == expected
+
+
+@pytest.mark.parametrize("content", [b"0x10de\n", b"", b"a\r\nb\rc\n", b"\xff\xfeinvalid utf-8 \xe2\x82\n",
+                                     "ü".encode() * 3000, b"x" * 5000, b"  spaced  \n\n"])
+def test_read_text_gives_what_a_text_mode_read_of_4096_characters_gives(tmp_path, content):
+    from healthcheck.probes.pcie import read_text
+
+    path = tmp_path / "attr"
+    path.write_bytes(content)
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        expected = handle.read(4096).strip()
+    assert read_text(str(path)) == expected
+    assert read_text(str(tmp_path / "missing")) is None and read_text(str(tmp_path)) is None
+    assert read_text(str(tmp_path) + "/\0") is None
+
+
+def test_the_kernels_form_takes_the_fast_path():
+    from healthcheck.probes import host_counters
+
+    for kind in ("fatal", "nonfatal", "correctable"):
+        assert host_counters._AER_FILE.fullmatch(aer_text(kind, {"DLP": 3}).strip())
