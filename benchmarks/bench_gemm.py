@@ -5,7 +5,8 @@ the bare loop (``plain_matmul_tflops``: the backend's matmul, no verification, b
 and whole-loop average) on every device at once for as long, and prints one row per device: what
 verification costs in throughput, as ours against the bare loop's average over the same time (its
 best chunk is shown too: it catches the clocks between two power-cap steps, which no sustained run
-keeps; an H200 at 700 W spends most of a 10 s bf16 loop capped). On a CPU-only machine the NumPy backend runs (fp32, small n).
+keeps; an H200 at 700 W spends most of a 10 s bf16 loop capped). On a CPU-only machine the NumPy
+backend runs (fp32, small n).
 
     .venv/bin/python benchmarks/bench_gemm.py [--backend auto|torch|cupy|numpy] [--n 8192]
                                               [--dtype bf16] [--duration 10]

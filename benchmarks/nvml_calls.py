@@ -83,7 +83,8 @@ def _by_call(nvml, handle) -> dict:
 
 # scoped per link (scopeId = link): the field values that could replace the per-link calls
 SCOPED = (("state", "NVML_FI_DEV_NVLINK_GET_STATE"), ("replay_errors", "NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY"),
-          ("recovery_errors", "NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY"), ("crc_flit_errors", "NVML_FI_DEV_NVLINK_ERROR_DL_CRC"))
+          ("recovery_errors", "NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY"),
+          ("crc_flit_errors", "NVML_FI_DEV_NVLINK_ERROR_DL_CRC"))
 # per-link field ids of links 0-5 (ids for 6-11 exist too): CRC data has no scoped field
 LEGACY = (("crc_flit_errors", "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L"),
           ("crc_data_errors", "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L"),
@@ -207,7 +208,8 @@ def _warm_and_threads(nvml, runs: int) -> None:
                 t.start()
             for t in threads:
                 t.join()
-        print(f"\nsame GPU, warm: two probes one after the other {_ms(lambda: (probe_gpus(nvml), probe_gpus(nvml)), runs):.2f} ms, "
+        sequential = _ms(lambda: (probe_gpus(nvml), probe_gpus(nvml)), runs)
+        print(f"\nsame GPU, warm: two probes one after the other {sequential:.2f} ms, "
               f"two threads at once {_ms(two_threads, runs):.2f} ms (medians of {runs})")
         handle = nvml.nvmlDeviceGetHandleByIndex(0)
         _field_candidates(nvml, handle, runs)

@@ -55,9 +55,10 @@ def short_hostname() -> str:
 
 # Probes that cannot block in the kernel (a non-blocking /dev/kmsg read with its own deadline, counters
 # the kernel keeps in memory): run in the calling thread, one after the other, before the other probes'
-# threads start (but for EARLY_PROBES'). Threads that run Python at the same time hand the GIL to each other at its switch
-# interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after the other (a warm
-# process, this machine), so only what may hang (a GPU, an HCA's firmware, a network mount) gets a thread.
+# threads start (but for EARLY_PROBES'). Threads that run Python at the same time hand the GIL to each
+# other at its switch interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after
+# the other (a warm process, this machine), so only what may hang (a GPU, an HCA's firmware, a network
+# mount) gets a thread.
 INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
 # Probes that share one thread, which a new one takes over from whenever a probe stalls 10 ms
 # (``bounded.walk``), rather than a thread each: those that read sysfs and /proc (quick, but an HCA's

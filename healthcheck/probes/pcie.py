@@ -160,7 +160,7 @@ def read_text(path: str) -> str | None:
     except (OSError, ValueError):
         return None
     try:
-        data = os.read(fd, 16384)  # 4,096 characters are at most 16,384 bytes of UTF-8
+        data = os.read(fd, 16384)  # 4,096 characters are at most 16,384 bytes; an attribute comes in one read
     except OSError:
         return None
     finally:

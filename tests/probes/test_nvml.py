@@ -224,7 +224,8 @@ def test_the_devices_are_probed_at_once_with_the_same_values_in_index_order():
     infos = probe_gpus(nvml=fake)
     assert not fake.barrier.broken
     assert [g.index for g in infos] == list(range(8))
-    assert [g.uuid for g in infos if not g.lost] == [f"GPU-4f6c2a1e-7b3d-4c55-9e2a-{i:012x}" for i in range(8) if i != 6]
+    uuids = [f"GPU-4f6c2a1e-7b3d-4c55-9e2a-{i:012x}" for i in range(8) if i != 6]
+    assert [g.uuid for g in infos if not g.lost] == uuids
     assert infos[5].ecc_uncorrected_volatile == 3 and infos[4].ecc_uncorrected_volatile == 0
     assert infos[6].lost and "GPU is lost" in infos[6].error
     # one device after the other gives the same GpuInfo for each
