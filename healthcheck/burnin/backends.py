@@ -20,7 +20,7 @@ Arrays are opaque to callers (a torch tensor, a CuPy or NumPy array). Host array
 size is a multiple of 8 bytes; else as its 16- or 32-bit elements: ``backend_base.word_bytes``), left
 on the device (no synchronisation; ``scalars`` fetches many at once). Any single flipped bit changes
 it; it costs one read of the array with a native 64-bit reduction (0.04 ms for an n=8192 bf16 product
-on an H200, where summing the 16-bit elements into 64 bits took 0.36 ms: 18 % of the stress).
+on an H200, where summing the 16-bit elements into 64 bits took 0.36 ms and cost the stress 18 % of its rate).
 The same sum computed by NumPy on the host (:func:`word_sum`) is bit-for-bit comparable.
 """
 from __future__ import annotations

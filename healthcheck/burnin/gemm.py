@@ -20,7 +20,7 @@ Every timed iteration 1..N (every ``verify_every``-th) is checked against iterat
 backend's on-device ``checksum`` (the 64-bit wrapping sum of the output's bytes as 64-bit words): the
 same kernel on the same inputs must give bitwise the same output, and any single flipped bit changes
 the sum. Trade-off, documented: downloading and hashing every product (n=8192 bf16: 128 MiB, ~3 ms over
-PCIe against a ~1.3 ms GEMM on an H200) would cut the stress by two thirds; the checksum reads C once
+PCIe against a ~1.7 ms GEMM on an H200) would cut the stress by two thirds; the checksum reads C once
 (0.04 ms on an H200, measured: the stress runs at 95-99 % of a bare matmul loop) and never leaves the
 device (fetched in batches), but compensating multi-bit changes could in principle cancel in the sum.
 To close that gap the last product is downloaded and hashed in full as well (a digest differing from
