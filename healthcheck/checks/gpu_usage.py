@@ -61,8 +61,9 @@ def gpu_memory_used(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]
     """GPU memory in use (outside a job) stays below ``max_used_mib``.
 
     Above the limit (1024 MiB) -> WARN, FAIL when threshold ``fail`` is true. The default leaves room
-    for what the driver itself holds: recent drivers report reserved memory apart and show a few MiB
-    used on an idle H100, older ones count a reservation of a few hundred MiB as used.
+    for what the driver itself holds: recent drivers report reserved memory apart (nvidia-smi, and NVML's
+    second memory call, which the probe uses: 616 MiB reserved and 0 used on an idle H200, driver 580);
+    older ones count a reservation of a few hundred MiB as used.
     SKIP when memory use is not reported.
     """
     name = "gpu.memory_used"

@@ -320,7 +320,7 @@ def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
         info.remap_correctable, info.remap_uncorrectable = int(corr), int(unc)
         info.remap_pending, info.remap_failure = bool(pending), bool(failure)
     info.throttle_reasons = _throttle(reader, handle)
-    mem = reader.get("nvmlDeviceGetMemoryInfo", handle, fields=("memory_used_mib", "memory_total_mib"))
+    mem = _memory(reader, handle)
     if mem is not None:
         info.memory_used_mib, info.memory_total_mib = mem.used / MIB, mem.total / MIB
     info.processes = _processes(reader, handle)
@@ -328,6 +328,28 @@ def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
     info.fabric_state, info.fabric_status = _fabric(reader, handle)
     _sram(reader, handle, info)
     _field_values(reader, handle, info)
+
+
+_MEMORY_FIELDS = ("memory_used_mib", "memory_total_mib")
+
+
+def _memory(reader: _Reader, handle: Any) -> Any:
+    """Framebuffer memory: ``nvmlDeviceGetMemoryInfo_v2`` where the driver and pynvml have it (its "used"
+    leaves out what the driver reserves, as nvidia-smi's "Used" does: an idle H200 on driver 580
+    reserves 616 MiB, which the first version counts as used), else the first version."""
+    version = reader.const("nvmlMemory_v2")
+    if version is not None:
+        try:
+            return reader.call("nvmlDeviceGetMemoryInfo", handle, version)
+        except (AttributeError, TypeError):
+            pass  # a pynvml without the call or without its version argument
+        except reader.nvml.NVMLError as exc:
+            older = {reader.const(n) for n in ("NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_SUPPORTED",
+                                               "NVML_ERROR_ARGUMENT_VERSION_MISMATCH")} - {None}
+            if reader.code(exc) not in older:
+                reader.failed("nvmlDeviceGetMemoryInfo_v2", exc, _MEMORY_FIELDS)
+                return None
+    return reader.get("nvmlDeviceGetMemoryInfo", handle, fields=_MEMORY_FIELDS)
 
 
 def _throttle(reader: _Reader, handle: Any) -> list[str] | None:

@@ -448,3 +448,43 @@ def test_snapshot_for_hands_nvml_close_to_the_live_probes(monkeypatch):
     acquire.snapshot_for("n1", default_expectations(), "2026-12-04T00:00:00+00:00")
     acquire.snapshot_for("n1", default_expectations(), "2026-12-04T00:00:00+00:00", nvml_close=False)
     assert seen == [True, False]
+
+
+# ----------------------------------------------------------------------- memory the driver reserves
+
+
+def test_memory_the_driver_reserves_is_not_counted_as_used_as_nvidia_smi_does_not():
+    """An idle H200 on driver 580: nvidia-smi "Reserved 616 MiB, Used 0 MiB"; the first version of the
+    NVML call counts the reservation as used, the second (what nvidia-smi reads) does not."""
+    gpu = h100_node(1)[0]
+    gpu.memory_used, gpu.memory_reserved = 0, 616 * MIB
+    (g,), fake = probe([gpu])
+    assert (g.memory_used_mib, g.memory_total_mib) == (0.0, 81559.0)
+    assert "nvmlDeviceGetMemoryInfo_v2" in fake.calls and "nvmlDeviceGetMemoryInfo" not in fake.calls
+
+
+def test_a_driver_without_the_second_version_gives_the_first_ones_figure():
+    gpu = h100_node(1)[0]
+    gpu.memory_used, gpu.memory_reserved, gpu.memory_v2 = 0, 616 * MIB, False
+    (g,), _ = probe([gpu])
+    assert g.memory_used_mib == 616.0 and g.field_errors == {} and g.error is None
+
+
+def test_a_pynvml_without_the_version_argument_gives_the_first_ones_figure():
+    class OldPynvml(FakeNvml):
+        def nvmlDeviceGetMemoryInfo(self, h):  # no version argument: TypeError when given one
+            return super().nvmlDeviceGetMemoryInfo(h)
+
+    gpu = h100_node(1)[0]
+    gpu.memory_reserved = 616 * MIB
+    (g,) = probe_gpus(nvml=OldPynvml([gpu]))
+    assert g.memory_used_mib == 617.0 and g.error is None
+
+
+def test_an_error_of_the_second_version_is_that_fields_error():
+    gpu = h100_node(1)[0]
+    gpu.errors["nvmlDeviceGetMemoryInfo_v2"] = pynvml.NVML_ERROR_UNKNOWN
+    (g,), _ = probe([gpu])
+    assert g.memory_used_mib is None and g.memory_total_mib is None
+    assert g.field_errors["memory_used_mib"] == "Unknown Error (nvmlDeviceGetMemoryInfo_v2)"
+    assert not g.lost
