@@ -4,11 +4,13 @@ around them (over the tests' fake pynvml, so without a driver's own time).
     .venv/bin/python benchmarks/nvml_calls.py [--gpus 8] [--runs 20]
     python3 benchmarks/nvml_calls.py --live [--runs 20]      # on a GPU node (scripts/gpu-tier.sh runs it)
 
-Over the fake, the driver's time per call is not in the figures; docs/performance.md multiplies these
-counts by the per-call times --live measured. --live: the real pynvml on this machine's GPUs, each
-function's calls and time in one probe, nvmlInit alone, the whole probe, one ``nvidia-smi -q`` process,
-and each GPU's NVLink counters read both ways (one call per value as the probe does, and one
-``nvmlDeviceGetFieldValues`` call), side by side. Not part of the test run.
+Over the fake, the driver's time per call is not in the figures. --live: the real pynvml on this
+machine's GPUs: importing pynvml, loading its library and nvmlInit, each in fresh interpreters; each
+function's calls and time in one probe; nvmlInit alone, the whole probe, one ``nvidia-smi -q`` process;
+each GPU's NVLink counters read both ways (one call per value as the probe does, and one
+``nvmlDeviceGetFieldValues`` call), side by side; then the same probe in a session already open, two
+probes of one GPU at once, and the field values that could stand for calls beside those calls.
+docs/performance.md holds what it measured on an H200. Not part of the test run.
 """
 from __future__ import annotations
 
@@ -61,6 +63,38 @@ def _ms(fn, runs: int) -> float:
     return statistics.median(times)
 
 
+def _fields(nvml, handle, asks: list) -> list:
+    """One ``nvmlDeviceGetFieldValues`` call: each field's value, or "error <code>" (the probe's own
+    reading, ``_Reader.fields``, keeps only None for these)."""
+    from healthcheck.probes.nvml import _VALUE_MEMBER
+
+    return [f"error {item.nvmlReturn}" if item.nvmlReturn else
+            int(getattr(item.value, _VALUE_MEMBER.get(item.valueType, "ullVal")))
+            for item in nvml.nvmlDeviceGetFieldValues(handle, asks)]
+
+
+# Measured in fresh interpreters, each printing its milliseconds: what a hook's own process pays
+FRESH = {
+    "import pynvml": "import time; t = time.perf_counter(); import pynvml; print((time.perf_counter() - t) * 1000)",
+    "loading libnvidia-ml (no session)": "import time, pynvml; t = time.perf_counter(); pynvml._LoadNvmlLibrary(); "
+                                         "print((time.perf_counter() - t) * 1000)",
+    "nvmlInit, the library loaded": "import time, pynvml; pynvml._LoadNvmlLibrary(); t = time.perf_counter(); "
+                                    "pynvml.nvmlInit(); print((time.perf_counter() - t) * 1000)",
+}
+
+
+def _fresh_ms(code: str, runs: int) -> str:
+    import subprocess
+
+    times = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            return f"n/a ({(proc.stderr.strip().splitlines() or ['failed'])[-1][:80]})"
+        times.append(float(proc.stdout))
+    return f"{statistics.median(times):.2f} ms median of {runs}"
+
+
 def _by_call(nvml, handle) -> dict:
     """{(link, counter name): value or 'error <code>'} and the link states, one call per value (the
     probe's way today), links until NotSupported / InvalidArgument."""
@@ -92,11 +126,9 @@ LEGACY = (("crc_flit_errors", "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L"),
           ("recovery_errors", "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L"))
 
 
-def _by_fields(nvml, handle, links: int) -> dict:
+def _by_fields(nvml, handle, links: int) -> tuple[dict, int]:
     """The same values from one nvmlDeviceGetFieldValues call: scoped fields for every link, and the
-    per-link legacy ids of links 0-5."""
-    from healthcheck.probes.nvml import _VALUE_MEMBER
-
+    per-link legacy ids of links 0-5. Returns them and how many fields were asked."""
     asks, keys = [], []
     for link in range(links):
         for name, const in SCOPED:
@@ -107,13 +139,7 @@ def _by_fields(nvml, handle, links: int) -> dict:
             if link < 6 and hasattr(nvml, f"{prefix}{link}"):
                 asks.append(getattr(nvml, f"{prefix}{link}"))
                 keys.append((link, name + " (legacy id)"))
-    out: dict = {}
-    for key, item in zip(keys, nvml.nvmlDeviceGetFieldValues(handle, asks)):
-        if item.nvmlReturn != 0:
-            out[key] = f"error {item.nvmlReturn}"
-        else:
-            out[key] = int(getattr(item.value, _VALUE_MEMBER.get(item.valueType, "ullVal")))
-    return out, len(asks)
+    return dict(zip(keys, _fields(nvml, handle, asks))), len(asks)
 
 
 # Field values that could stand for the probe's per-function queries: (label, field constant, the call and
@@ -154,23 +180,14 @@ CANDIDATES = (
 def _field_candidates(nvml, handle, runs: int) -> None:
     """Each candidate field beside the call it could replace: values, and the time of the call (median,
     warm session), of the field alone, and of all fields in one call."""
-    from healthcheck.probes.nvml import _VALUE_MEMBER
-
     present = [c for c in CANDIDATES if hasattr(nvml, c[1])]
     ids = [getattr(nvml, c[1]) for c in present]
-
-    def read_fields(which):
-        out = []
-        for item in nvml.nvmlDeviceGetFieldValues(handle, which):
-            out.append(f"error {item.nvmlReturn}" if item.nvmlReturn else
-                       int(getattr(item.value, _VALUE_MEMBER.get(item.valueType, "ullVal"))))
-        return out
-    values = read_fields(ids)
+    values = _fields(nvml, handle, ids)
     print(f"\nall {len(ids)} candidate fields in one nvmlDeviceGetFieldValues call: "
-          f"{_ms(lambda: read_fields(ids), runs):.3f} ms median of {runs}")
+          f"{_ms(lambda: _fields(nvml, handle, ids), runs):.3f} ms median of {runs}")
     print("| value | field | field ms | call | call ms |\n|---|---|---|---|---|")
     for (label, _, fn, args, read), fid, value in zip(present, ids, values):
-        field_ms = _ms(lambda: read_fields([fid]), runs)
+        field_ms = _ms(lambda: _fields(nvml, handle, [fid]), runs)
         call, call_ms = "–", ""
         if fn and hasattr(nvml, fn):
             consts = [getattr(nvml, a) for a in args]
@@ -186,8 +203,6 @@ def _warm_and_threads(nvml, runs: int) -> None:
     """Per-function times with NVML already open (a warm session: the probe's own init is a reference
     count), and the same GPU probed by two threads at once against one after the other."""
     import threading
-
-    from healthcheck.probes.nvml import probe_gpus
 
     nvml.nvmlInit()
     try:
@@ -220,11 +235,10 @@ def _warm_and_threads(nvml, runs: int) -> None:
 def live(runs: int) -> None:
     import subprocess
 
-    from healthcheck.probes.nvml import probe_gpus
+    import pynvml  # noqa: PLC0415 - loaded already here (the fake imports it): FRESH times its import
 
-    start = time.perf_counter()
-    import pynvml  # noqa: PLC0415
-    print(f"import pynvml: {(time.perf_counter() - start) * 1000:.1f} ms (nvidia-ml-py)")
+    for label, code in FRESH.items():
+        print(f"{label}, a fresh interpreter: {_fresh_ms(code, 5)}")
     counts: Counter = Counter()
     micros: Counter = Counter()
     gpus = probe_gpus(Counting(pynvml, counts, micros))

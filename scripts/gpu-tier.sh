@@ -9,7 +9,7 @@
 #   check.json         `healthcheck check --format json`: every default check, live
 #   node.tar.gz        `healthcheck collect`: a real bundle of this node (fixtures, offline checks)
 #   gpu-tests.log/xml  pytest -m gpu tests/gpu (live NVML probe, real GEMM, bandwidth, telemetry,
-#                      and the goal: our GEMM phase >= 90 % of bare torch.matmul bf16 in the same run)
+#                      and the goal: our GEMM phase >= 90 % of a bare matmul loop's average, as long)
 #   bench_gemm.txt     benchmarks/bench_gemm.py: our verified GEMM against the bare loop, per GPU
 #   burnin.json        `healthcheck burnin run --suite quick --phases checks,gemm,bandwidth`
 #

@@ -28,5 +28,8 @@ def test_live_mode_times_each_function_and_reads_the_nvlink_counters_both_ways(m
     assert calls == 263  # the probe's calls for 2 GPUs of 18 links, as nvml_calls.py counts them
     assert re.search(r"\| 144 \| \d+ \| [\d.]+ \| `nvmlDeviceGetNvLinkErrorCounter` \|", out)
     assert "| 3 | replay_errors | 7 |" in out  # GPU 1, link 3, read by call
+    # the fresh interpreters import the real pynvml: without a driver its library cannot load, said so
+    assert re.search(r"import pynvml, a fresh interpreter: [\d.]+ ms median of 5", out)
+    assert "loading libnvidia-ml (no session), a fresh interpreter: " in out
     assert "warm session (NVML held open)" in out and "candidate fields in one nvmlDeviceGetFieldValues" in out
     assert fake.sessions == 0  # every session it opened, it closed
