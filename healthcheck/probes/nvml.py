@@ -343,10 +343,9 @@ def _memory(reader: _Reader, handle: Any) -> Any:
             return reader.call("nvmlDeviceGetMemoryInfo", handle, version)
         except (AttributeError, TypeError):
             pass  # a pynvml without the call or without its version argument
-        except reader.nvml.NVMLError as exc:
-            older = {reader.const(n) for n in ("NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_SUPPORTED",
-                                               "NVML_ERROR_ARGUMENT_VERSION_MISMATCH")} - {None}
-            if reader.code(exc) not in older:
+        except reader.nvml.NVMLError as exc:  # not offered (as _QUIET_ERRORS), or a struct version it lacks
+            code = reader.code(exc)
+            if code not in reader._quiet and code != reader.const("NVML_ERROR_ARGUMENT_VERSION_MISMATCH"):
                 reader.failed("nvmlDeviceGetMemoryInfo_v2", exc, _MEMORY_FIELDS)
                 return None
     return reader.get("nvmlDeviceGetMemoryInfo", handle, fields=_MEMORY_FIELDS)

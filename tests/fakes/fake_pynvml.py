@@ -56,7 +56,6 @@ class FakeGpu:
     memory_total: int = 81_559 * 1024 * 1024
     memory_used: int = 1 * 1024 * 1024
     memory_reserved: int = 0  # what the driver holds for itself (616 MiB on an idle H200, driver 580)
-    memory_v2: bool = True  # the driver answers nvmlDeviceGetMemoryInfo_v2
     fabric_state: int | None = real.NVML_GPU_FABRIC_STATE_COMPLETED  # None: NotSupported
     fabric_status: int = real.NVML_SUCCESS
     recovery_action: int = real.NVML_GPU_RECOVERY_ACTION_NONE
@@ -298,14 +297,13 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, h: FakeGpu, version: int | None = None) -> Any:
         """As pynvml: no version, the first struct, whose "used" counts the driver's reservation; with
-        ``nvmlMemory_v2``, the second, "reserved" apart (FunctionNotFound where ``memory_v2`` is False)."""
+        ``nvmlMemory_v2``, the second, "reserved" apart (an older driver: ``errors`` for
+        "nvmlDeviceGetMemoryInfo_v2")."""
         if not version:
             g = self._dev(h, "nvmlDeviceGetMemoryInfo")
             used = g.memory_used + g.memory_reserved
             return real.c_nvmlMemory_t(total=g.memory_total, used=used, free=g.memory_total - used)
         g = self._dev(h, "nvmlDeviceGetMemoryInfo_v2")
-        if not g.memory_v2:
-            self._raise(real.NVML_ERROR_FUNCTION_NOT_FOUND)
         return real.c_nvmlMemory_v2_t(version=version, total=g.memory_total, reserved=g.memory_reserved,
                                       used=g.memory_used, free=g.memory_total - g.memory_reserved - g.memory_used)
 

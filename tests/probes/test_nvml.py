@@ -463,9 +463,12 @@ def test_memory_the_driver_reserves_is_not_counted_as_used_as_nvidia_smi_does_no
     assert "nvmlDeviceGetMemoryInfo_v2" in fake.calls and "nvmlDeviceGetMemoryInfo" not in fake.calls
 
 
-def test_a_driver_without_the_second_version_gives_the_first_ones_figure():
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NOT_SUPPORTED,
+                                  pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH])
+def test_a_driver_without_the_second_version_gives_the_first_ones_figure(code):
     gpu = h100_node(1)[0]
-    gpu.memory_used, gpu.memory_reserved, gpu.memory_v2 = 0, 616 * MIB, False
+    gpu.memory_used, gpu.memory_reserved = 0, 616 * MIB
+    gpu.errors["nvmlDeviceGetMemoryInfo_v2"] = code
     (g,), _ = probe([gpu])
     assert g.memory_used_mib == 616.0 and g.field_errors == {} and g.error is None
 
