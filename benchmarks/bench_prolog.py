@@ -1,9 +1,9 @@
 """Measure the prolog hook as slurmd runs it, interleaved with the bare interpreter and, given one, LBNL NHC.
 
 Setup (reproducible, from the project's fixtures): the prolog wrapper rendered from the package's own
-template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it),
-executed as slurmd executes a hook (its path, the kernel reading its #! line), SLURMD_NODENAME and
-SLURM_JOB_ID set, in its own process group.
+template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it: a
+bash script), executed as slurmd executes a hook (its path, the kernel reading its #! line),
+SLURMD_NODENAME and SLURM_JOB_ID set, in its own process group.
 The drain backend is never called on a healthy node; the spool record is written (with fsync) as in
 production, under a temporary directory.
 
@@ -21,9 +21,12 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          run) through the agent; scontrol is a stub printing an idle node's line, so the
                          RPC to slurmctld (milliseconds on a real cluster) is not in the figure
   ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
-                         systemd unit starts it): the wrapper hands the hook to a worker forked from it.
-                         The cases above run with no agent (the wrapper's connect fails, the hook runs
-                         in its own process: an install without the agent)
+                         systemd unit starts it): the hook's bash hands its work to a worker forked from
+                         it, at the agent's door (healthcheck/slurm/door.py). The cases above run with
+                         no agent (no door: the hook's bash runs its Python client, whose connect fails,
+                         and the hook runs in that process: an install without the agent)
+  ... the agent's socket the prolog through the agent as the hooks reached it before the door: the
+                         Python client (python -IS) connecting to the agent's socket
   NHC (--nhc DIR)        LBNL NHC from a tree the user has, on the same host checks (see nhc_harness.py:
                          scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
                          a stub logger)
@@ -55,6 +58,7 @@ GPU8 = "prolog, 8-GPU bundle + host live"
 FAST = 'prolog, prolog_mode = "fast"'
 AGENT = "prolog, default checks, host live, through the warm agent"
 AGENT8 = "prolog, 8-GPU bundle + host live, through the warm agent"
+SOCKET = "prolog, default checks, host live, through the agent's socket (Python client)"
 EPILOG = "epilog, default checks, host live"
 EPILOG_AGENT = "epilog, default checks, host live, through the warm agent"
 HCP_AGENT = "HealthCheckProgram (slurm-check), through the warm agent, scontrol stubbed"
@@ -85,10 +89,12 @@ def start_agent(work: Path, name: str, env: dict[str, str]):
     proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
                              "--config", str(work / f"{name}.toml")], env=env, cwd="/",
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from healthcheck.slurm.door import paths_for
+
     deadline = time.monotonic() + 60
-    while not sock.exists():
+    while not all(Path(p).exists() for p in (sock, *paths_for(str(sock)))):  # socket, door and pid file
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the agent for {name} did not start (exit {proc.poll()})")
+            raise SystemExit(f"the agent for {name} did not start with its door (exit {proc.poll()})")
         time.sleep(0.02)
     time.sleep(0.2)  # its spares forked
     return proc, sock
@@ -230,7 +236,10 @@ def main() -> None:
                "SLURM_JOB_USER": "alice",
                "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
         wrappers = setup(work)
+        from healthcheck.slurm.install import python_part
+
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
+                 SOCKET: ([py, "-IS", "-c", python_part(wrappers["default-agent"].read_text()), "prolog"], env),
                  DEFAULT: ([str(wrappers["default"])], env),
                  GPU8: ([str(wrappers["gpu8"])], env)}
         agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
@@ -239,6 +248,7 @@ def main() -> None:
         # cores for that one's replacement spare, a fork and a warm-up: docs/performance.md.)
         cases[AGENT] = ([str(wrappers["default-agent"])], env)
         cases[AGENT8] = ([str(wrappers["gpu8-agent"])], env)
+
         # its own cache dir: a slurm-check run of a config without the fast mode removes the node's gate,
         # which the fast-mode case reads
         cases[HCP_AGENT] = ([str(wrappers["check-agent"])], {**env, "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache-hcp"})
@@ -257,7 +267,8 @@ def main() -> None:
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
         try:
-            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (EPILOG, False),
+            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False),
+                                (EPILOG, False),
                                 (EPILOG_AGENT, False), (HCP_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
             load_before = loadavg()

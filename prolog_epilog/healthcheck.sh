@@ -1,17 +1,58 @@
-#!/opt/healthcheck/.venv/bin/python -IS
-# healthcheck healthcheck hook for slurm.conf; slurmd runs it as root. Written by `healthcheck slurm install-hooks`
+#!/bin/bash
+# healthcheck HealthCheckProgram for slurm.conf; slurmd runs it as root. Written by `healthcheck slurm install-hooks`
 # from the template shipped in the package (healthcheck/slurm/templates/healthcheck.sh): do not edit, re-install.
-# A Python script (its interpreter on the first line, isolated mode): one process before every job, not
-# a shell and then Python. With the node's agent listening on the socket (healthcheck-agent.service), a
-# process forked from it runs the hook; else it runs here.
-# -S: no site set-up (its .pth files and imports cost ~2.5 ms a run): the package is found where it was
-# installed; the hook, when it runs here, does the usual set-up first.
+hook=slurm-check
+# What follows is the same in the three hooks (healthcheck/slurm/templates/client.bash).
+# With the node's agent up (healthcheck-agent.service: its pid file names a live process), this bash
+# process hands the hook to it through its door, a FIFO beside its socket that only root can write:
+# one request line naming this process and a pipe it holds, into which a worker the agent forked ahead
+# answers (see healthcheck/slurm/door.py). No interpreter starts for a hook the agent takes. Without
+# the agent, or when it gives no answer within a second, the Python client below runs: it tries the
+# agent's socket, then runs the hook in its own process.
+set -f
+t0=${EPOCHREALTIME//[!0-9]/}
+door=/run/healthcheck/agent.door
+if [[ -n $door && -p $door ]] && { read -r apid <"/run/healthcheck/agent.pid"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] \
+    && { exec 3<> <(:); } 2>/dev/null \
+    && { printf '1 %s 3 %s %s %s%s\n' "$$" "$t0" "$hook" "/etc/healthcheck/healthcheck.toml" "" 1<>"$door"; } 2>/dev/null; then
+  line=
+  IFS= read -r -t 1 -u 3 line
+  set -- $line
+  if [[ $1 == accepted && $2 =~ ^[0-9]+$ && $3 =~ ^[0-9]+$ ]]; then
+    pgid=$3 end=$(( t0 + $2 + 500000 ))
+    exec 4</proc/self/fd/3 3>&-  # the worker now holds the pipe's only write end: its exit ends the pipe
+    while now=${EPOCHREALTIME//[!0-9]/}; (( now < end )); do
+      printf -v left '%d.%06d' $(( (end - now) / 1000000 )) $(( (end - now) % 1000000 ))
+      if IFS= read -r -t "$left" -u 4 line; then
+        case $line in
+          "log "*) printf '%s\n' "${line#log }" >&2 ;;
+          "budget "*) [[ ${line#budget } =~ ^[0-9]+$ ]] && end=$(( t0 + ${line#budget } + 500000 )) ;;
+          "done "*) rc=${line#done }; [[ $rc =~ ^[0-9]{1,3}$ ]] && (( rc < 256 )) || rc=0; exit "$rc" ;;
+        esac
+      elif (( $? <= 128 )); then  # end of the pipe: the worker ended without a verdict (a bug of ours)
+        printf 'healthcheck: %s\n' "the agent's worker gave no verdict (it ended); nothing judged" >&2
+        exit 0
+      fi
+    done
+    (( pgid > 1 )) && kill -9 -- "-$pgid" 2>/dev/null  # past the budget (a bug of ours): never drains a node
+    printf 'healthcheck: %s\n' "the agent's worker gave no verdict (timed out); nothing judged" >&2
+    exit 0
+  fi
+  exec 3>&-
+  if [[ $1 == refused ]]; then
+    printf 'healthcheck: %s\n' "agent not used, the hook runs here: agent refused: ${line#refused }" >&2
+  else
+    printf 'healthcheck: %s\n' "agent not used, the hook runs here: no answer at its door" >&2
+  fi
+fi
+exec /opt/healthcheck/.venv/bin/python -IS -c '
 import sys
 sys.path.append("/opt/healthcheck/.venv/lib/python" + str(sys.version_info[0]) + "." + str(sys.version_info[1]) + "/site-packages")
 try:
     from healthcheck.slurm.agentclient import run
-except ImportError:  # the package is no longer there: the interpreter's usual set-up finds it
+except ImportError:
     import site
     site.main()
     from healthcheck.slurm.agentclient import run
-run(["slurm-check", "--config", "/etc/healthcheck/healthcheck.toml", "--agent", "/run/healthcheck/agent.sock"])
+run([sys.argv[1], "--config", "/etc/healthcheck/healthcheck.toml", "--agent", "/run/healthcheck/agent.sock"])
+' "$hook"

@@ -5,8 +5,10 @@
 and HealthCheckProgram run (the hook, its probes, the checks of those contexts, the config from its
 cache) and freezes that heap (``gc.freeze``). Then it keeps ``SPARES`` workers forked ahead, each
 waiting in ``accept()`` with its own watchdog child forked ahead too (``watchdog.prepare``), warmed by
-one probe-and-judge whose result is thrown away (no GPU call, nothing written). A wrapper's request
-(:mod:`healthcheck.slurm.agentclient`) is taken by one spare, which runs the hook exactly as the wrapper
+one probe-and-judge whose result is thrown away (no GPU call, nothing written). A hook's request comes
+through the agent's door (:mod:`healthcheck.slurm.door`: the installed hooks are bash scripts, which
+write one line into a FIFO; the agent hands it on through its own socket) or from the Python client on
+the socket (:mod:`healthcheck.slurm.agentclient`); it is taken by one spare, which runs the hook exactly as the wrapper
 would: ``hooks.guarded_main``, probing live through its prepared child, judging, acting and recording,
 with the budgets counted from the wrapper's start, in the wrapper's environment, working directory and
 umask. It sends back the exit status and what the hook logged, and exits. The agent forks the next
@@ -16,7 +18,9 @@ leaks dies with its worker, and a worker stuck on a wedged GPU holds only itself
 Safety:
 - the socket lives in a directory of mode 0700 and is 0600; a peer that is not root (or the agent's own
   user) is refused (SO_PEERCRED) before anything it sent is read (requests are ``marshal`` data: read
-  only from root); the wrappers check the agent the same way;
+  only from root); the wrappers check the agent the same way. The door (a FIFO) and the pid file are
+  0600 in that directory: only root writes a request line, which is checked before a spare takes it,
+  and a worker answers only into a pipe the named process holds;
 - a request is read within ``REQUEST_S``; one that is malformed, too large or of another protocol is
   refused (the wrapper then runs the hook itself);
 - code under the agent changed (an upgrade: any loaded module or packaged policy file differs from what
@@ -36,7 +40,7 @@ import signal
 import sys
 import time
 
-from . import agentclient
+from . import agentclient, door
 from .agentclient import PROTOCOL, read_frame, send_frame
 from .settings import SlurmSettings
 
@@ -158,18 +162,15 @@ def listen(socket_path: str):
     return server
 
 
-def peer_allowed(conn) -> bool:
-    import socket
-
-    return agentclient.peer_uid(conn, socket) in (0, os.getuid())
-
-
-def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm_for: tuple[str, str] | None = None) -> int:
+def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm_for: tuple[str, str] | None = None,
+          door_fd: int | None = None) -> int:
     """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
-    pipe (the agent forks the next spare) and exits when it is answered. Returns EX_TEMPFAIL once the
-    code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket goes,
-    busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers)."""
+    pipe (the agent forks the next spare) and exits when it is answered. ``door_fd``: the door's FIFO
+    (:mod:`door`), whose request lines are handed to the spares through the socket. Returns EX_TEMPFAIL
+    once the code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket
+    goes, busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers)."""
     log = log or _log
+    lines = door.Lines()
     notify_r, notify_w = os.pipe()
     # the lifeline: only the agent holds its write end, so a spare sees EOF once the agent is gone
     # (whatever killed it) and leaves instead of answering on a socket no agent owns
@@ -194,7 +195,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         if pid == 0:  # pragma: no cover - the spare worker (coverage cannot see a forked child)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in (notify_r, life_w, wake_r, wake_w):
+            for fd in (notify_r, life_w, wake_r, wake_w, *([door_fd] if door_fd is not None else [])):
                 os.close(fd)
             _spare(server, notify_w, life_r, log, warm_for)
         idle.add(pid)
@@ -205,7 +206,20 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         next_check = time.monotonic() + REAP_EVERY_S
         not_before = 0.0  # no spare forked before this (set when one died idle)
         while True:
-            ready, _, _ = select.select([notify_r, wake_r], [], [], REAP_EVERY_S)
+            ready, _, _ = select.select([notify_r, wake_r, *([door_fd] if door_fd is not None else [])], [], [],
+                                        REAP_EVERY_S)
+            if door_fd is not None and door_fd in ready:
+                try:
+                    data = os.read(door_fd, 65536)
+                except BlockingIOError:
+                    data = b""
+                for line in lines.feed(data):
+                    try:  # checked here too: a malformed line never costs a spare (a fork and a warm-up)
+                        door.parse_request(line)
+                    except door.DoorError as exc:
+                        log(f"a request at the door refused: {exc}")
+                        continue
+                    _forward(server, line, log)
             if wake_r in ready:
                 try:
                     os.read(wake_r, 512)
@@ -246,6 +260,25 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (notify_r, notify_w, life_r, life_w, wake_r, wake_w):
             os.close(fd)
+
+
+def _forward(server, line: str, log) -> None:
+    """Hand a door's request line to a spare: a connection to the agent's own socket, taken by one spare
+    as any request is. Never waits: with the socket's queue full the line is dropped (its hook gets no
+    answer within a second and runs its Python client)."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        sock.connect(server.getsockname())
+        data = agentclient.frame({"v": PROTOCOL, "door": line})
+        if sock.send(data) != len(data):
+            raise BlockingIOError("the socket's buffer is full")
+    except OSError as exc:
+        log(f"a request at the door not handed on: {exc}")
+    finally:
+        sock.close()
 
 
 def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma: no cover
@@ -292,15 +325,27 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma
 
 def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spare worker
     """Answer one connection: refused, or the hook run here."""
-    if not peer_allowed(conn):
+    import socket
+
+    creds = agentclient.peer_creds(conn, socket)
+    if creds is None or creds[1] not in (0, os.getuid()):
         _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
         return 0
+    hook_pid = creds[0]
     conn.settimeout(REQUEST_S)
     try:
         request = read_frame(conn)
     except (OSError, ValueError, EOFError) as exc:
         log(f"a request could not be read: {exc}")
         return 0
+    if "door" in request:  # a hook at the door: its context from /proc, its answers into its pipe
+        conn.close()
+        try:
+            request, conn = door.request_of(str(request["door"]))
+            hook_pid = request["pid"]
+        except door.DoorError as exc:
+            log(f"a request at the door not taken: {exc}")
+            return 0
     why = _invalid(request)
     if why:
         _answer(conn, {"kind": "refused", "why": why})
@@ -309,8 +354,9 @@ def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spar
     # should the hook outlive its budget
     default_budget = SlurmSettings().budget(request["argv"][0])
     _answer(conn, {"kind": "accepted", "wait_s": default_budget, "pid": os.getpid()})
-    conn.settimeout(None)
-    _worker(conn, request, default_budget, prepared)
+    if not isinstance(conn, door.Reply):
+        conn.settimeout(None)
+    _worker(conn, request, default_budget, prepared, hook_pid)
     return 0
 
 
@@ -338,12 +384,15 @@ def _invalid(request: dict) -> str | None:
 
 def _answer(conn, message: dict) -> None:
     try:
-        send_frame(conn, message)
+        if isinstance(conn, door.Reply):
+            conn.send(message)
+        else:
+            send_frame(conn, message)
     except OSError:
         pass  # the client is gone; its hook ran here or ended
 
 
-def _worker(conn, request: dict, default_budget: float, prepared=None) -> None:  # pragma: no cover - a spare
+def _worker(conn, request: dict, default_budget: float, prepared=None, hook_pid: int | None = None) -> None:  # pragma: no cover - a spare
     """Run the hook as the wrapper would, in its environment; send the status and the log.
     ``default_budget``: the wait "accepted" told the wrapper (a different budget in the config is sent)."""
     os.setsid()  # its own session and group: the client may kill the group past the deadline
@@ -370,7 +419,7 @@ def _worker(conn, request: dict, default_budget: float, prepared=None) -> None: 
 
     try:
         rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared,
-                          on_decided=on_decided)
+                          on_decided=on_decided, hook_pid=hook_pid)
     except SystemExit as exc:  # a usage error, as the interpreter would print it
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):
@@ -442,25 +491,32 @@ def main(argv: list[str] | None = None) -> int:
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
     warm_for = (args.config, node) if args.config and os.path.exists(args.config) else None
     fingerprint = Fingerprint()
+    signal.signal(signal.SIGTERM, _stop)  # systemd's stop: the spares are stopped, the socket and door removed
     try:
         server = listen(args.socket)
     except (AgentError, OSError) as exc:
         _log(f"not started: {exc}")
         return 1
-    gc.collect()
-    gc.freeze()  # the warm heap is shared with every worker; the collector leaves it alone (no copy-on-write)
-    signal.signal(signal.SIGTERM, _stop)  # systemd's stop: the spares are stopped and the socket removed
-    _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
-         + (f"; not importable: {', '.join(failed)}" if failed else ""))
+    door_path, pid_path = door.paths_for(args.socket)
+    door_fd = None
     try:
-        return serve(server, fingerprint, warm_for=warm_for)
+        try:
+            door_fd = door.open_door(door_path, pid_path)
+        except OSError as exc:  # the hooks then use the socket (their Python client)
+            _log(f"no door at {door_path}: {exc}")
+        gc.collect()
+        gc.freeze()  # the warm heap is shared with every worker; the collector leaves it alone (no copy-on-write)
+        _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
+             + (f"; not importable: {', '.join(failed)}" if failed else ""))
+        return serve(server, fingerprint, warm_for=warm_for, door_fd=door_fd)
     finally:
+        if door_fd is not None:
+            door.close_door(door_fd, door_path, pid_path)
         server.close()
         try:
             os.unlink(args.socket)
         except OSError:
             pass
-
 
 if __name__ == "__main__":
     sys.exit(main())

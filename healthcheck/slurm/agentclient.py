@@ -1,8 +1,9 @@
 """The installed wrappers' entry: hand the hook to the node's warm agent, else run it here.
 
-``run(["prolog", "--config", FILE, "--agent", SOCKET])`` in the installed hook scripts (Python scripts,
-``#!<venv python> -IS``); ``python -I -c 'from healthcheck.slurm.agentclient import run; run()' prolog
---config FILE --agent SOCKET`` does the same.
+``run([CONTEXT, "--config", FILE, "--agent", SOCKET])`` in the Python the installed hooks run (``<venv
+python> -IS -c``) when the agent did not take the hook at its door (:mod:`healthcheck.slurm.door`: an
+agent of an older version has none); ``python -I -c 'from healthcheck.slurm.agentclient import run;
+run()' prolog --config FILE --agent SOCKET`` does the same.
 
 With the agent (:mod:`healthcheck.slurm.agent`) listening on SOCKET, the hook's work is done by one of its
 spare workers, forked ahead with modules imported, config and policies loaded and the checks' child
@@ -116,13 +117,20 @@ def via_agent(socket_path: str, argv: list[str], t0: float) -> int:
         sock.close()
 
 
-def peer_uid(sock, socket_module) -> int | None:
-    """The uid of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid as C ints)."""
+def peer_creds(sock, socket_module) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid as C ints)."""
     try:
         creds = sock.getsockopt(socket_module.SOL_SOCKET, socket_module.SO_PEERCRED, 12)
     except OSError:
         return None
-    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+    return (int.from_bytes(creds[0:4], sys.byteorder, signed=True),
+            int.from_bytes(creds[4:8], sys.byteorder, signed=True))
+
+
+def peer_uid(sock, socket_module) -> int | None:
+    """The uid of the process at the other end of a Unix socket."""
+    creds = peer_creds(sock, socket_module)
+    return None if creds is None else creds[1]
 
 
 def _site() -> None:
@@ -189,9 +197,14 @@ def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
             return rc if isinstance(rc, int) and 0 <= rc < 256 else 0
 
 
-def send_frame(sock, message: dict) -> None:
+def frame(message: dict) -> bytes:
+    """``message`` as sent on the wire: its length in HEADER bytes, big-endian, then its marshal data."""
     data = marshal.dumps(message)
-    sock.sendall(len(data).to_bytes(HEADER, "big") + data)
+    return len(data).to_bytes(HEADER, "big") + data
+
+
+def send_frame(sock, message: dict) -> None:
+    sock.sendall(frame(message))
 
 
 def read_frame(sock) -> dict:

@@ -43,7 +43,7 @@ def run_task(task: dict):
     config, exp = hooks._load(task["config"], task["node"])
     settings = config.slurm if config else hooks._default_settings()
     return hooks._work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"],
-                       task["started"], task["budget"], task["acknowledged"])
+                       task["started"], task["budget"], task["acknowledged"], task.get("hook_pid"))
 
 
 # The contexts a prepared child warms itself for: the hooks on a job's path. HealthCheckProgram's own

@@ -56,13 +56,15 @@ END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
 
 
 def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-         on_decided=None) -> int:
+         on_decided=None, hook_pid: int | None = None) -> int:
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
     config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
     (``watchdog.prepare(agentwork.run_task, ...)``, the agent's spares) that probes and judges instead of
     a fork now. ``on_decided(exit status)``: told once the verdict and the Slurm action are settled,
-    before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then."""
+    before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then.
+    ``hook_pid``: the hook's process when this runs elsewhere (the agent's worker): the epilog never takes
+    it or its callers for the job's (this process's own callers are never taken either way)."""
     t0 = time.monotonic() if t0 is None else t0
     context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
@@ -129,13 +131,13 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         # (agentclient.process_context reads the same; it cannot be imported here: it imports this module)
         task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
                 "started": started, "budget": child_budget, "acknowledged": list(acknowledged),
-                "env": dict(os.environ), "cwd": cwd, "umask": umask}
+                "env": dict(os.environ), "cwd": cwd, "umask": umask, "hook_pid": hook_pid}
         outcome = prepared.run(task, child_budget, started=read_state)
     else:
         from .watchdog import run_in_child
 
         outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
-                                             acknowledged),
+                                             acknowledged, hook_pid),
                                child_budget, started=read_state)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
     from ..model import Verdict
@@ -235,7 +237,7 @@ def _load(path: str, node: str):
     return config, config.expectations_for(node)
 
 
-def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=()):
+def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None):
     """In the child: probe, add the job's facts, judge. Returns plain data for the parent. The child exits
     once it has answered, so NVML's session is left to that exit."""
     from ..judge import judge
@@ -249,7 +251,7 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
     snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
     if context == "epilog" and job_id:
-        snap.job = _job_facts(job_id, settings, state_dir, snap)
+        snap.job = _job_facts(job_id, settings, state_dir, snap, hook_pid)
     if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled
         from .gpu_samples import keep_samples
 
@@ -291,18 +293,21 @@ def _boot_id() -> str | None:
         return None
 
 
-def _job_facts(job_id, settings, state_dir, snap):
+def _job_facts(job_id, settings, state_dir, snap, hook_pid=None):
     from ..model import JobInfo
-    from ..probes.jobprocs import find_job_processes, kill_all
+    from ..probes.jobprocs import ancestors, find_job_processes, kill_all
     from .baseline import counters_of, discard, growth, load, source_of
 
     uid = os.environ.get("SLURM_JOB_UID")
     job = JobInfo(job_id=job_id, user=os.environ.get("SLURM_JOB_USER"),
                   uid=int(uid) if uid and uid.isdigit() else None, stray_action=settings.epilog_stray_processes)
-    strays = find_job_processes(job_id, job_uid=job.uid)
+    # the hook's callers (slurmd, a site's Epilog= script) carry the job's id; for a job run as root, its
+    # uid too: through the agent they are not this process's ancestors, so they are named here
+    callers = ancestors(pid=hook_pid) if isinstance(hook_pid, int) and hook_pid > 1 else set()
+    strays = find_job_processes(job_id, job_uid=job.uid, exclude=callers)
     if strays and settings.epilog_stray_processes == "kill":
         job.killed = kill_all(strays)
-        strays = find_job_processes(job_id, job_uid=job.uid)
+        strays = find_job_processes(job_id, job_uid=job.uid, exclude=callers)
     job.stray_processes = strays
     try:
         before = load(state_dir, job_id)
@@ -334,11 +339,11 @@ def _findings_of(outcome, budget: float, context: str):
 
 
 def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-                 on_decided=None) -> int:
+                 on_decided=None, hook_pid: int | None = None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget, prepared, on_decided)
+        return main(argv, t0, on_budget, prepared, on_decided, hook_pid)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

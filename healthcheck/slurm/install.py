@@ -12,21 +12,24 @@ import sys
 from pathlib import Path
 
 from .agentclient import DEFAULT_SOCKET
+from .door import paths_for
 
 HOOKS = {"prolog.sh": "Prolog", "epilog.sh": "Epilog", "healthcheck.sh": "HealthCheckProgram"}
 UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work to (healthcheck.slurm.agent)
+CLIENT = "client.bash"  # the part the three hooks share: the agent's door, else the Python client
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_PYTHON = "/opt/healthcheck/.venv/bin/python"
 DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
 _UNSAFE = " \t\n\r'\"\\$`;&|<>"
-MAX_SHEBANG = 127  # the kernel reads at most 128 bytes of a script's "#!" line (256 since Linux 5.1)
 
 
 def template_text(name: str) -> str:
-    """The template ``name`` (one of HOOKS, or UNIT), as shipped inside the package."""
+    """The template ``name`` (one of HOOKS, or UNIT), as shipped inside the package; a hook's with the
+    part the hooks share (CLIENT) in its place."""
     if name not in HOOKS and name != UNIT:
         raise ValueError(f"no hook template {name!r} (known: {', '.join([*HOOKS, UNIT])})")
-    return (TEMPLATES / name).read_text()
+    text = (TEMPLATES / name).read_text()
+    return text.replace("@CLIENT@\n", (TEMPLATES / CLIENT).read_text()) if name in HOOKS else text
 
 
 def _check_paths(*pairs: tuple[str | None, str]) -> None:
@@ -59,22 +62,31 @@ def _site_expression(python: str, site: str | None) -> str:
 
 def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG,
            slurm_conf: str | None = None, agent: str | None = DEFAULT_SOCKET, site: str | None = None) -> str:
-    """The hook ``name`` with absolute paths filled in. ``agent``: the warm agent's socket the hook tries
-    first (None: the hook always runs in its own process). ``site``: the directory holding the package
-    (:func:`package_path`; None: the venv's site-packages beside ``python``). Raises ValueError for a path
-    a shell line would misread (spaces, quotes, ``$``, ``;`` ...) or that is not absolute."""
+    """The hook ``name`` with absolute paths filled in: a bash script that hands the hook to the warm
+    agent at its door, else runs the Python client (``python -IS -c``). ``agent``: the agent's socket
+    (its door and pid file beside it; None: the hook always runs in its own process). ``site``: the
+    directory holding the package (:func:`package_path`; None: the venv's site-packages beside
+    ``python``). Raises ValueError for a path a shell line or a Python literal would misread (spaces,
+    quotes, ``$``, ``;`` ...) or that is not absolute."""
     if name == UNIT:
         return render_unit(python, config, agent or DEFAULT_SOCKET)
     _check_paths((python, "python"), (config, "config"), (slurm_conf, "slurm.conf"), (agent, "agent socket"),
                  (site, "package"))
-    if len(f"#!{python} -IS") > MAX_SHEBANG:
-        raise ValueError(f"python path {python!r} is too long for a script's first line (at most "
-                         f"{MAX_SHEBANG - 6} characters): use a shorter venv path or a symlink to it")
-    # the paths go into Python string literals: _check_paths refused quotes and backslashes
+    # the paths go into shell words and Python string literals: _check_paths refused quotes, backslashes,
+    # blanks and what a shell expands
     env = f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n' if slurm_conf else ""
+    door, pid_file = paths_for(agent) if agent else ("", "")
     return (template_text(name).replace("@PYTHON@", python).replace("@CONFIG@", config).replace("@ENV@", env)
-            .replace("@SITE@", _site_expression(python, site))
+            .replace("@SITE@", _site_expression(python, site)).replace("@DOOR@", door)
+            .replace("@PIDFILE@", pid_file).replace("@SLURM_CONF_ARG@", f" {slurm_conf}" if slurm_conf else "")
             .replace("@AGENT@", f', "--agent", "{agent}"' if agent else ""))
+
+
+def python_part(hook: str) -> str:
+    """The Python a rendered hook runs when the agent does not take it at its door (``exec PYTHON -IS -c
+    '...' "$hook"``): the Python client, which tries the agent's socket, then runs the hook itself."""
+    start = hook.rindex(" -IS -c '\n") + len(" -IS -c '")
+    return hook[start:hook.rindex("\n' \"$hook\"\n") + 1]
 
 
 def render_unit(python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG, socket: str = DEFAULT_SOCKET) -> str:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from healthcheck.cli import cli
 from healthcheck.slurm import install
+from healthcheck.slurm.install import python_part
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "prolog_epilog"
@@ -33,11 +34,12 @@ def _no_systemd_here(monkeypatch):
 
 def test_each_hook_has_one_template_in_the_package_and_none_elsewhere():
     assert sorted(p.name for p in install.TEMPLATES.glob("*.sh")) == sorted(install.HOOKS)
+    assert all("@CLIENT@" in install.TEMPLATES.joinpath(n).read_text() for n in install.HOOKS)  # one shared part
     other = [p for p in ROOT.rglob("*.sh") if "@PYTHON@" in p.read_text(errors="replace")
              and p.parent != install.TEMPLATES and ".venv" not in p.parts]
     assert other == [], "a second copy of a hook template"
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["healthcheck"]
-    for name in [*install.HOOKS, install.UNIT]:  # shipped in the wheel, so install-hooks works from an installed package
+    for name in [*install.HOOKS, install.UNIT, install.CLIENT]:  # shipped in the wheel, so install-hooks works from an installed package
         assert any(fnmatch.fnmatch(f"slurm/templates/{name}", g) for g in globs), name
 
 
@@ -48,9 +50,11 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
         f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
         "python -m healthcheck.slurm.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
-    # a Python script (one process, no shell), without the site set-up (-S) until the hook runs in it
-    assert committed.startswith(f"#!{install.DEFAULT_PYTHON} -IS\n")
-    assert (f'run(["{CONTEXTS[name]}", "--config", "{install.DEFAULT_CONFIG}", "--agent", '
+    # a bash script: the agent's door, else the Python client without the site set-up (-S)
+    assert committed.startswith("#!/bin/bash\n") and f"\nhook={CONTEXTS[name]}\n" in committed
+    assert "\ndoor=/run/healthcheck/agent.door\n" in committed and '<"/run/healthcheck/agent.pid"' in committed
+    assert f"exec {install.DEFAULT_PYTHON} -IS -c '" in committed
+    assert (f'run([sys.argv[1], "--config", "{install.DEFAULT_CONFIG}", "--agent", '
             f'"{install.DEFAULT_SOCKET}"])') in committed
     assert os.access(SHIPPED / name, os.X_OK)
 
@@ -87,12 +91,12 @@ def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(
         text = (prefix / name).read_text()
         assert text == install.render(name, sys.executable, str(config), str(slurm_conf),
                                       site=install.package_path(sys.executable))
-        assert install.template_text(name) \
-            .replace("@ENV@", f'import os\nos.environ["SLURM_CONF"] = "{slurm_conf}"\n') \
-            .replace("@PYTHON@", sys.executable).replace("@CONFIG@", str(config)) \
-            .replace("@SITE@", f'"{install.package_path(sys.executable)}"') \
-            .replace("@AGENT@", f', "--agent", "{install.DEFAULT_SOCKET}"') == text
-        compile(text, name, "exec")  # valid Python
+        assert re.search(r"@[A-Z_]+@", text) is None
+        # SLURM_CONF: in the door's request line, and set by the Python client
+        assert f' "{config}" " {slurm_conf}" 1<>"$door"' in text
+        assert f'os.environ["SLURM_CONF"] = "{slurm_conf}"' in python_part(text)
+        subprocess.run(["bash", "-n", str(prefix / name)], check=True, timeout=60)  # valid bash
+        compile(python_part(text), name, "exec")  # and valid Python in it
         assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
     unit = (prefix / install.UNIT).read_text()
     assert f"ExecStart={sys.executable} -I -m healthcheck.slurm.agent --socket {install.DEFAULT_SOCKET} " \
@@ -108,16 +112,18 @@ def test_install_hooks_without_the_agent_writes_hooks_that_never_try_one(tmp_pat
                                       str(config), "--python", sys.executable, "--no-agent"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "h").iterdir()) == sorted(install.HOOKS)
-    assert "--agent" not in (tmp_path / "h" / "prolog.sh").read_text()
+    never = (tmp_path / "h" / "prolog.sh").read_text()
+    assert "--agent" not in never and "\ndoor=\n" in never  # no door to knock at
     custom = install.render("prolog.sh", sys.executable, str(config), agent="/run/hc/a.sock")
-    assert custom.rstrip().endswith(f'"--config", "{config}", "--agent", "/run/hc/a.sock"])')
+    assert f'"--config", "{config}", "--agent", "/run/hc/a.sock"])' in custom
+    assert "\ndoor=/run/hc/a.door\n" in custom and '<"/run/hc/a.pid"' in custom
     with pytest.raises(ValueError, match="agent socket path"):
         install.render("prolog.sh", sys.executable, str(config), agent="/run/x;y")
 
 
-def test_a_python_path_too_long_for_the_first_line_or_one_a_literal_would_misread_is_refused():
-    with pytest.raises(ValueError, match="too long for a script's first line"):
-        install.render("prolog.sh", python="/opt/" + "v" * 130 + "/bin/python")
+def test_a_long_python_path_is_taken_and_one_a_literal_would_misread_is_refused():
+    long = "/opt/" + "v" * 200 + "/bin/python"  # no longer on a "#!" line, which the kernel cuts at 128 bytes
+    assert f"exec {long} -IS -c '" in install.render("prolog.sh", python=long)
     for bad in ('/opt/a"b/python', "/opt/a\\b/python", "/opt/a\rb/python"):
         with pytest.raises(ValueError, match="python path"):
             install.render("prolog.sh", python=bad)
@@ -152,12 +158,9 @@ def test_the_hooks_find_the_package_without_the_site_set_up(tmp_path):
     config.write_text(f'[slurm]\nstate_dir = "{tmp_path}/state"\nspool_dir = "{tmp_path}/spool"\n')
     env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
     for site in (here, str(tmp_path / "not-here")):  # found where installed; not there: site.main() finds it
-        hook = tmp_path / "healthcheck.sh"
-        hook.write_text(install.render("healthcheck.sh", sys.executable, str(config), agent=None, site=site))
-        hook.chmod(0o755)
-        probe = (f"import sys, runpy; sys.argv = [{str(hook)!r}]; runpy.run_path({str(hook)!r}, run_name='__main__')")
-        proc = subprocess.run([sys.executable, "-IS", "-X", "importtime", "-c", probe], capture_output=True,
-                              text=True, timeout=120, env=env, cwd="/")
+        code = python_part(install.render("healthcheck.sh", sys.executable, str(config), agent=None, site=site))
+        proc = subprocess.run([sys.executable, "-IS", "-X", "importtime", "-c", code, "slurm-check"],
+                              capture_output=True, text=True, timeout=120, env=env, cwd="/")
         assert proc.returncode == 0, proc.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
                     if line.startswith("import time:")}

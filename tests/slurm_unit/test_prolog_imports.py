@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from healthcheck.slurm.install import package_path, render
+from healthcheck.slurm.install import package_path, python_part, render
 
 # Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
 # checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,
@@ -80,9 +80,9 @@ def test_the_prolog_imports_only_its_allow_list(tmp_path):
     hook = tmp_path / "prolog.sh"
     hook.write_text(render("prolog.sh", sys.executable, str(config), agent=str(tmp_path / "none.sock"),
                            site=package_path(sys.executable)))
-    assert hook.read_text().startswith(f"#!{sys.executable} -IS\n")
+    code = python_part(hook.read_text())  # what the hook's bash runs when no agent takes it
     for _ in range(2):  # the second run is the steady state: config, policies and index from the cache
-        modules = imported(["-IS", str(hook)], env)
+        modules = imported(["-IS", "-c", code, "prolog"], env)
     records = [json.loads(line) for line in (tmp_path / "spool" / "records.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "run" and records[-1]["context"] == "prolog"
     extra = modules - floor

@@ -1,0 +1,352 @@
+"""The agent's door, as slurmd and systemd run them: the installed bash hook hands its work to the agent
+through a FIFO and reads the answer from a pipe of its own. The verdict, exit status, log lines and
+spool record are the in-process hook's; no interpreter starts for a hook the agent takes; without an
+agent, with a stale door, a silent or refusing one, the hook runs its Python client; past the budget
+the worker's group is killed and nothing is judged. The line protocol's parts, alone."""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from healthcheck.slurm import door, install
+from tests.slurm_unit.test_agent import env_for, results, runs, start_agent, stop
+from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
+
+NO_PYTHON = "/nonexistent/python"  # a hook rendered with it can only succeed through the door
+
+
+def hook_script(tmp_path: Path, name: str, config: Path, sock: Path | None, python: str = sys.executable,
+                slurm_conf: str | None = None) -> Path:
+    path = tmp_path / f"{name}-{abs(hash((str(sock), python, slurm_conf)))}.sh"
+    path.write_text(install.render(name, python, str(config), slurm_conf=slurm_conf,
+                                   agent=str(sock) if sock else None, site=install.package_path(sys.executable)))
+    path.chmod(0o755)
+    return path
+
+
+def run_hook(script: Path, env: dict[str, str], timeout: float = 120, cwd: str = "/"):
+    start = time.monotonic()
+    proc = subprocess.run([str(script)], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    return proc, time.monotonic() - start
+
+
+@pytest.fixture
+def agent(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    proc, sock = start_agent(tmp_path, config)
+    yield config, sock, proc
+    stop(proc)
+
+
+def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_path, agent):
+    config, sock, _ = agent
+    via, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+    here, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, None), env_for(tmp_path, job="4243"))
+    assert via.returncode == here.returncode == 1, (via.stderr[-2000:], here.stderr[-2000:])  # the faulty GPU
+    records = sorted(runs(tmp_path, 2), key=lambda r: r["job_id"])
+    assert [r["job_id"] for r in records] == ["4242", "4243"]
+    assert results(records[0]) == results(records[1]) and records[0]["status"] == "fail"
+    logged = [[line for line in p.stderr.splitlines() if line.startswith("healthcheck:")] for p in (via, here)]
+    assert logged[0] == logged[1] and any("prolog on node1: fail" in line for line in logged[0])
+
+
+def test_the_door_and_pid_file_are_private_and_go_with_the_agent(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    door_path, pid_path = (Path(p) for p in door.paths_for(str(sock)))
+    try:
+        assert stat.S_ISFIFO(door_path.stat().st_mode) and stat.S_IMODE(door_path.stat().st_mode) == 0o600
+        assert pid_path.read_text().strip() == str(proc.pid)
+    finally:
+        stop(proc)
+    assert not door_path.exists() and not pid_path.exists()
+
+
+def test_the_hook_at_the_door_carries_its_environment_directory_umask_and_slurm_conf(tmp_path, bundles):  # noqa: F811
+    """The worker takes what /proc says of the hook; SLURM_CONF set by install-hooks travels in the line."""
+    config = write_config(tmp_path, str(bundles / "healthy"), scontrol=str(tmp_path / "scontrol"))
+    seen = tmp_path / "seen"
+    (tmp_path / "scontrol").write_text(f'#!/bin/sh\necho "$SLURM_CONF $(pwd) $(umask)" >> {seen}\nexit 1\n')
+    (tmp_path / "scontrol").chmod(0o755)
+    proc, sock = start_agent(tmp_path, config)
+    work = tmp_path / "work dir"
+    work.mkdir()
+    try:
+        script = hook_script(tmp_path, "healthcheck.sh", config, sock, python=NO_PYTHON, slurm_conf="/etc/other.conf")
+        env = {k: v for k, v in env_for(tmp_path).items() if not k.startswith("SLURM_JOB")}
+        check = subprocess.run(["/bin/sh", "-c", f"umask 027; exec {script}"], capture_output=True, text=True,
+                               env={**env, "SLURMD_NODENAME": "node7"}, timeout=120, cwd=str(work))
+    finally:
+        stop(proc)
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert seen.read_text().splitlines()[0] == f"/etc/other.conf {work} 0027"  # what scontrol was given
+    record = runs(tmp_path, 1)[-1]
+    assert record["context"] == "slurm-check" and record["node"] == "node7"  # the hook's SLURMD_NODENAME
+
+
+def test_a_malformed_line_at_the_door_is_refused_and_the_agent_serves_on(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        fd = os.open(door.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"1 1 3 0 prolog /etc/passwd\nrm -rf /\n" + b"x" * 9000 + b"\n")
+        os.close(fd)
+        via, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+    finally:
+        err = stop(proc)
+    assert via.returncode == 0 and proc.returncode == 0, via.stderr[-2000:]
+    assert err.count("a request at the door refused") == 3, err[-2000:]
+    assert [r["job_id"] for r in runs(tmp_path, 1)] == ["4242"]
+
+
+def test_every_context_and_concurrent_hooks_at_the_door(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        prolog = hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON)
+        hooks = [subprocess.Popen([str(prolog)], env=env_for(tmp_path, job=str(100 + i)), stderr=subprocess.PIPE,
+                                  text=True, cwd="/") for i in range(6)]
+        codes = [p.wait(timeout=120) for p in hooks]
+        errors = [p.stderr.read() for p in hooks]
+        epilog, _ = run_hook(hook_script(tmp_path, "epilog.sh", config, sock, python=NO_PYTHON),
+                             env_for(tmp_path, job="100"))
+    finally:
+        stop(proc)
+    assert codes == [0] * 6 and epilog.returncode == 0, (errors, epilog.stderr)
+    done = runs(tmp_path, 7)
+    assert sorted(r["job_id"] for r in done if r["context"] == "prolog") == [str(100 + i) for i in range(6)]
+    assert [r["context"] for r in done if r["context"] != "prolog"] == ["epilog"]
+
+
+def test_without_an_agent_or_with_its_door_left_by_a_dead_one_the_hook_runs_its_python_client(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    script = hook_script(tmp_path, "prolog.sh", config, sock)
+    first, _ = run_hook(script, env_for(tmp_path, job="1"))  # nothing there
+    sock.parent.mkdir(mode=0o700)
+    door_path, pid_path = door.paths_for(str(sock))
+    os.mkfifo(door_path, 0o600)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    Path(pid_path).write_text(f"{dead.pid}\n")  # a pid no process has now
+    second, _ = run_hook(script, env_for(tmp_path, job="2"))
+    for proc in (first, second):  # quietly: no agent is the usual case of an install without one
+        assert proc.returncode == 0 and "agent" not in proc.stderr, proc.stderr[-2000:]
+    assert sorted(r["job_id"] for r in spool(tmp_path)) == ["1", "2"]
+
+
+class FakeAgent:
+    """A stand-in at the door: reads one request line, then answers the hook's pipe with ``answers``
+    (strings, or a callable given the request, for a line or None to close the pipe)."""
+
+    def __init__(self, sock: Path, *answers):
+        sock.parent.mkdir(mode=0o700, exist_ok=True)
+        self.door_path, self.pid_path = door.paths_for(str(sock))
+        self.fd = door.open_door(self.door_path, self.pid_path)  # the pid file names this (live) process
+        self.answers, self.requests = answers, []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import select
+
+        lines = door.Lines()
+        while not self.requests:
+            if not select.select([self.fd], [], [], 60)[0]:
+                return
+            for line in lines.feed(os.read(self.fd, 4096)):
+                self.requests.append(door.parse_request(line))
+        req = self.requests[0]
+        reply = door.Reply(req.pid, req.fd)
+        for answer in self.answers:
+            text = answer(req) if callable(answer) else answer
+            if text is None:
+                break
+            os.write(reply.fd, text.encode())
+        reply.close()
+
+    def close(self) -> None:
+        door.close_door(self.fd, self.door_path, self.pid_path)
+
+
+def test_a_door_no_one_reads_costs_a_second_then_the_hook_runs_its_python_client(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    sock.parent.mkdir(mode=0o700)
+    fd = door.open_door(*door.paths_for(str(sock)))  # a live pid, a door nobody reads
+    try:
+        proc, took = run_hook(hook_script(tmp_path, "prolog.sh", config, sock), env_for(tmp_path))
+    finally:
+        door.close_door(fd, *door.paths_for(str(sock)))
+    assert proc.returncode == 0 and "agent not used, the hook runs here: no answer at its door" in proc.stderr
+    assert took >= 1.0
+    assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_a_refusal_at_the_door_says_why_and_the_hook_runs_its_python_client(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    fake = FakeAgent(sock, "refused protocol 9, this agent speaks 1\n")
+    try:
+        proc, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock), env_for(tmp_path))
+    finally:
+        fake.close()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "agent not used, the hook runs here: agent refused: protocol 9, this agent speaks 1" in proc.stderr
+    assert fake.requests[0].context == "prolog" and fake.requests[0].config == str(config)
+    assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_a_worker_past_its_budget_is_killed_and_nothing_is_judged(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    sock = tmp_path / "run" / "agent.sock"
+    stuck = subprocess.Popen(["sleep", "600"], process_group=0)  # the worker's group, stuck on a wedged GPU
+    fake = FakeAgent(sock, f"accepted 300000 {stuck.pid}\n", "budget 200000\n",
+                     lambda req: time.sleep(30))  # holds the pipe open, never answers
+    try:
+        proc, took = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+        assert stuck.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        fake.close()
+        stuck.kill()
+    assert proc.returncode == 0, proc.stderr[-2000:]  # our failure never drains a node
+    assert "the agent's worker gave no verdict (timed out); nothing judged" in proc.stderr
+    assert took < 25  # the budget (0.2 s), the margin, not the fake's 30 s
+    assert spool(tmp_path) == []
+
+
+def test_a_worker_that_ends_without_a_verdict_ends_the_hook_at_once(tmp_path, bundles):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "faulty"))
+    sock = tmp_path / "run" / "agent.sock"
+    fake = FakeAgent(sock, "accepted 60000000 0\n", "log healthcheck: a line before it died\n", None)
+    try:
+        proc, took = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+    finally:
+        fake.close()
+    assert proc.returncode == 0
+    assert proc.stderr.splitlines()[:2] == ["healthcheck: a line before it died",
+                                            "healthcheck: the agent's worker gave no verdict (it ended); nothing judged"]
+    assert took < 30  # not the 60 s the worker was given
+
+
+@pytest.mark.parametrize("rc_line,code", [("done 1\n", 1), ("done 0\n", 0), ("done 300\n", 0), ("done x\n", 0)])
+def test_the_hook_exits_with_the_workers_status_and_anything_else_is_0(tmp_path, bundles, rc_line, code):  # noqa: F811
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    fake = FakeAgent(sock, "accepted 5000000 0\n", "log  two  spaces kept \n", "what a newer agent may say\n", rc_line)
+    try:
+        proc, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+    finally:
+        fake.close()
+    assert proc.returncode == code and proc.stderr == " two  spaces kept \n"
+
+
+def test_a_request_line_is_read_strictly():
+    req = door.parse_request("1 4242 3 1796409693219737 prolog /etc/hc.toml /etc/slurm/s.conf\n")
+    assert (req.pid, req.fd, req.t0_us, req.context, req.config, req.slurm_conf) == (
+        4242, 3, 1796409693219737, "prolog", "/etc/hc.toml", "/etc/slurm/s.conf")
+    assert door.parse_request("1 7 3 0 slurm-check /c").slurm_conf is None
+    for bad in ("", "2 4242 3 0 prolog /c", "1 x 3 0 prolog /c", "1 1 3 0 prolog /c", "1 7 3 0 rm /c",
+                "1 7 3 0 prolog c", "1 7 3 0 prolog /c /d /e", "1 7 -3 0 prolog /c", "1 7 3 0 prolog /c\x1b[2J",
+                "1 7 3 0 prolog /" + "c" * 5000):
+        with pytest.raises(door.DoorError):
+            door.parse_request(bad)
+
+
+def test_the_hooks_start_counts_on_this_clock_and_a_stepped_clock_counts_from_now():
+    assert door.start_of(999_998_000_000, wall=1_000_000.0, mono=50.0) == pytest.approx(48.0)
+    assert door.start_of(1_000_100_000_000, wall=1_000_000.0, mono=50.0) == 50.0  # from the future
+    assert door.start_of(900_000_000_000, wall=1_000_000.0, mono=50.0) == 50.0  # older than MAX_AGE_S
+
+
+def test_the_hooks_context_from_proc_is_what_the_process_has():
+    env, cwd, umask = door.client_context(os.getpid())
+    assert cwd == os.getcwd()
+    current = os.umask(0o022)
+    os.umask(current)
+    assert umask == current
+    started_with = door.parse_environ(Path(f"/proc/{os.getpid()}/environ").read_bytes())
+    assert env == started_with and "PATH" in env
+    assert door.parse_environ(b"A=1\0B=caf\xe9\0NOEQUALS\0=x\0C=a=b\0") == {"A": "1", "B": "caf\udce9", "C": "a=b"}
+    assert door.parse_umask("Name:\tbash\nUmask:\t0027\n") == 0o027 and door.parse_umask("Name:\tbash\n") == 0o022
+    with pytest.raises(door.DoorError, match="process 999999999"):
+        door.client_context(999_999_999)
+
+
+def test_the_answers_are_the_sockets_messages_as_lines():
+    assert door.encode({"kind": "accepted", "wait_s": 10.0, "pid": 77}) == b"accepted 10000000 77\n"
+    assert door.encode({"kind": "budget", "budget_s": 2.5}) == b"budget 2500000\n"
+    assert door.encode({"kind": "done", "rc": 1, "log": "healthcheck: a\n\nhealthcheck: b\x00c\n"}) == (
+        b"log healthcheck: a\nlog healthcheck: bc\ndone 1\n")
+    assert door.encode({"kind": "done", "rc": 999, "log": ""}) == b"done 0\n"
+    assert door.encode({"kind": "refused", "why": "two\nlines"}) == b"refused two lines\n"
+    with pytest.raises(ValueError):
+        door.encode({"kind": "other"})
+
+
+def test_the_reply_must_be_a_pipe_the_hook_holds(tmp_path):
+    plain = open(tmp_path / "f", "w")
+    try:
+        with pytest.raises(door.DoorError, match="not a pipe"):
+            door.Reply(os.getpid(), plain.fileno())
+    finally:
+        plain.close()
+    with pytest.raises(door.DoorError):
+        door.Reply(os.getpid(), 987)  # no such descriptor
+    r, w = os.pipe()
+    try:
+        reply = door.Reply(os.getpid(), r)
+        reply.send({"kind": "done", "rc": 0, "log": ""})
+        reply.close()
+        assert os.read(r, 64) == b"done 0\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_request_lines_are_split_as_they_come():
+    lines = door.Lines()
+    assert lines.feed(b"1 2 3 4 prolog /c\n1 5") == ["1 2 3 4 prolog /c"]
+    assert lines.feed(b" 3 4 epilog /c\n") == ["1 5 3 4 epilog /c"]
+    assert lines.feed(b"x" * (door.MAX_LINE + 10)) == [] and lines.partial == b""
+
+
+@pytest.mark.parametrize("through", ["door", "socket"])
+def test_a_root_jobs_epilog_through_the_agent_spares_the_hook_and_its_callers(tmp_path, bundles, through):  # noqa: F811
+    """A job run as root: its epilog's callers (slurmd's hook, a site's wrapper script) carry the job's
+    id and root's uid, as the job's own processes do. Through the agent they are not the worker's
+    ancestors, so the worker leaves out the hook's: killing them would end the epilog with a signal and
+    Slurm would drain the node "Epilog error". The job's real leftover is still killed."""
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    env = {**env_for(tmp_path, job="555"), "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root"}
+    leftover = subprocess.Popen(["sleep", "613"], env=env, start_new_session=True)  # the job's, as root
+    try:
+        if through == "door":
+            hook = hook_script(tmp_path, "epilog.sh", config, sock, python=NO_PYTHON)
+        else:
+            hook = tmp_path / "epilog-socket.sh"
+            code = install.python_part(install.render("epilog.sh", sys.executable, str(config), agent=str(sock),
+                                                      site=install.package_path(sys.executable)))
+            hook.write_text(f"#!/bin/sh\n{sys.executable} -IS -c '{code}' epilog\n")
+            hook.chmod(0o755)
+        wrapper = tmp_path / "site-epilog.sh"  # the site's Epilog= script calling ours, then finishing
+        wrapper.write_text(f'#!/bin/sh\n"{hook}" || exit $?\necho finished\n')
+        wrapper.chmod(0o755)
+        done = subprocess.run([str(wrapper)], capture_output=True, text=True, env=env, timeout=120, cwd="/")
+        assert leftover.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        leftover.kill()
+        stop(proc)
+    assert done.returncode == 0 and done.stdout == "finished\n", (done.returncode, done.stderr[-2000:])
+    record = runs(tmp_path, 1)[-1]
+    strays = [r for r in record["results"] if r["check"] == "job.stray_processes"]
+    assert strays and strays[0]["metrics"]["killed"] == 1, strays
