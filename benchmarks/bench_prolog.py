@@ -27,6 +27,9 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          and the hook runs in that process: an install without the agent)
   ... the agent's socket the prolog through the agent as the hooks reached it before the door: the
                          Python client (python -IS) connecting to the agent's socket
+  ... no bash in front   the prolog without the agent, its Python client started directly (the hooks
+                         were Python scripts before the door): what the hook's bash costs an install
+                         without the agent
   NHC (--nhc DIR)        LBNL NHC from a tree the user has, on the same host checks (see nhc_harness.py:
                          scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
                          a stub logger)
@@ -59,6 +62,7 @@ FAST = 'prolog, prolog_mode = "fast"'
 AGENT = "prolog, default checks, host live, through the warm agent"
 AGENT8 = "prolog, 8-GPU bundle + host live, through the warm agent"
 SOCKET = "prolog, default checks, host live, through the agent's socket (Python client)"
+NO_BASH = "prolog, default checks, host live, no agent, Python client with no bash in front"
 EPILOG = "epilog, default checks, host live"
 EPILOG_AGENT = "epilog, default checks, host live, through the warm agent"
 HCP_AGENT = "HealthCheckProgram (slurm-check), through the warm agent, scontrol stubbed"
@@ -241,6 +245,7 @@ def main() -> None:
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
                  SOCKET: ([py, "-IS", "-c", python_part(wrappers["default-agent"].read_text()), "prolog"], env),
                  DEFAULT: ([str(wrappers["default"])], env),
+                 NO_BASH: ([py, "-IS", "-c", python_part(wrappers["default"].read_text()), "prolog"], env),
                  GPU8: ([str(wrappers["gpu8"])], env)}
         agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
         # The order: each case through an agent follows a case that did not use that agent, as on a node,
@@ -267,7 +272,7 @@ def main() -> None:
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
         try:
-            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False),
+            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False), (NO_BASH, False),
                                 (EPILOG, False),
                                 (EPILOG_AGENT, False), (HCP_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
