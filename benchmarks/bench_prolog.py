@@ -272,9 +272,8 @@ def main() -> None:
             except (NhcTreeError, OSError) as exc:
                 raise SystemExit(str(exc)) from exc
         try:
-            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False), (NO_BASH, False),
-                                (EPILOG, False),
-                                (EPILOG_AGENT, False), (HCP_AGENT, False)):
+            for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False),
+                                (NO_BASH, False), (EPILOG, False), (EPILOG_AGENT, False), (HCP_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
             load_before = loadavg()
             try:

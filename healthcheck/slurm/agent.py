@@ -392,7 +392,8 @@ def _answer(conn, message: dict) -> None:
         pass  # the client is gone; its hook ran here or ended
 
 
-def _worker(conn, request: dict, default_budget: float, prepared=None, hook_pid: int | None = None) -> None:  # pragma: no cover - a spare
+def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma: no cover - a spare
+            hook_pid: int | None = None) -> None:
     """Run the hook as the wrapper would, in its environment; send the status and the log.
     ``default_budget``: the wait "accepted" told the wrapper (a different budget in the config is sent)."""
     os.setsid()  # its own session and group: the client may kill the group past the deadline

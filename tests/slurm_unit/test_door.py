@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.slurm import door, install
-from tests.slurm_unit.test_agent import env_for, results, runs, start_agent, stop
+from tests.slurm_unit.test_agent import agent, env_for, results, runs, start_agent, stop  # noqa: F401 - a fixture
 from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 NO_PYTHON = "/nonexistent/python"  # a hook rendered with it can only succeed through the door
@@ -38,15 +38,7 @@ def run_hook(script: Path, env: dict[str, str], timeout: float = 120, cwd: str =
     return proc, time.monotonic() - start
 
 
-@pytest.fixture
-def agent(tmp_path, bundles):  # noqa: F811
-    config = write_config(tmp_path, str(bundles / "faulty"))
-    proc, sock = start_agent(tmp_path, config)
-    yield config, sock, proc
-    stop(proc)
-
-
-def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_path, agent):
+def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_path, agent):  # noqa: F811
     config, sock, _ = agent
     via, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
     here, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, None), env_for(tmp_path, job="4243"))
@@ -126,7 +118,7 @@ def test_every_context_and_concurrent_hooks_at_the_door(tmp_path, bundles):  # n
     assert [r["context"] for r in done if r["context"] != "prolog"] == ["epilog"]
 
 
-def test_without_an_agent_or_with_its_door_left_by_a_dead_one_the_hook_runs_its_python_client(tmp_path, bundles):  # noqa: F811
+def test_without_an_agent_or_with_a_dead_ones_door_the_hook_runs_its_python_client(tmp_path, bundles):  # noqa: F811
     config = write_config(tmp_path, str(bundles / "healthy"))
     sock = tmp_path / "run" / "agent.sock"
     script = hook_script(tmp_path, "prolog.sh", config, sock)
@@ -233,7 +225,8 @@ def test_a_worker_that_ends_without_a_verdict_ends_the_hook_at_once(tmp_path, bu
         fake.close()
     assert proc.returncode == 0
     assert proc.stderr.splitlines()[:2] == ["healthcheck: a line before it died",
-                                            "healthcheck: the agent's worker gave no verdict (it ended); nothing judged"]
+                                            "healthcheck: the agent's worker gave no verdict (it ended); "
+                                            "nothing judged"]
     assert took < 30  # not the 60 s the worker was given
 
 
