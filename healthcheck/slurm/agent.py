@@ -438,7 +438,8 @@ def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma
     _log(f"{request['argv'][0]} on {env.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]}"
          + (f" for job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "")
          + f": exit {answered[0][0] if answered else rc}"
-         + (f" after {answered[0][2]:.1f} ms (recorded after {took:.1f} ms)" if answered else f" after {took:.1f} ms"))
+         + (f" after {answered[0][2]:.1f} ms (recorded after {took:.1f} ms)" if answered else f" after {took:.1f} ms")
+         + (", at the door" if isinstance(conn, door.Reply) else ", on the socket"))
 
 
 def _ended(status: int) -> str:

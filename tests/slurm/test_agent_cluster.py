@@ -53,7 +53,9 @@ def test_through_the_agent_the_prolog_drains_a_faulty_node_and_the_job_completes
         agent.terminate()
         agent.wait(timeout=30)
     served = log.read_text()
-    # slurmd's prolog for node2 was the agent's work, and so were the runs on the node that took the job
+    # slurmd's prolog for node2 was the agent's work, handed over at its door (the installed hooks are bash),
+    # and so were the runs on the node that took the job
     assert f"prolog on node2 for job {job}: exit 1 after" in served, served
+    assert [line for line in served.splitlines() if f"for job {job}: exit 1" in line][0].endswith(", at the door")
     assert "prolog on node3" in served or "prolog on node4" in served, served
     assert not sock.exists()

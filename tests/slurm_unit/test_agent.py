@@ -133,6 +133,8 @@ def test_through_the_agent_the_hook_judges_acts_and_records_as_in_its_own_proces
     # the work was the agent's: the wrapper imported its client and nothing of the hook
     ours = {m for m in imported(via.stderr) if m.split(".")[0] == "healthcheck"}
     assert ours == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient"}
+    served = stop(agent[2])  # the agent's journal: one line per hook, saying how it came
+    assert [line for line in served.splitlines() if "for job 4242: exit 1 after" in line][0].endswith(", on the socket")
 
 
 def test_the_client_imports_nothing_beyond_the_interpreter_but_its_module_and_the_socket(tmp_path, bundles):  # noqa: F811

@@ -39,7 +39,7 @@ def run_hook(script: Path, env: dict[str, str], timeout: float = 120, cwd: str =
 
 
 def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_path, agent):  # noqa: F811
-    config, sock, _ = agent
+    config, sock, proc = agent
     via, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
     here, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, None), env_for(tmp_path, job="4243"))
     assert via.returncode == here.returncode == 1, (via.stderr[-2000:], here.stderr[-2000:])  # the faulty GPU
@@ -48,6 +48,8 @@ def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_
     assert results(records[0]) == results(records[1]) and records[0]["status"] == "fail"
     logged = [[line for line in p.stderr.splitlines() if line.startswith("healthcheck:")] for p in (via, here)]
     assert logged[0] == logged[1] and any("prolog on node1: fail" in line for line in logged[0])
+    served = stop(proc)  # the agent's journal: one line per hook, saying how it came
+    assert [line for line in served.splitlines() if "for job 4242: exit 1 after" in line][0].endswith(", at the door")
 
 
 def test_the_door_and_pid_file_are_private_and_go_with_the_agent(tmp_path, bundles):  # noqa: F811
