@@ -8,11 +8,12 @@ hook=prolog
 # one request line naming this process and a pipe it holds, into which a worker the agent forked ahead
 # answers (see healthcheck/slurm/door.py). No interpreter starts for a hook the agent takes. Without
 # the agent, or when it gives no answer within a second, the Python client below runs: it tries the
-# agent's socket, then runs the hook in its own process.
+# agent's socket, then runs the hook in its own process. The door needs bash 5 ($EPOCHREALTIME, the
+# hook's start in microseconds); an older bash goes straight to the Python client.
 set -f
 t0=${EPOCHREALTIME//[!0-9]/}
 door=/run/healthcheck/agent.door
-if [[ -n $door && -p $door ]] && { read -r apid <"/run/healthcheck/agent.pid"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] \
+if [[ -n $t0 && -n $door && -p $door ]] && { read -r apid <"/run/healthcheck/agent.pid"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] \
     && { exec 3<> <(:); } 2>/dev/null \
     && { printf '1 %s 3 %s %s %s%s\n' "$$" "$t0" "$hook" "/etc/healthcheck/healthcheck.toml" "" 1<>"$door"; } 2>/dev/null; then
   line=

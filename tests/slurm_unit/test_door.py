@@ -32,9 +32,9 @@ def hook_script(tmp_path: Path, name: str, config: Path, sock: Path | None, pyth
     return path
 
 
-def run_hook(script: Path, env: dict[str, str], timeout: float = 120, cwd: str = "/"):
+def run_hook(script: Path, env: dict[str, str], timeout: float = 120, cwd: str = "/", argv: list[str] = ()):
     start = time.monotonic()
-    proc = subprocess.run([str(script)], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    proc = subprocess.run([str(script), *argv], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     return proc, time.monotonic() - start
 
 
@@ -345,3 +345,19 @@ def test_a_root_jobs_epilog_through_the_agent_spares_the_hook_and_its_callers(tm
     record = runs(tmp_path, 1)[-1]
     strays = [r for r in record["results"] if r["check"] == "job.stray_processes"]
     assert strays and strays[0]["metrics"]["killed"] == 1, strays
+
+
+def test_a_bash_without_epochrealtime_goes_straight_to_the_python_client(tmp_path, bundles):  # noqa: F811
+    """bash before 5.0 (RHEL 8's 4.4) has no $EPOCHREALTIME, so the hook could not say when it started:
+    it does not knock (a line the agent would refuse, then a second's wait) but runs its Python client,
+    which the agent serves on its socket."""
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    proc, sock = start_agent(tmp_path, config)
+    try:
+        hook = hook_script(tmp_path, "prolog.sh", config, sock)
+        old_bash, took = run_hook(Path("/bin/bash"), env_for(tmp_path), argv=["-c", f"unset EPOCHREALTIME; . {hook}"])
+    finally:
+        served = stop(proc)
+    assert old_bash.returncode == 0 and "agent not used" not in old_bash.stderr, old_bash.stderr[-2000:]
+    assert took < 1.0 + 30 and "door" not in served.replace(", on the socket", ""), served
+    assert [line for line in served.splitlines() if "for job 4242: exit 0 after" in line][0].endswith(", on the socket")
