@@ -10,13 +10,12 @@ hook=epilog
 # the agent, or when it gives no answer within a second, the Python client below runs: it tries the
 # agent's socket, then runs the hook in its own process. The door needs bash 5 ($EPOCHREALTIME, the
 # hook's start in microseconds); an older bash goes straight to the Python client.
-set -f
-t0=${EPOCHREALTIME//[!0-9]/}
-door=/run/healthcheck/agent.door
-if [[ -n $t0 && -n $door && -p $door ]] && { read -r apid <"/run/healthcheck/agent.pid"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] \
-    && { exec 3<> <(:); } 2>/dev/null \
-    && { printf '1 %s 3 %s %s %s%s\n' "$$" "$t0" "$hook" "/etc/healthcheck/healthcheck.toml" "" 1<>"$door"; } 2>/dev/null; then
-  line=
+knock() {  # returns (the Python client runs) when the agent is not there or does not take the hook
+  local LC_ALL=C apid line pgid end now left rc  # C: "." in read's timeouts whatever the locale
+  [[ -n $t0 && -n $door && -p $door ]] || return
+  { read -r apid <"/run/healthcheck/agent.pid"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] || return
+  { exec 3<> <(:); } 2>/dev/null || return
+  { printf '1 %s 3 %s %s %s%s\n' "$$" "$t0" "$hook" "/etc/healthcheck/healthcheck.toml" "" 1<>"$door"; } 2>/dev/null || return
   IFS= read -r -t 1 -u 3 line
   set -- $line
   if [[ $1 == accepted && $2 =~ ^[0-9]+$ && $3 =~ ^[0-9]+$ ]]; then
@@ -45,7 +44,11 @@ if [[ -n $t0 && -n $door && -p $door ]] && { read -r apid <"/run/healthcheck/age
   else
     printf 'healthcheck: %s\n' "agent not used, the hook runs here: no answer at its door" >&2
   fi
-fi
+}
+set -f
+t0=${EPOCHREALTIME//[!0-9]/}
+door=/run/healthcheck/agent.door
+knock
 exec /opt/healthcheck/.venv/bin/python -IS -c '
 import sys
 sys.path.append("/opt/healthcheck/.venv/lib/python" + str(sys.version_info[0]) + "." + str(sys.version_info[1]) + "/site-packages")
