@@ -300,6 +300,10 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
         agentwork.rehearse_adopt()
+        try:
+            door.rehearse()
+        except (OSError, door.DoorError):  # /proc unreadable here: the door's requests fail alike, logged
+            pass
         while True:
             ready, _, _ = select.select([server, life_r], [], [])
             if life_r in ready:  # the agent is gone

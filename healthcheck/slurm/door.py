@@ -144,6 +144,20 @@ def request_of(line: str, proc: str = "/proc") -> tuple[dict, Reply]:
             "umask": umask, "t0": start_of(req.t0_us), "pid": req.pid}, reply
 
 
+def rehearse() -> None:
+    """What a spare does for a hook at the door, done on itself while it waits (a pipe of its own, its own
+    /proc entries): in a fresh fork the first pass costs ~0.6 ms of first touches, a later one ~0.04 ms."""
+    r, w = os.pipe()
+    try:
+        request, reply = request_of(f"{PROTOCOL} {os.getpid()} {r} {int(time.time() * 1e6)} prolog /")
+        reply.send({"kind": "done", "rc": 0, "log": ""})
+        reply.close()
+        os.read(r, 64)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def encode(message: dict) -> bytes:
     """A socket frame's message as the door's lines."""
     kind = message.get("kind")

@@ -361,3 +361,10 @@ def test_a_bash_without_epochrealtime_goes_straight_to_the_python_client(tmp_pat
     assert old_bash.returncode == 0 and "agent not used" not in old_bash.stderr, old_bash.stderr[-2000:]
     assert took < 1.0 + 30 and "door" not in served.replace(", on the socket", ""), served
     assert [line for line in served.splitlines() if "for job 4242: exit 0 after" in line][0].endswith(", on the socket")
+
+
+def test_a_spares_rehearsal_of_the_door_touches_its_path_and_leaves_nothing_open():
+    before = sorted(os.listdir("/proc/self/fd"))
+    door.rehearse()
+    door.rehearse()
+    assert sorted(os.listdir("/proc/self/fd")) == before
