@@ -189,10 +189,15 @@ def verify(work: Path, label: str, argv: list[str], env: dict[str, str], gpus: b
 
     run_once(argv, env)
     deadline = time.monotonic() + 10  # through the agent the record is written just after the answer
-    while not spool.exists() and time.monotonic() < deadline:
+
+    def recorded() -> list[dict]:  # complete lines only: the file may be caught between its creation and write
+        lines = spool.read_text().splitlines(keepends=True) if spool.exists() else []
+        return [r for r in map(json.loads, (x for x in lines if x.endswith("\n"))) if r.get("kind") == "run"]
+
+    runs = recorded()
+    while not runs and time.monotonic() < deadline:
         time.sleep(0.01)
-    runs = [r for r in map(json.loads, spool.read_text().splitlines()) if r.get("kind") == "run"] \
-        if spool.exists() else []
+        runs = recorded()
     if not runs:
         raise SystemExit(f"{label}: no run recorded in the spool: the hook judged nothing (run the wrapper "
                          f"by hand to see why: {' '.join(argv)})")
