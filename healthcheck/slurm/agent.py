@@ -357,7 +357,9 @@ def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spar
     # the pid: the worker's process group from here on (it calls setsid first), which the wrapper kills
     # should the hook outlive its budget
     default_budget = SlurmSettings().budget(request["argv"][0])
-    _answer(conn, {"kind": "accepted", "wait_s": default_budget, "pid": os.getpid()})
+    if not _answer(conn, {"kind": "accepted", "wait_s": default_budget, "pid": os.getpid()}):
+        log(f"{request['argv'][0]}: its hook gave up waiting before it was taken; not run here")
+        return 0
     if not isinstance(conn, door.Reply):
         conn.settimeout(None)
     _worker(conn, request, default_budget, prepared, hook_pid)
@@ -386,14 +388,16 @@ def _invalid(request: dict) -> str | None:
     return None
 
 
-def _answer(conn, message: dict) -> None:
+def _answer(conn, message: dict) -> bool:
+    """Send ``message``; False when the client is gone (its hook ran in its own process, or ended)."""
     try:
         if isinstance(conn, door.Reply):
             conn.send(message)
         else:
             send_frame(conn, message)
     except OSError:
-        pass  # the client is gone; its hook ran here or ended
+        return False
+    return True
 
 
 def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma: no cover - a spare
@@ -523,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(args.socket)
         except OSError:
             pass
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,15 +9,19 @@ and the same work: bash cannot open a Unix socket, so the agent also listens on 
   writes its pid into ``agent.pid`` beside it; a hook whose pid file names no live process does not knock.
 - Request, one line written at once (far below PIPE_BUF: lines from concurrent hooks never interleave)::
 
-      1 PID FD T0_US CONTEXT CONFIG [SLURM_CONF]
+      1 PID FD T0_US SHELL CONTEXT CONFIG [SLURM_CONF]
 
   PID is the hook's process and FD a pipe it holds open; T0_US its start on the wall clock in
-  microseconds (bash's ``$EPOCHREALTIME``); CONTEXT, CONFIG and SLURM_CONF what the Python client's
-  argv and environment would carry. The hook's environment, working directory and umask are read from
-  ``/proc/PID`` (:func:`client_context`): what the socket's client sends of itself.
+  microseconds (bash's ``$EPOCHREALTIME``); SHELL the bash it runs in (``$BASH``); CONTEXT, CONFIG and
+  SLURM_CONF what the Python client's argv and environment would carry. The hook's environment,
+  working directory and umask are read from ``/proc/PID`` (:func:`client_context`): what the socket's
+  client sends of itself.
 - The agent's loop reads the door and hands each line to a spare worker through its own socket, so a
   request is taken exactly as a socket client's is (one spare accepts it, the agent forks the next).
-- Answers, lines the worker writes into the hook's pipe, opened through ``/proc/PID/fd/FD`` (:class:`Reply`)::
+- Answers, lines the worker writes into the hook's pipe, opened through ``/proc/PID/fd/FD``
+  (:class:`Reply`). It must be a pipe, and once it is open the process must still run SHELL: a hook
+  that gave up on the door has ``exec``'d its Python client, whose own descriptors are never written
+  to. A worker whose ``accepted`` cannot be delivered (the hook is gone) runs nothing::
 
       accepted WAIT_US PGID | budget BUDGET_US | log TEXT (one per line of the hook's log) | done RC | refused WHY
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
 
 PROTOCOL = "1"
@@ -48,10 +53,11 @@ def paths_for(socket_path: str) -> tuple[str, str]:
 
 
 class Request:
-    __slots__ = ("pid", "fd", "t0_us", "context", "config", "slurm_conf")
+    __slots__ = ("pid", "fd", "t0_us", "shell", "context", "config", "slurm_conf")
 
-    def __init__(self, pid: int, fd: int, t0_us: int, context: str, config: str, slurm_conf: str | None):
-        self.pid, self.fd, self.t0_us = pid, fd, t0_us
+    def __init__(self, pid: int, fd: int, t0_us: int, shell: str, context: str, config: str,
+                 slurm_conf: str | None):
+        self.pid, self.fd, self.t0_us, self.shell = pid, fd, t0_us, shell
         self.context, self.config, self.slurm_conf = context, config, slurm_conf
 
 
@@ -60,17 +66,17 @@ def parse_request(line: str) -> Request:
     if len(line) > MAX_LINE:
         raise DoorError(f"a request of {len(line)} characters")
     fields = line.rstrip("\n").split(" ")
-    if len(fields) not in (6, 7) or fields[0] != PROTOCOL:
+    if len(fields) not in (7, 8) or fields[0] != PROTOCOL:
         raise DoorError(f"not a request of protocol {PROTOCOL}: {line[:80]!r}")
-    _, pid, fd, t0_us, context, config, *rest = fields
+    _, pid, fd, t0_us, shell, context, config, *rest = fields
     if not (pid.isdigit() and fd.isdigit() and t0_us.isdigit()) or int(pid) < 2:
         raise DoorError(f"PID, FD and T0_US must be numbers: {line[:80]!r}")
     if context not in CONTEXTS:
         raise DoorError(f"context {context!r} is not one of {', '.join(CONTEXTS)}")
-    paths = [config, *rest]
+    paths = [shell, config, *rest]
     if not all(p.startswith("/") and p.isprintable() for p in paths):
-        raise DoorError(f"CONFIG and SLURM_CONF must be absolute paths: {line[:80]!r}")
-    return Request(int(pid), int(fd), int(t0_us), context, config, rest[0] if rest else None)
+        raise DoorError(f"SHELL, CONFIG and SLURM_CONF must be absolute paths: {line[:80]!r}")
+    return Request(int(pid), int(fd), int(t0_us), shell, context, config, rest[0] if rest else None)
 
 
 def start_of(t0_us: int, wall: float | None = None, mono: float | None = None) -> float:
@@ -137,7 +143,7 @@ def request_of(line: str, proc: str = "/proc") -> tuple[dict, Reply]:
     env, cwd, umask = client_context(req.pid, proc)
     if req.slurm_conf:
         env["SLURM_CONF"] = req.slurm_conf  # what the Python client sets before it sends its environment
-    reply = Reply(req.pid, req.fd, proc)
+    reply = Reply(req.pid, req.fd, proc, req.shell)
     from .agentclient import PROTOCOL as SOCKET_PROTOCOL
 
     return {"v": SOCKET_PROTOCOL, "argv": [req.context, "--config", req.config], "env": env, "cwd": cwd,
@@ -149,7 +155,8 @@ def rehearse() -> None:
     /proc entries): in a fresh fork the first pass costs ~0.6 ms of first touches, a later one ~0.04 ms."""
     r, w = os.pipe()
     try:
-        request, reply = request_of(f"{PROTOCOL} {os.getpid()} {r} {int(time.time() * 1e6)} prolog /")
+        line = f"{PROTOCOL} {os.getpid()} {r} {int(time.time() * 1e6)} {sys.executable} prolog /"
+        request, reply = request_of(line)
         reply.send({"kind": "done", "rc": 0, "log": ""})
         reply.close()
         os.read(r, 64)
@@ -185,18 +192,25 @@ def _us(seconds) -> int:
 
 
 class Reply:
-    """The hook's pipe, opened through ``/proc/PID/fd/FD``; it must be a pipe (a pid reused by then, or
-    a descriptor the hook closed, is refused). Write-only, never inherited by what the worker runs."""
+    """The hook's pipe, opened through ``/proc/PID/fd/FD``. It must be a pipe, and once it is open the
+    process must still run ``shell`` (when given): a hook that gave up waiting has ``exec``'d its Python
+    client, and a descriptor of that one (its watchdog's pipe, say) is never written to. A pid reused, or
+    a descriptor closed, is refused alike. Write-only, never inherited by what the worker runs."""
 
-    def __init__(self, pid: int, fd: int, proc: str = "/proc"):
+    def __init__(self, pid: int, fd: int, proc: str = "/proc", shell: str | None = None):
         path = f"{proc}/{pid}/fd/{fd}"
         try:  # non-blocking: a pipe with no reader left fails at once (ENXIO) instead of waiting for one
             self.fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             raise DoorError(f"{path}: {exc.strerror or exc}") from None
-        if not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
+        try:
+            if not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
+                raise DoorError(f"{path}: not a pipe")
+            if shell is not None and not _same_file(f"{proc}/{pid}/exe", shell):  # checked after the open
+                raise DoorError(f"process {pid} no longer runs {shell}")
+        except BaseException:
             os.close(self.fd)
-            raise DoorError(f"{path}: not a pipe")
+            raise
         os.set_blocking(self.fd, True)
 
     def send(self, message: dict) -> None:
@@ -209,6 +223,14 @@ class Reply:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def open_door(door_path: str, pid_path: str) -> int:

@@ -141,11 +141,11 @@ class FakeAgent:
     """A stand-in at the door: reads one request line, then answers the hook's pipe with ``answers``
     (strings, or a callable given the request, for a line or None to close the pipe)."""
 
-    def __init__(self, sock: Path, *answers):
+    def __init__(self, sock: Path, *answers, delay_s: float = 0.0):
         sock.parent.mkdir(mode=0o700, exist_ok=True)
         self.door_path, self.pid_path = door.paths_for(str(sock))
         self.fd = door.open_door(self.door_path, self.pid_path)  # the pid file names this (live) process
-        self.answers, self.requests = answers, []
+        self.answers, self.requests, self.delay_s, self.refused = answers, [], delay_s, None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -159,7 +159,12 @@ class FakeAgent:
             for line in lines.feed(os.read(self.fd, 4096)):
                 self.requests.append(door.parse_request(line))
         req = self.requests[0]
-        reply = door.Reply(req.pid, req.fd)
+        time.sleep(self.delay_s)
+        try:
+            reply = door.Reply(req.pid, req.fd, shell=req.shell)
+        except door.DoorError as exc:
+            self.refused = exc
+            return
         for answer in self.answers:
             text = answer(req) if callable(answer) else answer
             if text is None:
@@ -197,6 +202,23 @@ def test_a_refusal_at_the_door_says_why_and_the_hook_runs_its_python_client(tmp_
     assert "agent not used, the hook runs here: agent refused: protocol 9, this agent speaks 1" in proc.stderr
     assert fake.requests[0].context == "prolog" and fake.requests[0].config == str(config)
     assert spool(tmp_path)[-1]["status"] == "pass"
+
+
+def test_a_late_answer_never_reaches_the_python_client_the_hook_became(tmp_path, bundles):  # noqa: F811
+    """The agent takes the request after the hook gave up (a second) and exec'd its Python client, which
+    has descriptors of its own by then (its watchdog's pipes): the worker opens the pipe named in the
+    line, sees the process runs something else than the bash that knocked, and answers nothing."""
+    config = write_config(tmp_path, str(bundles / "healthy"))
+    sock = tmp_path / "run" / "agent.sock"
+    fake = FakeAgent(sock, "accepted 5000000 0\n", "done 1\n", delay_s=2.5)
+    try:
+        proc, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock), env_for(tmp_path))
+        fake.thread.join(timeout=30)
+    finally:
+        fake.close()
+    assert proc.returncode == 0 and "no answer at its door" in proc.stderr, proc.stderr[-2000:]
+    assert isinstance(fake.refused, door.DoorError)  # no longer runs bash (or the descriptor is gone)
+    assert [r["status"] for r in spool(tmp_path) if r["kind"] == "run"] == ["pass"]
 
 
 def test_a_worker_past_its_budget_is_killed_and_nothing_is_judged(tmp_path, bundles):  # noqa: F811
@@ -245,13 +267,14 @@ def test_the_hook_exits_with_the_workers_status_and_anything_else_is_0(tmp_path,
 
 
 def test_a_request_line_is_read_strictly():
-    req = door.parse_request("1 4242 3 1796409693219737 prolog /etc/hc.toml /etc/slurm/s.conf\n")
-    assert (req.pid, req.fd, req.t0_us, req.context, req.config, req.slurm_conf) == (
-        4242, 3, 1796409693219737, "prolog", "/etc/hc.toml", "/etc/slurm/s.conf")
-    assert door.parse_request("1 7 3 0 slurm-check /c").slurm_conf is None
-    for bad in ("", "2 4242 3 0 prolog /c", "1 x 3 0 prolog /c", "1 1 3 0 prolog /c", "1 7 3 0 rm /c",
-                "1 7 3 0 prolog c", "1 7 3 0 prolog /c /d /e", "1 7 -3 0 prolog /c", "1 7 3 0 prolog /c\x1b[2J",
-                "1 7 3 0 prolog /" + "c" * 5000):
+    req = door.parse_request("1 4242 3 1796409693219737 /bin/bash prolog /etc/hc.toml /etc/slurm/s.conf\n")
+    assert (req.pid, req.fd, req.t0_us, req.shell, req.context, req.config, req.slurm_conf) == (
+        4242, 3, 1796409693219737, "/bin/bash", "prolog", "/etc/hc.toml", "/etc/slurm/s.conf")
+    assert door.parse_request("1 7 3 0 /bin/bash slurm-check /c").slurm_conf is None
+    for bad in ("", "2 4242 3 0 /b prolog /c", "1 x 3 0 /b prolog /c", "1 1 3 0 /b prolog /c", "1 7 3 0 /b rm /c",
+                "1 7 3 0 /b prolog c", "1 7 3 0 bash prolog /c", "1 7 3 0 /b prolog /c /d /e",
+                "1 7 -3 0 /b prolog /c", "1 7 3 0 /b prolog /c\x1b[2J", "1 7 3 0 prolog /c",
+                "1 7 3 0 /b prolog /" + "c" * 5000):
         with pytest.raises(door.DoorError):
             door.parse_request(bad)
 
@@ -298,7 +321,11 @@ def test_the_reply_must_be_a_pipe_the_hook_holds(tmp_path):
         door.Reply(os.getpid(), 987)  # no such descriptor
     r, w = os.pipe()
     try:
-        reply = door.Reply(os.getpid(), r)
+        open_fds = sorted(os.listdir("/proc/self/fd"))
+        with pytest.raises(door.DoorError, match=f"process {os.getpid()} no longer runs /bin/sh"):
+            door.Reply(os.getpid(), r, shell="/bin/sh")  # a hook that exec'd another program since
+        assert sorted(os.listdir("/proc/self/fd")) == open_fds  # what it opened is closed again
+        reply = door.Reply(os.getpid(), r, shell=sys.executable)
         reply.send({"kind": "done", "rc": 0, "log": ""})
         reply.close()
         assert os.read(r, 64) == b"done 0\n"
@@ -368,3 +395,17 @@ def test_a_spares_rehearsal_of_the_door_touches_its_path_and_leaves_nothing_open
     door.rehearse()
     door.rehearse()
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_an_answer_to_a_hook_that_is_gone_says_so():
+    """The worker runs nothing for a hook whose ``accepted`` cannot be delivered (it gave up and ran its
+    hook itself): the answer reports the hook gone."""
+    from healthcheck.slurm.agent import _answer
+
+    r, w = os.pipe()
+    reply = door.Reply(os.getpid(), r)
+    assert _answer(reply, {"kind": "accepted", "wait_s": 5.0, "pid": 1}) is True
+    os.close(r)
+    os.close(w)  # the hook's ends, closed: nobody reads the pipe now
+    assert _answer(reply, {"kind": "accepted", "wait_s": 5.0, "pid": 1}) is False
+    reply.close()

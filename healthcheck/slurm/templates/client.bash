@@ -11,7 +11,8 @@ knock() {  # returns (the Python client runs) when the agent is not there or doe
   [[ -n $t0 && -n $door && -p $door ]] || return
   { read -r apid <"@PIDFILE@"; } 2>/dev/null && [[ $apid =~ ^[0-9]+$ && -d /proc/$apid ]] || return
   { exec 3<> <(:); } 2>/dev/null || return
-  { printf '1 %s 3 %s %s %s%s\n' "$$" "$t0" "$hook" "@CONFIG@" "@SLURM_CONF_ARG@" 1<>"$door"; } 2>/dev/null || return
+  { printf '1 %s 3 %s %s %s %s%s\n' "$$" "$t0" "$BASH" "$hook" "@CONFIG@" "@SLURM_CONF_ARG@" 1<>"$door"; } 2>/dev/null \
+    || { exec 3>&-; return; }
   IFS= read -r -t 1 -u 3 line
   set -- $line
   if [[ $1 == accepted && $2 =~ ^[0-9]+$ && $3 =~ ^[0-9]+$ ]]; then
