@@ -37,7 +37,7 @@ import time
 
 PROTOCOL = "1"
 MAX_LINE = 4096  # a request line; PIPE_BUF is 4096 on Linux
-MAX_ENVIRON = 256 * 1024
+MAX_ENVIRON = 4 * 1024 * 1024  # more than the kernel lets a process start with (ARG_MAX: arguments and environment)
 CONTEXTS = ("prolog", "epilog", "slurm-check")
 MAX_AGE_S = 10.0  # a request's T0 further back than this (a clock step) counts from now
 
