@@ -213,13 +213,20 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                     data = os.read(door_fd, 65536)
                 except BlockingIOError:
                     data = b""
+                stale = 0
                 for line in lines.feed(data):
                     try:  # checked here too: a malformed line never costs a spare (a fork and a warm-up)
-                        door.parse_request(line)
+                        req = door.parse_request(line)
                     except door.DoorError as exc:
                         log(f"a request at the door refused: {exc}")
                         continue
+                    if door.given_up(req):
+                        stale += 1
+                        continue
                     _forward(server, line, log)
+                if stale:
+                    log(f"{stale} request(s) at the door dropped: older than {door.GIVEN_UP_S:g} s (the agent "
+                        "was held up; their hooks ran their Python client)")
             if wake_r in ready:
                 try:
                     os.read(wake_r, 512)

@@ -40,6 +40,8 @@ MAX_LINE = 4096  # a request line; PIPE_BUF is 4096 on Linux
 MAX_ENVIRON = 4 * 1024 * 1024  # more than the kernel lets a process start with (ARG_MAX: arguments and environment)
 CONTEXTS = ("prolog", "epilog", "slurm-check")
 MAX_AGE_S = 10.0  # a request's T0 further back than this (a clock step) counts from now
+GIVEN_UP_S = 2.0  # a line older than this is not handed on: its hook waited a second, then ran its client
+DOOR_BYTES = 1 << 20  # the door's buffer (the kernel's default pipe-max-size): ~10,000 request lines
 
 
 class DoorError(Exception):
@@ -77,6 +79,13 @@ def parse_request(line: str) -> Request:
     if not all(p.startswith("/") and p.isprintable() for p in paths):
         raise DoorError(f"SHELL, CONFIG and SLURM_CONF must be absolute paths: {line[:80]!r}")
     return Request(int(pid), int(fd), int(t0_us), shell, context, config, rest[0] if rest else None)
+
+
+def given_up(req: Request, wall: float | None = None) -> bool:
+    """The line waited in the door longer than its hook waits for an answer (an agent that was stopped
+    or frozen, then resumed): handing it on would cost a spare for a hook that already ran itself."""
+    age = (time.time() if wall is None else wall) - req.t0_us / 1e6
+    return age > GIVEN_UP_S
 
 
 def start_of(t0_us: int, wall: float | None = None, mono: float | None = None) -> float:
@@ -246,6 +255,12 @@ def open_door(door_path: str, pid_path: str) -> int:
     try:
         os.mkfifo(door_path, 0o600)
         fd = os.open(door_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:  # a hook's write into a full door would block it (bash has no timeout for a write)
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, DOOR_BYTES)
+        except (OSError, AttributeError):  # a lower pipe-max-size: the default 64 KiB (~650 lines)
+            pass
         partial = f"{pid_path}.{os.getpid()}.partial"
         with open(partial, "w", encoding="ascii") as fh:
             fh.write(f"{os.getpid()}\n")

@@ -59,6 +59,13 @@ def test_the_door_and_pid_file_are_private_and_go_with_the_agent(tmp_path, bundl
     try:
         assert stat.S_ISFIFO(door_path.stat().st_mode) and stat.S_IMODE(door_path.stat().st_mode) == 0o600
         assert pid_path.read_text().strip() == str(proc.pid)
+        import fcntl
+
+        fd = os.open(door_path, os.O_RDWR | os.O_NONBLOCK)
+        try:  # room for ~10,000 lines: a hook's write into a full door would block it
+            assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == door.DOOR_BYTES
+        finally:
+            os.close(fd)
     finally:
         stop(proc)
     assert not door_path.exists() and not pid_path.exists()
@@ -89,15 +96,24 @@ def test_the_hook_at_the_door_carries_its_environment_directory_umask_and_slurm_
 def test_a_malformed_line_at_the_door_is_refused_and_the_agent_serves_on(tmp_path, bundles):  # noqa: F811
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, sock = start_agent(tmp_path, config)
+    r, w = os.pipe()  # a pipe this process holds, named by a well-formed line that waited too long
+    os.set_blocking(r, False)
     try:
         fd = os.open(door.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
-        os.write(fd, b"1 1 3 0 prolog /etc/passwd\nrm -rf /\n" + b"x" * 9000 + b"\n")
+        old = int((time.time() - door.GIVEN_UP_S - 1) * 1e6)
+        os.write(fd, f"1 {os.getpid()} {r} {old} {sys.executable} prolog {config}\n".encode())
+        os.write(fd, b"1 1 3 0 /bin/bash prolog /etc/passwd\nrm -rf /\n" + b"x" * 9000 + b"\n")
         os.close(fd)
         via, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock, python=NO_PYTHON), env_for(tmp_path))
+        with pytest.raises(BlockingIOError):
+            os.read(r, 64)  # the stale line was dropped: no worker answered it
     finally:
         err = stop(proc)
+        os.close(r)
+        os.close(w)
     assert via.returncode == 0 and proc.returncode == 0, via.stderr[-2000:]
     assert err.count("a request at the door refused") == 3, err[-2000:]
+    assert "1 request(s) at the door dropped: older than 2 s" in err, err[-2000:]
     assert [r["job_id"] for r in runs(tmp_path, 1)] == ["4242"]
 
 
@@ -281,6 +297,12 @@ def test_a_request_line_is_read_strictly():
                 "1 7 3 0 /b prolog /" + "c" * 5000):
         with pytest.raises(door.DoorError):
             door.parse_request(bad)
+
+
+def test_a_line_older_than_a_hooks_wait_is_given_up():
+    req = door.parse_request("1 7 3 1000000000000000 /bin/bash prolog /c")  # T0: 1e9 s on the wall clock
+    assert not door.given_up(req, wall=1e9 + door.GIVEN_UP_S - 0.1)
+    assert door.given_up(req, wall=1e9 + door.GIVEN_UP_S + 0.1)
 
 
 def test_the_hooks_start_counts_on_this_clock_and_a_stepped_clock_counts_from_now():
