@@ -31,7 +31,7 @@ MAX_CGROUP_BYTES = 16 * 1024
 NEVER = frozenset({"slurmstepd", "slurmd", "slurmctld", "slurmdbd", "munged"})
 
 
-def _read(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
+def read_proc(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
     """Up to ``limit`` bytes of ``proc_root/pid/name``; None when it cannot be read (gone, a kernel
     thread's file, not ours to read). Plain ``os`` calls: the epilog reads two or three files of every
     process on the node, and ``open()``'s buffered file object costs as much again as the read."""
@@ -44,7 +44,7 @@ def _read(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
             return os.read(fd, limit)
         chunks, size = [], 0
         while size < limit:
-            want = limit - size
+            want = min(limit - size, 1 << 16)  # a large limit never allocates its whole size up front
             chunk = os.read(fd, want)
             chunks.append(chunk)
             size += len(chunk)
@@ -70,7 +70,7 @@ def kernel_threads(proc_root: str = "/proc") -> frozenset[str] | None:
     kernel threads and the kernel's user-mode helpers (never a job's either: the root cgroup, the
     kernel's environment). None where the kernel lists no children (CONFIG_PROC_CHILDREN unset, a
     fixture tree): each process's stat flags then tell."""
-    raw = _read(proc_root, "2", "task/2/children", 1 << 20)
+    raw = read_proc(proc_root, "2", "task/2/children", 1 << 20)
     if not raw or _comm(proc_root, "2") != "kthreadd":
         return None
     return frozenset(raw.decode("ascii", "replace").split()) | {"2"}
@@ -83,12 +83,12 @@ def _kernel_thread(fields: list[bytes]) -> bool:
 
 
 def _comm(proc_root: str, pid: str) -> str | None:
-    raw = _read(proc_root, pid, "comm", 64)
+    raw = read_proc(proc_root, pid, "comm", 64)
     return None if raw is None else raw.decode("utf-8", "replace").strip()
 
 
 def _status_fields(proc_root: str, pid: str) -> dict[str, str]:
-    raw = _read(proc_root, pid, "status", 8192)
+    raw = read_proc(proc_root, pid, "status", 8192)
     fields = {}
     for line in (raw or b"").decode("utf-8", "replace").splitlines():
         key, sep, value = line.partition(":")
@@ -104,7 +104,7 @@ def _real_uid(status: dict[str, str]) -> int | None:
 
 def _ppid(proc_root: str, pid: str) -> int | None:
     """Parent pid from /proc/PID/stat (field 4; the comm before it may hold spaces and parentheses)."""
-    raw = _read(proc_root, pid, "stat", 1024)
+    raw = read_proc(proc_root, pid, "stat", 1024)
     if raw is not None:
         rest = _stat_fields(raw)
         if len(rest) > 1 and rest[1].isdigit():
@@ -115,7 +115,7 @@ def _ppid(proc_root: str, pid: str) -> int | None:
 
 def _start_time(proc_root: str, pid: str) -> int | None:
     """Start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, names one process."""
-    return _start_of(_stat_fields(_read(proc_root, pid, "stat", 1024)))
+    return _start_of(_stat_fields(read_proc(proc_root, pid, "stat", 1024)))
 
 
 def _start_of(fields: list[bytes]) -> int | None:
@@ -168,13 +168,13 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
             continue
         stat = None
         if kernel is None:  # the flags first: a kernel thread is skipped for one read
-            stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
+            stat = _stat_fields(read_proc(proc_root, pid, "stat", 1024))
             if _kernel_thread(stat):
                 continue
-        cgroup = (_read(proc_root, pid, "cgroup", MAX_CGROUP_BYTES) or b"").decode("utf-8", "replace")
+        cgroup = (read_proc(proc_root, pid, "cgroup", MAX_CGROUP_BYTES) or b"").decode("utf-8", "replace")
         in_cgroup = in_job_cgroup(cgroup, job_id)
         if not in_cgroup:
-            environ = _read(proc_root, pid, "environ", MAX_ENVIRON_BYTES)
+            environ = read_proc(proc_root, pid, "environ", MAX_ENVIRON_BYTES)
             if environ is None or needle not in environ.split(b"\0"):
                 continue
         uid = _real_uid(_status_fields(proc_root, pid))
@@ -184,7 +184,7 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
         if comm in NEVER:
             continue
         if stat is None:
-            stat = _stat_fields(_read(proc_root, pid, "stat", 1024))
+            stat = _stat_fields(read_proc(proc_root, pid, "stat", 1024))
         found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_of(stat)})
     return found
 
@@ -228,7 +228,7 @@ def _signal_same(proc: dict, proc_root: str) -> bool:
 
 
 def _alive(pid: int, proc_root: str = "/proc") -> bool:
-    raw = _read(proc_root, str(pid), "stat", 512)
+    raw = read_proc(proc_root, str(pid), "stat", 512)
     try:
         state = (raw or b"").rsplit(b")", 1)[-1].split()[0]
     except IndexError:

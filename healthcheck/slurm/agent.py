@@ -42,13 +42,13 @@ import time
 
 from . import agentclient, door
 from .agentclient import PROTOCOL, read_frame, send_frame
+from .hooks import CONTEXTS
 from .settings import SlurmSettings
 
 REQUEST_S = 1.0  # a client's request must arrive within this
 REAP_EVERY_S = 1.0
 SPARES = 2  # workers forked ahead, waiting in accept(): a request never waits for a fork
 EX_TEMPFAIL = 75  # the exit status for "restart me" (stale code)
-CONTEXTS = ("prolog", "epilog", "slurm-check")
 
 
 class AgentError(Exception):

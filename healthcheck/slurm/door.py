@@ -35,10 +35,11 @@ import stat
 import sys
 import time
 
+from .hooks import CONTEXTS
+
 PROTOCOL = "1"
 MAX_LINE = 4096  # a request line; PIPE_BUF is 4096 on Linux
 MAX_ENVIRON = 4 * 1024 * 1024  # more than the kernel lets a process start with (ARG_MAX: arguments and environment)
-CONTEXTS = ("prolog", "epilog", "slurm-check")
 MAX_AGE_S = 10.0  # a request's T0 further back than this (a clock step) counts from now
 GIVEN_UP_S = 2.0  # a line older than this is not handed on: its hook waited a second, then ran its client
 DOOR_BYTES = 1 << 20  # the door's buffer (the kernel's default pipe-max-size): ~10,000 request lines
@@ -120,30 +121,19 @@ def parse_umask(status: str) -> int:
 
 def client_context(pid: int, proc: str = "/proc") -> tuple[dict[str, str], str, int]:
     """The hook process's environment (as it was started), working directory and umask."""
-    base = f"{proc}/{pid}"
-    try:
-        fd = os.open(f"{base}/environ", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks, size = [], 0
-            while size <= MAX_ENVIRON:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-        with open(f"{base}/status", encoding="ascii", errors="replace") as fh:
-            status = fh.read(8192)
-    except OSError as exc:
-        raise DoorError(f"process {pid}: {exc.strerror or exc}") from None
-    if size > MAX_ENVIRON:
+    from ..probes.jobprocs import read_proc
+
+    environ = read_proc(proc, str(pid), "environ", MAX_ENVIRON + 1)
+    status = read_proc(proc, str(pid), "status", 8192)
+    if environ is None or status is None:
+        raise DoorError(f"process {pid}: gone, or its /proc entries unreadable")
+    if len(environ) > MAX_ENVIRON:
         raise DoorError(f"process {pid}: an environment over {MAX_ENVIRON} bytes")
     try:
-        cwd = os.readlink(f"{base}/cwd")
+        cwd = os.readlink(f"{proc}/{pid}/cwd")
     except OSError:
         cwd = "/"
-    return parse_environ(b"".join(chunks)), cwd, parse_umask(status)
+    return parse_environ(environ), cwd, parse_umask(status.decode("ascii", "replace"))
 
 
 def request_of(line: str, proc: str = "/proc") -> tuple[dict, Reply]:
@@ -165,7 +155,7 @@ def rehearse() -> None:
     r, w = os.pipe()
     try:
         line = f"{PROTOCOL} {os.getpid()} {r} {int(time.time() * 1e6)} {sys.executable} prolog /"
-        request, reply = request_of(line)
+        _request, reply = request_of(line)
         reply.send({"kind": "done", "rc": 0, "log": ""})
         reply.close()
         os.read(r, 64)

@@ -325,6 +325,18 @@ def test_the_hooks_context_from_proc_is_what_the_process_has():
         door.client_context(999_999_999)
 
 
+def test_a_hooks_context_from_a_proc_tree_and_an_environment_too_large(tmp_path, monkeypatch):
+    proc = tmp_path / "proc"
+    (proc / "123").mkdir(parents=True)
+    (proc / "123" / "environ").write_bytes(b"SLURM_JOB_ID=7\0PATH=/bin\0")
+    (proc / "123" / "status").write_text("Name:\tbash\nUmask:\t0077\n")
+    (proc / "123" / "cwd").symlink_to(tmp_path)
+    assert door.client_context(123, str(proc)) == ({"SLURM_JOB_ID": "7", "PATH": "/bin"}, str(tmp_path), 0o077)
+    monkeypatch.setattr(door, "MAX_ENVIRON", 10)
+    with pytest.raises(door.DoorError, match="an environment over 10 bytes"):
+        door.client_context(123, str(proc))
+
+
 def test_the_answers_are_the_sockets_messages_as_lines():
     assert door.encode({"kind": "accepted", "wait_s": 10.0, "pid": 77}) == b"accepted 10000000 77\n"
     assert door.encode({"kind": "budget", "budget_s": 2.5}) == b"budget 2500000\n"
