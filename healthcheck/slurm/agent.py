@@ -7,7 +7,7 @@ cache) and freezes that heap (``gc.freeze``). Then it keeps ``SPARES`` workers f
 waiting in ``accept()`` with its own watchdog child forked ahead too (``watchdog.prepare``), warmed by
 one probe-and-judge whose result is thrown away (no GPU call, nothing written). A hook's request comes
 through the agent's door (:mod:`healthcheck.slurm.door`: the installed hooks are bash scripts, which
-write one line into a FIFO; the agent hands it on through its own socket) or from the Python client on
+write one line into a FIFO; the agent hands it on to the spares through a pipe) or from the Python client on
 the socket (:mod:`healthcheck.slurm.agentclient`); it is taken by one spare, which runs the hook exactly as the wrapper
 would: ``hooks.guarded_main``, probing live through its prepared child, judging, acting and recording,
 with the budgets counted from the wrapper's start, in the wrapper's environment, working directory and
@@ -86,6 +86,7 @@ def warm(config_path: str | None = None) -> list[str]:
             agentwork.keep_warm(config_path, node)
         except Exception:  # noqa: BLE001 - the hooks report a config they cannot use, per run
             pass
+        records.config_hash(config_path)  # its SHA-256 module imported here, not by each run's record
     return failed
 
 
@@ -166,7 +167,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
           door_fd: int | None = None) -> int:
     """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
     pipe (the agent forks the next spare) and exits when it is answered. ``door_fd``: the door's FIFO
-    (:mod:`door`), whose request lines are handed to the spares through the socket. Returns EX_TEMPFAIL
+    (:mod:`door`), whose request lines are handed to the spares through a pipe. Returns EX_TEMPFAIL
     once the code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket
     goes, busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers)."""
     log = log or _log
@@ -178,6 +179,8 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
     # a worker's exit wakes the agent (SIGCHLD through a wake-up pipe), which forks its replacement then,
     # once the hook is answered, not while it runs
     wake_r, wake_w = os.pipe()
+    # the door's lines go on to the spares through this pipe, one record each (door.hand_over)
+    hand_r, hand_w = door.hand_over_pipe() if door_fd is not None else (None, None)
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, _child_exited)
@@ -195,9 +198,9 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         if pid == 0:  # pragma: no cover - the spare worker (coverage cannot see a forked child)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in (notify_r, life_w, wake_r, wake_w, *([door_fd] if door_fd is not None else [])):
+            for fd in (notify_r, life_w, wake_r, wake_w, *([door_fd, hand_w] if door_fd is not None else [])):
                 os.close(fd)
-            _spare(server, notify_w, life_r, log, warm_for)
+            _spare(server, notify_w, life_r, log, warm_for, hand_r)
         idle.add(pid)
 
     try:
@@ -223,7 +226,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                     if door.given_up(req):
                         stale += 1
                         continue
-                    _forward(server, line, log)
+                    _hand_over(hand_w, line, log)
                 if stale:
                     log(f"{stale} request(s) at the door dropped: older than {door.GIVEN_UP_S:g} s (the agent "
                         "was held up; their hooks ran their Python client)")
@@ -265,32 +268,26 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
             _kill(spare)
         signal.set_wakeup_fd(previous_wakeup)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in (notify_r, notify_w, life_r, life_w, wake_r, wake_w):
-            os.close(fd)
+        for fd in (notify_r, notify_w, life_r, life_w, wake_r, wake_w, hand_r, hand_w):
+            if fd is not None:
+                os.close(fd)
 
 
-def _forward(server, line: str, log) -> None:
-    """Hand a door's request line to a spare: a connection to the agent's own socket, taken by one spare
-    as any request is. Never waits: with the socket's queue full the line is dropped (its hook gets no
-    answer within a second and runs its Python client)."""
-    import socket
-
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
+def _hand_over(fd: int, line: str, log) -> None:
+    """Hand a door's request line to the spares (one takes it). Never waits: with the hand-over pipe full
+    the line is dropped (its hook gets no answer within a second and runs its Python client)."""
     try:
-        sock.connect(server.getsockname())
-        data = agentclient.frame({"v": PROTOCOL, "door": line})
-        if sock.send(data) != len(data):
-            raise BlockingIOError("the socket's buffer is full")
-    except OSError as exc:
+        door.hand_over(fd, line)
+    except BlockingIOError:
+        log("a request at the door not handed on: 256 wait for a spare already")
+    except (OSError, ValueError) as exc:
         log(f"a request at the door not handed on: {exc}")
-    finally:
-        sock.close()
 
 
-def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma: no cover
+def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None = None) -> None:  # pragma: no cover
     """A spare worker: prepare the child that will probe and judge (forked and warmed now, while idle),
-    wait for one request, tell the agent, answer it, exit. Never returns."""
+    wait for one request (a connection on the socket, or a door line the agent hands on through
+    ``hand_r``), tell the agent, answer it, exit. Never returns."""
     code = 0
     prepared = None
     try:
@@ -311,27 +308,59 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for) -> None:  # pragma
             door.rehearse()
         except (OSError, door.DoorError):  # /proc unreadable here: the door's requests fail alike, logged
             pass
-        while True:
-            ready, _, _ = select.select([server, life_r], [], [])
+        conn = line = None
+        while conn is None and line is None:
+            ready, _, _ = select.select([server, life_r, *([hand_r] if hand_r is not None else [])], [], [])
             if life_r in ready:  # the agent is gone
                 os._exit(0)
+            if hand_r is not None and hand_r in ready:
+                line = _handed(hand_r, log)  # None: another spare took it, or its hook has given up
+                continue
             try:
                 conn, _ = server.accept()
-                break
             except (BlockingIOError, InterruptedError):  # another spare took it
                 continue
         os.write(notify_w, os.getpid().to_bytes(4, "big"))
         server.close()  # the agent's socket is not the worker's to hold
-        for fd in (notify_w, life_r):
+        for fd in (notify_w, life_r, *([hand_r] if hand_r is not None else [])):
             os.close(fd)
-        conn.setblocking(True)
-        code = _take(conn, log, prepared)
+        if conn is not None:
+            conn.setblocking(True)
+            code = _take(conn, log, prepared)
+        else:
+            code = _take_door(line, log, prepared)
     except BaseException:  # noqa: BLE001 - nothing may escape into the agent's loop
         code = 70
     finally:
         if prepared is not None:
             prepared.discard()  # unused (a refused request) or already used: it exits on its own
         os._exit(code)
+
+
+def _handed(hand_r: int, log) -> str | None:  # pragma: no cover - runs in a spare worker
+    """A door line from the hand-over pipe for this spare to take; None when another spare took it, or
+    when it waited here past its hook's patience (every spare was busy: its hook ran its Python client)."""
+    line = door.take_handed(hand_r)
+    if line is None:
+        return None
+    try:
+        if not door.given_up(door.parse_request(line)):
+            return line
+    except door.DoorError:  # checked by the agent already
+        return None
+    log(f"a request at the door dropped: it waited over {door.GIVEN_UP_S:g} s for a spare (its hook ran "
+        "its Python client)")
+    return None
+
+
+def _take_door(line: str, log, prepared=None) -> int:  # pragma: no cover - runs in a spare worker
+    """Answer a hook at the door: its context from /proc, its answers into its pipe."""
+    try:
+        request, reply = door.request_of(line)
+    except door.DoorError as exc:
+        log(f"a request at the door not taken: {exc}")
+        return 0
+    return _run(reply, request, request["pid"], log, prepared)
 
 
 def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spare worker
@@ -342,21 +371,17 @@ def _take(conn, log, prepared=None) -> int:  # pragma: no cover - runs in a spar
     if creds is None or creds[1] not in (0, os.getuid()):
         _answer(conn, {"kind": "refused", "why": "the agent answers root only"})
         return 0
-    hook_pid = creds[0]
     conn.settimeout(REQUEST_S)
     try:
         request = read_frame(conn)
     except (OSError, ValueError, EOFError) as exc:
         log(f"a request could not be read: {exc}")
         return 0
-    if "door" in request:  # a hook at the door: its context from /proc, its answers into its pipe
-        conn.close()
-        try:
-            request, conn = door.request_of(str(request["door"]))
-            hook_pid = request["pid"]
-        except door.DoorError as exc:
-            log(f"a request at the door not taken: {exc}")
-            return 0
+    return _run(conn, request, creds[0], log, prepared)
+
+
+def _run(conn, request: dict, hook_pid: int, log, prepared=None) -> int:  # pragma: no cover - a spare
+    """Run a request taken from the socket (``conn``) or the door (``conn``: its :class:`door.Reply`)."""
     why = _invalid(request)
     if why:
         _answer(conn, {"kind": "refused", "why": why})

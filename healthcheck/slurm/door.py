@@ -16,8 +16,11 @@ and the same work: bash cannot open a Unix socket, so the agent also listens on 
   SLURM_CONF what the Python client's argv and environment would carry. The hook's environment,
   working directory and umask are read from ``/proc/PID`` (:func:`client_context`): what the socket's
   client sends of itself.
-- The agent's loop reads the door and hands each line to a spare worker through its own socket, so a
-  request is taken exactly as a socket client's is (one spare accepts it, the agent forks the next).
+- The agent's loop reads the door, drops what it must (a malformed line, one its hook has given up on)
+  and hands each line on to the spare workers through a pipe of its own (:func:`hand_over`): one record
+  of PIPE_BUF bytes per line, so every write is atomic and every read takes exactly one line, whichever
+  of the waiting spares wakes first (:func:`take_handed`). The spare tells the agent, which forks the
+  next, as for a request on the socket.
 - Answers, lines the worker writes into the hook's pipe, opened through ``/proc/PID/fd/FD``
   (:class:`Reply`). It must be a pipe, and once it is open the process must still run SHELL: a hook
   that gave up on the door has ``exec``'d its Python client, whose own descriptors are never written
@@ -43,6 +46,7 @@ MAX_ENVIRON = 4 * 1024 * 1024  # more than the kernel lets a process start with 
 MAX_AGE_S = 10.0  # a request's T0 further back than this (a clock step) counts from now
 GIVEN_UP_S = 2.0  # a line older than this is not handed on: its hook waited a second, then ran its client
 DOOR_BYTES = 1 << 20  # the door's buffer (the kernel's default pipe-max-size): ~10,000 request lines
+RECORD = 4096  # a line handed to the spares: PIPE_BUF bytes, the most a pipe writes at once
 
 
 class DoorError(Exception):
@@ -290,3 +294,38 @@ class Lines:
         if len(self.partial) > MAX_LINE:
             self.partial = b""
         return [line.decode("utf-8", "replace") for line in lines if line]
+
+
+def hand_over_pipe() -> tuple[int, int]:
+    """The pipe the agent hands door lines to its spares through: (read end, write end), both
+    non-blocking (the spares that lose the race for a record read nothing; a full pipe drops the line
+    instead of holding the agent's loop), with room for 256 lines waiting for a spare."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    try:
+        import fcntl
+
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, DOOR_BYTES)
+    except (OSError, AttributeError):  # the default 64 KiB: 16 lines
+        pass
+    return r, w
+
+
+def hand_over(fd: int, line: str) -> None:
+    """Write ``line`` into the hand-over pipe as one record (atomic: RECORD is PIPE_BUF). ValueError for
+    a line that does not fit a record, BlockingIOError when the pipe is full (no spare has taken a line
+    for a while: the hook gets no answer and runs its Python client)."""
+    data = line.rstrip("\n").encode("utf-8", "replace")
+    if len(data) > RECORD or b"\0" in data:
+        raise ValueError(f"a request of {len(data)} bytes does not fit a record of {RECORD}")
+    os.write(fd, data.ljust(RECORD, b"\0"))
+
+
+def take_handed(fd: int) -> str | None:
+    """One line from the hand-over pipe, or None when another spare took it first (or none is there)."""
+    try:
+        data = os.read(fd, RECORD)
+    except BlockingIOError:
+        return None
+    return data.rstrip(b"\0").decode("utf-8", "replace") if data else None

@@ -379,6 +379,57 @@ def test_request_lines_are_split_as_they_come():
     assert lines.feed(b"x" * (door.MAX_LINE + 10)) == [] and lines.partial == b""
 
 
+def test_lines_handed_to_the_spares_are_one_atomic_record_each_and_one_reader_takes_each():
+    import select as select_module
+
+    assert door.RECORD == select_module.PIPE_BUF  # a write of one record is atomic: lines never interleave
+    r, w = door.hand_over_pipe()
+    try:
+        first, second = "1 7 3 0 /bin/bash prolog /c\n", "1 8 3 0 /bin/bash epilog /c /s.conf"
+        door.hand_over(w, first)
+        door.hand_over(w, second)
+        readers = [threading.Thread(target=lambda: taken.append(door.take_handed(r))) for _ in range(3)]
+        taken: list = []
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join()
+        # two spares took a line each, whole; the third found the pipe empty (another spare took it)
+        assert sorted(taken, key=str) == sorted([first.rstrip("\n"), second, None], key=str)
+        with pytest.raises(ValueError):
+            door.hand_over(w, "1 7 3 0 /bin/bash prolog /" + "c" * door.RECORD)
+        with pytest.raises(ValueError):
+            door.hand_over(w, "1 7 3 0 /bin/bash prolog /c\0x")
+        waiting = 0
+        with pytest.raises(BlockingIOError):  # a full pipe never holds the agent's loop
+            while waiting < 10_000:
+                door.hand_over(w, first)
+                waiting += 1
+        assert waiting >= 16 and door.take_handed(r) == first.rstrip("\n")
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_spare_drops_a_handed_line_that_waited_past_its_hooks_patience():
+    from healthcheck.slurm import agent as agent_module
+
+    r, w = door.hand_over_pipe()
+    logged: list[str] = []
+    try:
+        stale = int((time.time() - door.GIVEN_UP_S - 1) * 1e6)
+        fresh = int(time.time() * 1e6)
+        door.hand_over(w, f"1 7 3 {stale} /bin/bash prolog /c")
+        door.hand_over(w, f"1 7 3 {fresh} /bin/bash prolog /c")
+        assert agent_module._handed(r, logged.append) is None
+        assert logged and "waited over 2 s for a spare" in logged[0]
+        assert agent_module._handed(r, logged.append) == f"1 7 3 {fresh} /bin/bash prolog /c"
+        assert agent_module._handed(r, logged.append) is None and len(logged) == 1  # nothing there
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 @pytest.mark.parametrize("through", ["door", "socket"])
 def test_a_root_jobs_epilog_through_the_agent_spares_the_hook_and_its_callers(tmp_path, bundles, through):  # noqa: F811
     """A job run as root: its epilog's callers (slurmd's hook, a site's wrapper script) carry the job's
