@@ -30,6 +30,10 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
   ... no bash in front   the prolog without the agent, its Python client started directly (the hooks
                          were Python scripts before the door): what the hook's bash costs an install
                          without the agent
+  bash, nothing          a bash script that only exits: the floor of any hook written in bash
+  the door's floor       the installed prolog hook knocking at a stand-in for the agent that answers at
+                         once and judges nothing (benchmarks/door_floor.py): bash's start, the knock and
+                         one hand-over, the least a hook at the door costs before any check runs
   NHC (--nhc DIR)        LBNL NHC from a tree the user has, on the same host checks (see nhc_harness.py:
                          scratch directories for everything it writes, NHC_RM=none, MARK_OFFLINE=0,
                          a stub logger)
@@ -71,14 +75,17 @@ HCP_AGENT = "HealthCheckProgram (slurm-check), through the warm agent, scontrol 
 NODE_LINE = ("NodeName=bench1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 State=IDLE "
              "Partitions=main Reason=(null)")
 NHC = "NHC, same host checks"
+BASH_FLOOR = "bash, nothing (the floor of a hook in bash)"
+DOOR_FLOOR = "prolog hook at a stand-in door answering at once (the door's floor: nothing judged)"
 
 
-def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolog.sh") -> Path:
+def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolog.sh",
+            python: str = sys.executable) -> Path:
     """The installed hook ``hook`` for ``config`` and the agent socket ``agent``, rendered by the package."""
     from healthcheck.slurm.install import package_path, render
 
     path = work / f"{name}.sh"
-    path.write_text(render(hook, python=sys.executable, config=str(config), agent=str(agent),
+    path.write_text(render(hook, python=python, config=str(config), agent=str(agent),
                            site=package_path(sys.executable)))
     path.chmod(0o755)
     return path
@@ -127,6 +134,27 @@ def agent_memory_mib(proc) -> str:
                if line.startswith("VmRSS:"))
     return (f"agent RSS {rss / 1024:.1f} MiB; the agent and its {counted - 1} waiting processes (spare workers and "
             f"their prepared children) PSS {pss / 1024:.1f} MiB")
+
+
+def start_door_floor(work: Path, env: dict[str, str]):
+    """The stand-in door (benchmarks/door_floor.py) and the prolog hook knocking at it, rendered with a
+    Python that does not exist: a hook the stand-in did not answer fails (exit 127) instead of being
+    measured on its fallback. Returns (process, hook)."""
+    import subprocess
+    import time
+
+    from healthcheck.slurm.door import paths_for
+
+    sock = work / "run-floor" / "agent.sock"
+    proc = subprocess.Popen([sys.executable, "-I", str(ROOT / "benchmarks" / "door_floor.py"), str(sock)], env=env,
+                            cwd="/", stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not all(Path(p).exists() for p in paths_for(str(sock))):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the stand-in door did not open (exit {proc.poll()})")
+        time.sleep(0.02)
+    hook = wrapper(work, "floor", work / "default.toml", sock, python="/nonexistent/python")
+    return proc, hook
 
 
 def setup(work: Path) -> dict[str, Path]:
@@ -253,6 +281,12 @@ def main() -> None:
                  NO_BASH: ([py, "-IS", "-c", python_part(wrappers["default"].read_text()), "prolog"], env),
                  GPU8: ([str(wrappers["gpu8"])], env)}
         agents = [start_agent(work, name, env) for name in ("default", "gpu8")]
+        floor_proc, floor_hook = start_door_floor(work, env)
+        nothing = work / "nothing.sh"
+        nothing.write_text("#!/bin/bash\nexit 0\n")
+        nothing.chmod(0o755)
+        cases[BASH_FLOOR] = ([str(nothing)], env)
+        cases[DOOR_FLOOR] = ([str(floor_hook)], env)
         # The order: each case through an agent follows a case that did not use that agent, as on a node,
         # where hooks come seconds apart. (Right behind another hook on the same agent, a hook pays on 2
         # cores for that one's replacement spare, a fork and a warm-up: docs/performance.md.)
@@ -280,6 +314,7 @@ def main() -> None:
             for label, gpus in ((DEFAULT, False), (GPU8, True), (AGENT, False), (AGENT8, True), (SOCKET, False),
                                 (NO_BASH, False), (EPILOG, False), (EPILOG_AGENT, False), (HCP_AGENT, False)):
                 print(verify(work, label, *cases[label], gpus=gpus), file=sys.stderr)
+            run_once(*cases[DOOR_FLOOR])  # exit 127 unless the stand-in answered at its door
             load_before = loadavg()
             try:
                 samples = interleaved(cases, args.pairs, gap_s=max(0.0, args.gap_ms) / 1000)
@@ -291,7 +326,7 @@ def main() -> None:
             print(f"pause before each run: {max(0.0, args.gap_ms):g} ms")
             print(f"\nresident between jobs: {agent_memory_mib(agents[0][0])}")
         finally:
-            for proc, _ in agents:
+            for proc in (*(p for p, _ in agents), floor_proc):
                 proc.terminate()
                 proc.wait(timeout=30)
 
