@@ -48,6 +48,14 @@ def _args(argv: list[str]) -> tuple[str, str | None]:
     return argv[0], config
 
 
+def resolve(argv: list[str]) -> tuple[str, str, str, str | None]:
+    """(context, node, config path, job id) of a run: its arguments, then the environment slurmd set."""
+    context, config_path = _args(list(argv))
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+    job_id = os.environ.get("SLURM_JOB_ID") or None
+    return context, node, config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG, job_id
+
+
 # Shares of the hook's budget (slurm.conf's view: the hook must end within it, whatever slurmctld does).
 PRE_SHARE = 0.2  # queued actions and the re-check of our last drain, before the checks
 # kept for the Slurm calls after the checks (state, drain cap, drain/resume): min(max(15 %, 0.5 s), 3 s)
@@ -55,8 +63,16 @@ POST_SHARE, POST_MIN_S, POST_MAX_S = 0.15, 0.5, 3.0
 END_MARGIN_S = 0.1  # the spool record and exit, after the last Slurm call
 
 
+def child_budget(budget: float, t0: float, now: float | None = None) -> float:
+    """The probing and judging child's share of a run's ``budget`` counted from ``t0``: what is left of
+    it now, less the Slurm calls after the checks and the end margin (at least 0.1 s or half the budget)."""
+    post = min(max(POST_SHARE * budget, POST_MIN_S), POST_MAX_S, budget / 3)
+    now = time.monotonic() if now is None else now
+    return max(t0 + budget - post - END_MARGIN_S - now, min(0.1, budget / 2))
+
+
 def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-         on_decided=None, hook_pid: int | None = None) -> int:
+         on_decided=None, hook_pid: int | None = None, started: str | None = None) -> int:
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
     config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
@@ -64,21 +80,21 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     a fork now. ``on_decided(exit status)``: told once the verdict and the Slurm action are settled,
     before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then.
     ``hook_pid``: the hook's process when this runs elsewhere (the agent's worker): the epilog never takes
-    it or its callers for the job's (this process's own callers are never taken either way)."""
+    it or its callers for the job's (this process's own callers are never taken either way). ``started``:
+    the run's start (``utc_now_iso()``; the agent's worker gives the one its prepared child began
+    probing with, see ``agentwork.head_start``)."""
     t0 = time.monotonic() if t0 is None else t0
-    context, config_path = _args(list(sys.argv[1:] if argv is None else argv))
-    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
-    job_id = os.environ.get("SLURM_JOB_ID") or None
-    config_path = config_path or os.environ.get("HEALTHCHECK_CONFIG") or DEFAULT_CONFIG
+    context, node, config_path, job_id = resolve(sys.argv[1:] if argv is None else argv)
     if context == "prolog":  # the fast path first: nothing else is imported when the gate vouches
         from .. import __version__
         from .gate import fast_prolog
 
         if fast_prolog(node, job_id, config_path, t0, __version__) == 0:
             return 0
-    from ..judge import utc_now_iso
+    if started is None:
+        from ..judge import utc_now_iso
 
-    started = utc_now_iso()
+        started = utc_now_iso()
     from ..records import new_run_id
 
     run_id = new_run_id()
@@ -93,7 +109,6 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     if on_budget is not None:
         on_budget(budget)
     end = t0 + budget
-    post = min(max(POST_SHARE * budget, POST_MIN_S), POST_MAX_S, budget / 3)
     from . import actions
 
     # built on first use (a healthy prolog never needs it); every call bounded by the phase's deadline
@@ -105,7 +120,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     except Exception as exc:  # noqa: BLE001 - the checks always run
         log(f"{context} on {node}: queued actions not applied: {type(exc).__name__}: {exc}")
 
-    child_budget = max(end - post - END_MARGIN_S - time.monotonic(), min(0.1, budget / 2))
+    budget_of_child = child_budget(budget, t0)
     state_read = None
 
     def read_state() -> None:  # HealthCheckProgram reads the node's state whatever it finds: meanwhile
@@ -130,15 +145,15 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         # the child was forked before this run: it takes this process's environment, directory and umask
         # (agentclient.process_context reads the same; it cannot be imported here: it imports this module)
         task = {"context": context, "node": node, "config": config_path, "job_id": job_id, "state_dir": state_dir,
-                "started": started, "budget": child_budget, "acknowledged": list(acknowledged),
+                "started": started, "budget": budget_of_child, "acknowledged": list(acknowledged),
                 "env": dict(os.environ), "cwd": cwd, "umask": umask, "hook_pid": hook_pid}
-        outcome = prepared.run(task, child_budget, started=read_state)
+        outcome = prepared.run(task, budget_of_child, started=read_state)
     else:
         from .watchdog import run_in_child
 
-        outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started, child_budget,
-                                             acknowledged, hook_pid),
-                               child_budget, started=read_state)
+        outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started,
+                                             budget_of_child, acknowledged, hook_pid),
+                               budget_of_child, started=read_state)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
     from ..model import Verdict
 
@@ -237,19 +252,27 @@ def _load(path: str, node: str):
     return config, config.expectations_for(node)
 
 
-def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None):
-    """In the child: probe, add the job's facts, judge. Returns plain data for the parent. The child exits
-    once it has answered, so NVML's session is left to that exit."""
-    from ..judge import judge
+def snapshot(context, node, exp, state_dir, started, budget):
+    """In the child: what the checks of ``context`` need, probed live (or read from the node's bundle),
+    every probe's deadline inside ``budget`` so that a hung GPU is judged (gpu.responsive) in time."""
     from ..acquire import snapshot_for
+    from ..judge import sources_needed
     from ..probes import live
 
-    # every probe deadline inside the budget, so a hung GPU is judged (gpu.responsive) in time
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
-    from ..judge import sources_needed
-
-    snap = snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
+    return snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
+
+
+def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None,
+          snap=None):
+    """In the child: probe (unless ``snap``, taken for this run already: the agent's head start), add the
+    job's facts, judge. Returns plain data for the parent. The child exits once it has answered, so
+    NVML's session is left to that exit."""
+    from ..judge import judge
+
+    if snap is None:
+        snap = snapshot(context, node, exp, state_dir, started, budget)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap, hook_pid)
     if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled
@@ -339,11 +362,11 @@ def _findings_of(outcome, budget: float, context: str):
 
 
 def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-                 on_decided=None, hook_pid: int | None = None) -> int:
+                 on_decided=None, hook_pid: int | None = None, started: str | None = None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget, prepared, on_decided, hook_pid)
+        return main(argv, t0, on_budget, prepared, on_decided, hook_pid, started)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

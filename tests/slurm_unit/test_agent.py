@@ -420,6 +420,95 @@ def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     assert watchdog.reap_abandoned(wait_s=30) == set()
 
 
+def test_a_prepared_childs_head_start_comes_before_its_task_and_reaches_it(tmp_path):
+    """begin() hands the child what it can start on while the worker prepares the task: the task then
+    gets what the head start returned; none given, or one that raised, and it gets None. The two frames
+    may wait in the pipe together: the child reads the first to its last byte and not one more."""
+    from healthcheck.slurm import watchdog
+
+    def head(first):
+        if first.get("boom"):
+            raise RuntimeError("boom")
+        return {"probed": first["n"] * 2}
+
+    both = watchdog.prepare(lambda task, ahead: {"task": task, "ahead": ahead},
+                            warm=lambda: time.sleep(0.3), head=head)  # both frames sent before it reads
+    assert both.begin({"n": 21}) is True
+    outcome = both.run({"x": 1}, 30)
+    assert outcome.ok and outcome.value == {"task": {"x": 1}, "ahead": {"probed": 42}}, outcome.error
+    both.discard()
+    for first in (None, {"boom": True, "n": 1}):
+        child = watchdog.prepare(lambda task, ahead: {"task": task, "ahead": ahead}, head=head)
+        assert child.alive(wait_s=30)
+        if first is not None:
+            assert child.begin(first)
+        outcome = child.run({"x": 2}, 30)
+        assert outcome.ok and outcome.value == {"task": {"x": 2}, "ahead": None}, outcome.error
+        child.discard()
+    started_only = watchdog.prepare(lambda task, ahead: task, head=head)
+    assert started_only.alive(wait_s=30) and started_only.begin({"n": 1})
+    started_only.discard()  # the run went another way (the fast prolog's gate, a config it cannot use)
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+    assert started_only.begin({"n": 1}) is False  # discarded: nothing more is handed to it
+
+
+def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_that_run(monkeypatch, tmp_path):
+    """agentwork.run_task uses what head_start probed only for the same context, node, config (the very
+    object: a config reloaded since is probed again), state directory and start; else it probes again."""
+    from healthcheck.slurm import agentwork, hooks
+
+    exp = object()
+    probed, used, adopted = [], [], []
+    # in this process: what the child would adopt is recorded, not taken (it would clear the test's environment)
+    monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: adopted.append((env, cwd, umask)))
+    monkeypatch.setenv("SLURMD_NODENAME", "n1")
+    monkeypatch.setattr(hooks, "_load", lambda path, node: (None, exp))
+    monkeypatch.setattr(hooks, "snapshot", lambda *args: probed.append(args) or f"snap{len(probed)}")
+    monkeypatch.setattr(hooks, "_work", lambda *args: used.append(args[-1]) or {})
+    env = {"SLURMD_NODENAME": "n1", "PATH": "/usr/bin"}
+    first = {"argv": ["epilog", "--config", "/etc/hc.toml"], "env": env, "cwd": str(tmp_path), "umask": 0o022,
+             "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}
+    ahead = agentwork.head_start(first)
+    assert len(probed) == 1 and probed[0][:5] == ("epilog", "n1", exp, hooks._default_settings().state_dir + "/n1",
+                                                  first["started"])
+    assert 0 < probed[0][5] <= hooks._default_settings().budget("epilog")  # the probes' deadlines within it
+    task = {"context": "epilog", "node": "n1", "config": "/etc/hc.toml", "job_id": "7", "started": first["started"],
+            "state_dir": hooks._default_settings().state_dir + "/n1", "budget": 5.0, "acknowledged": [],
+            "env": env, "cwd": str(tmp_path), "umask": 0o022}
+    agentwork.run_task(task, ahead)
+    assert used == ["snap1"]  # the run's own probing, done ahead
+    for change in ({"started": "2026-12-04T00:00:01+00:00"}, {"state_dir": "/elsewhere"}, {"node": "n2"},
+                   {"context": "prolog"}, {"config": "/etc/other.toml"}):
+        agentwork.run_task({**task, **change}, ahead)
+    agentwork.run_task(task, {**ahead, "exp": object()})  # the config reloaded since the head start
+    agentwork.run_task(task, None)
+    assert used[1:] == [None] * 7  # each of those probes for itself (hooks._work with no snapshot)
+    assert adopted[0] == (env, str(tmp_path), 0o022)  # the head start probed in the hook's context
+
+
+def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
+    from healthcheck.slurm import agentwork, hooks
+    from healthcheck.slurm.settings import SlurmSettings
+
+    class Config:
+        slurm = SlurmSettings(prolog_mode="fast")
+
+    monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: None)  # the test's environment kept
+    monkeypatch.setattr(hooks, "_load", lambda path, node: (Config(), object()))
+    monkeypatch.setattr(hooks, "snapshot", lambda *args: pytest.fail("the fast prolog probed ahead"))
+    first = {"argv": ["prolog"], "env": {"SLURMD_NODENAME": "n1"}, "cwd": str(tmp_path), "umask": 0o022,
+             "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}
+    assert agentwork.head_start(first) is None
+
+
+def test_the_checks_child_gets_what_is_left_of_the_budget_less_the_slurm_calls_after_it():
+    from healthcheck.slurm import hooks
+
+    assert hooks.child_budget(10.0, t0=100.0, now=100.0) == pytest.approx(10.0 - 1.5 - hooks.END_MARGIN_S)
+    assert hooks.child_budget(10.0, t0=100.0, now=104.0) == pytest.approx(10.0 - 1.5 - hooks.END_MARGIN_S - 4.0)
+    assert hooks.child_budget(1.0, t0=0.0, now=5.0) == 0.1  # past it: the least a child gets
+
+
 def test_an_agent_socket_answered_by_another_user_is_not_used(tmp_path, bundles):  # noqa: F811
     """A socket someone else put at the agent's path could answer "exit 0" for every prolog: the wrapper
     checks that root answers (SO_PEERCRED) and otherwise runs the hook itself."""
