@@ -280,7 +280,7 @@ def _hand_over(fd: int, line: str, log) -> None:
     try:
         door.hand_over(fd, line)
     except BlockingIOError:
-        log("a request at the door not handed on: 256 wait for a spare already")
+        log("a request at the door not handed on: the hand-over pipe is full (no spare has taken a line for a while)")
     except (OSError, ValueError) as exc:
         log(f"a request at the door not handed on: {exc}")
 
@@ -301,8 +301,8 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None
                 agentwork.warm_run(*warm_for)
 
         try:
-            prepared = watchdog.prepare(agentwork.run_task, warm, close=(server.fileno(), notify_w, life_r),
-                                        head=agentwork.head_start)
+            keep_out = (server.fileno(), notify_w, life_r, *([hand_r] if hand_r is not None else []))
+            prepared = watchdog.prepare(agentwork.run_task, warm, close=keep_out, head=agentwork.head_start)
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
         agentwork.rehearse_adopt()

@@ -287,7 +287,7 @@ def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close
             if head is not None and isinstance(task, dict) and task.get(HEAD) is True:
                 try:
                     ahead = head(task)
-                except Exception:  # noqa: BLE001 - the task is then run from the start
+                except (Exception, SystemExit):  # noqa: BLE001 - the task is then run from the start
                     ahead = None
                 task = _read_task(task_r)
                 if task is _NO_TASK:
