@@ -149,16 +149,18 @@ class Prepared:
     ``discard()`` lets it go, used or not. ``begin(first)``, before ``run``, gives a child prepared with
     a ``head`` its head start (:func:`prepare`)."""
 
-    __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm")
+    __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm", "heads")
 
-    def __init__(self, pid: int, task_fd: int, result_fd: int, ready_fd: int):
+    def __init__(self, pid: int, task_fd: int, result_fd: int, ready_fd: int, heads: bool = False):
         self.pid, self.task_fd, self.result_fd, self.ready_fd = pid, task_fd, result_fd, ready_fd
         self.warm = False  # its "warm" byte was read (end of file alone means it is gone)
+        self.heads = heads  # prepared with a ``head``: it takes a head start before its task
 
     def begin(self, first: dict) -> bool:
         """Hand a child prepared with a ``head`` what it can start on before its task (plain data); False
-        when it cannot be given (the child is gone or was used: its run then goes as without it)."""
-        if self.task_fd < 0 or self.result_fd < 0:
+        when it cannot be given (the child is gone or was used, or has no ``head``: its run then goes as
+        without it)."""
+        if not self.heads or self.task_fd < 0 or self.result_fd < 0:
             return False
         payload = marshal.dumps({**first, HEAD: True})
         try:
@@ -174,8 +176,10 @@ class Prepared:
             raise ValueError("this prepared child was already used or discarded")
         start = time.monotonic()
         payload = marshal.dumps(task)
-        try:
-            _write_all(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload)
+        try:  # within the budget: a child still on its head start reads the task only after it
+            if not _write_within(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload, start + budget_s):
+                os.close(self.task_fd)  # it never got its task: _collect finds the deadline passed and kills it
+                self.task_fd = -1
         except OSError:  # the child is gone: _collect reports how it ended
             os.close(self.task_fd)
             self.task_fd = -1
@@ -311,7 +315,7 @@ def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close
         os.setpgid(pid, pid)
     except OSError:
         pass
-    return Prepared(pid, task_w, result_r, ready_r)
+    return Prepared(pid, task_w, result_r, ready_r, heads=head is not None)
 
 
 _NO_TASK = object()
@@ -549,6 +553,25 @@ def _json_shaped(value: Any, depth: int) -> Any:
             out[json_key(key)] = _json_shaped(item, depth + 1)
         return out
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _write_within(fd: int, data: bytes, deadline: float) -> bool:
+    """Write ``data`` whole into a pipe by ``deadline``; False when the time ran out first (its reader
+    busy or stuck). OSError (EPIPE) when the reader is gone."""
+    view = memoryview(data)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except (BlockingIOError, InterruptedError):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                select.select([], [fd], [], remaining)
+    finally:
+        os.set_blocking(fd, True)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover - child side

@@ -452,6 +452,27 @@ def test_a_prepared_childs_head_start_comes_before_its_task_and_reaches_it(tmp_p
     assert started_only.begin({"n": 1}) is False  # discarded: nothing more is handed to it
 
 
+def test_a_task_that_cannot_reach_a_child_busy_on_its_head_start_times_out_within_the_budget():
+    """A task larger than the pipe holds waits for the child to finish its head start: the run never
+    waits past its budget for that (a head start held up by a slow probe), it ends as a child that
+    does not answer in time does. A child prepared without a head takes no head start at all."""
+    from healthcheck.slurm import watchdog
+
+    stuck = watchdog.prepare(lambda task, ahead: "never", head=lambda first: time.sleep(60))
+    assert stuck.alive(wait_s=30) and stuck.begin({"n": 1})
+    start = time.monotonic()
+    outcome = stuck.run({"env": "x" * (1 << 20)}, 0.5)  # 1 MiB: more than the pipe takes at once
+    assert outcome.status == "timeout" and time.monotonic() - start < 30, outcome
+    stuck.discard()
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+    plain = watchdog.prepare(lambda task: {"got": task})
+    assert plain.alive(wait_s=30) and plain.begin({"n": 1}) is False
+    outcome = plain.run({"x": 3}, 30)
+    assert outcome.ok and outcome.value == {"got": {"x": 3}}, outcome.error
+    plain.discard()
+    assert watchdog.reap_abandoned(wait_s=30) == set()
+
+
 def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_that_run(monkeypatch, tmp_path):
     """agentwork.run_task uses what head_start probed only for the same context, node, config (the very
     object: a config reloaded since is probed again), state directory and start; else it probes again."""
