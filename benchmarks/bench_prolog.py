@@ -91,22 +91,32 @@ def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolo
     return path
 
 
-def start_agent(work: Path, name: str, env: dict[str, str]):
-    """The warm agent for config ``name``, as its systemd unit starts it; (process, socket)."""
+def wait_for_files(proc, paths: list, what: str, timeout_s: float = 60) -> None:
+    """Wait until every path exists (what ``proc`` creates as it starts); SystemExit once it ended or
+    ``timeout_s`` passed."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not all(Path(p).exists() for p in paths):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start (exit {proc.poll()})")
+        time.sleep(0.02)
+
+
+def start_agent(work: Path, name: str, env: dict[str, str], argv: list[str] | None = None,
+                stderr=None):
+    """The warm agent for config ``name``, as its systemd unit starts it (``argv``: the command that
+    starts it, default ``python -I -m healthcheck.slurm.agent``); (process, socket)."""
     import subprocess
     import time
 
-    sock = work / f"run-{name}" / "agent.sock"
-    proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
-                             "--config", str(work / f"{name}.toml")], env=env, cwd="/",
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     from healthcheck.slurm.door import paths_for
 
-    deadline = time.monotonic() + 60
-    while not all(Path(p).exists() for p in (sock, *paths_for(str(sock)))):  # socket, door and pid file
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the agent for {name} did not start with its door (exit {proc.poll()})")
-        time.sleep(0.02)
+    sock = work / f"run-{name}" / "agent.sock"
+    proc = subprocess.Popen([*(argv or [sys.executable, "-I", "-m", "healthcheck.slurm.agent"]), "--socket",
+                             str(sock), "--config", str(work / f"{name}.toml")], env=env, cwd="/",
+                            stdout=subprocess.DEVNULL, stderr=stderr or subprocess.DEVNULL)
+    wait_for_files(proc, [sock, *paths_for(str(sock))], f"the agent for {name} (socket, door and pid file)")
     time.sleep(0.2)  # its spares forked
     return proc, sock
 
@@ -141,18 +151,13 @@ def start_door_floor(work: Path, env: dict[str, str]):
     Python that does not exist: a hook the stand-in did not answer fails (exit 127) instead of being
     measured on its fallback. Returns (process, hook)."""
     import subprocess
-    import time
 
     from healthcheck.slurm.door import paths_for
 
     sock = work / "run-floor" / "agent.sock"
     proc = subprocess.Popen([sys.executable, "-I", str(ROOT / "benchmarks" / "door_floor.py"), str(sock)], env=env,
                             cwd="/", stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not all(Path(p).exists() for p in paths_for(str(sock))):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the stand-in door did not open (exit {proc.poll()})")
-        time.sleep(0.02)
+    wait_for_files(proc, list(paths_for(str(sock))), "the stand-in door")
     hook = wrapper(work, "floor", work / "default.toml", sock, python="/nonexistent/python")
     return proc, hook
 

@@ -197,14 +197,9 @@ def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
             return rc if isinstance(rc, int) and 0 <= rc < 256 else 0
 
 
-def frame(message: dict) -> bytes:
-    """``message`` as sent on the wire: its length in HEADER bytes, big-endian, then its marshal data."""
-    data = marshal.dumps(message)
-    return len(data).to_bytes(HEADER, "big") + data
-
-
 def send_frame(sock, message: dict) -> None:
-    sock.sendall(frame(message))
+    data = marshal.dumps(message)
+    sock.sendall(len(data).to_bytes(HEADER, "big") + data)
 
 
 def read_frame(sock) -> dict:
