@@ -40,8 +40,13 @@ def run_task(task: dict, ahead: dict | None = None):
     """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
     that handed it; the config by path (the warm one while the file is unchanged, as the parent read it).
     ``ahead``: what :func:`head_start` probed for this run, used when it was probed for exactly this
-    task (the same context, node, config object, state directory and start), else probed again."""
-    adopt(task["env"], task["cwd"], task["umask"])
+    task (the same context, node, config object, state directory and start, in the same environment,
+    directory and umask), else probed again."""
+    context = (task["env"], task["cwd"], task["umask"])
+    if ahead is not None and ahead["adopted"] != context:
+        ahead = None  # taken in another environment, directory or umask: the run probes for itself
+    if ahead is None:  # else the head start took this very context already
+        adopt(*context)
     config, exp = hooks._load(task["config"], task["node"])
     settings = config.slurm if config else hooks._default_settings()
     snap = None
@@ -63,7 +68,8 @@ def head_start(first: dict) -> dict | None:
     own (``hooks.snapshot``, the deadlines within the budget counted from the hook's start); what the
     worker then sends decides whether it stands (:func:`run_task`). None where the run would not probe:
     the fast prolog, whose gate may vouch for the node without the checks."""
-    adopt(first["env"], first["cwd"], first["umask"])
+    adopted = (first["env"], first["cwd"], first["umask"])
+    adopt(*adopted)
     context, node, config_path, _job = hooks.resolve(first["argv"])
     config, exp = hooks._load(config_path, node)
     settings = config.slurm if config else hooks._default_settings()
@@ -73,7 +79,7 @@ def head_start(first: dict) -> dict | None:
     budget = hooks.child_budget(settings.budget(context), first["t0"])
     snap = hooks.snapshot(context, node, exp, state_dir, first["started"], budget)
     return {"context": context, "node": node, "config": config_path, "state_dir": state_dir,
-            "started": first["started"], "exp": exp, "snap": snap}
+            "started": first["started"], "exp": exp, "snap": snap, "adopted": adopted}
 
 
 # The contexts a prepared child warms itself for: the hooks on a job's path. HealthCheckProgram's own

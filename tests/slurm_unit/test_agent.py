@@ -475,7 +475,8 @@ def test_a_task_that_cannot_reach_a_child_busy_on_its_head_start_times_out_withi
 
 def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_that_run(monkeypatch, tmp_path):
     """agentwork.run_task uses what head_start probed only for the same context, node, config (the very
-    object: a config reloaded since is probed again), state directory and start; else it probes again."""
+    object: a config reloaded since is probed again), state directory and start, taken in the same
+    environment, directory and umask; else it probes again."""
     from healthcheck.slurm import agentwork, hooks
 
     exp = object()
@@ -498,6 +499,7 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
             "env": env, "cwd": str(tmp_path), "umask": 0o022}
     agentwork.run_task(task, ahead)
     assert used == ["snap1"]  # the run's own probing, done ahead
+    assert len(adopted) == 1  # and the hook's context, taken once
     for change in ({"started": "2026-12-04T00:00:01+00:00"}, {"state_dir": "/elsewhere"}, {"node": "n2"},
                    {"context": "prolog"}, {"config": "/etc/other.toml"}):
         agentwork.run_task({**task, **change}, ahead)
@@ -505,6 +507,11 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
     agentwork.run_task(task, None)
     assert used[1:] == [None] * 7  # each of those probes for itself (hooks._work with no snapshot)
     assert adopted[0] == (env, str(tmp_path), 0o022)  # the head start probed in the hook's context
+    # the head start's context stands whatever its snapshot does (the same hook's); without one, the run
+    # takes the context itself
+    assert len(adopted) == 2 and adopted[1] == adopted[0]
+    agentwork.run_task({**task, "umask": 0o077}, ahead)  # another umask than the head start's: its own
+    assert adopted[-1] == (env, str(tmp_path), 0o077) and used[-1] is None
 
 
 def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
