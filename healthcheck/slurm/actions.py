@@ -86,44 +86,84 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
     Every queued item is validated first (``pending.take_valid``): one for another node, with a node
     name that is not one plain name, or a drain whose reason is not ours is set aside in
-    ``pending-actions.jsonl.rejected`` and logged, never applied; the others are applied or re-queued.
-    Nothing here raises: the checks always run after it."""
+    ``pending-actions.jsonl.rejected`` and logged, never applied. A valid item is applied, or
+    superseded (dropped, with a logged why), or put back as it was (logged each time): a queued action
+    is never lost to a hold or an error, only to a newer decision. For a queued drain, once the node's
+    state is read (and a ledger of ours whose drain ended is ended, as :func:`reconcile` does):
+
+    - the node drained/down with our reason (or Slurm's mark of our own hook): our drain stands; the
+      item's events join its ledger (one is written if the drain went through unseen) - superseded;
+    - held for a reason not ours (an admin's): left as it is - superseded (nothing acknowledged: the
+      events count again once the admin resumes the node);
+    - else the drain cap is asked: a hold puts the item back; then ``drain``: confirmed, the ledger
+      records it with the item's events; refused (``SlurmError``) or unreachable: put back.
+
+    A queued resume is applied when the node is held for our reason (the ledger then ends), else
+    dropped. Nothing here raises: the checks always run after it."""
     if not os.path.exists(os.path.join(state_dir, "pending-actions.jsonl")):
         return
     from .backend import SlurmError, SlurmUnreachable
-    from .pending import PendingError, queue, take_valid
+    from .pending import PendingError, reject, requeue, take_valid
     from .reasons import is_ours
     try:
         pending = take_valid(state_dir, node, log)
     except PendingError as exc:
         log(f"pending actions unreadable: {exc}")
         return
+
+    def put_back(items, why: str) -> None:
+        for item in items:
+            log(f"queued {item.action} of {item.node} (decided {item.created_at}) kept in the queue: {why}")
+        try:
+            requeue(state_dir, list(items))
+        except PendingError as exc:
+            log(f"LOST queued actions ({', '.join(f'{i.action} of {i.node}' for i in items)}): "
+                f"cannot re-queue them: {exc}")
+
     for i, item in enumerate(pending):
+        what = f"queued {item.action} of {item.node} (decided {item.created_at})"
         try:
             state = backend.node(item.node)
-            if state.reason and not is_ours(state.reason):
-                log(f"queued {item.action} of {item.node} dropped: reason now {state.reason!r} (not ours)")
-            elif item.action == "drain" and not (state.drained and state.reason == item.reason):
-                held = _capped(item.node, [reason_check(item.reason) or ""], backend, settings, log)
-                if held:
-                    log(f"queued drain of {item.node} held back by the drain cap: {held}")
-                    continue
-                backend.drain(item.node, item.reason)
-                remember_drain(state_dir, item.reason, "queued", None, log)
-                _record_applied(settings.spool_dir, item, log)
-            elif item.action == "resume" and (state.drained or state.down) and is_ours(state.reason):
+            led = reconcile(state, state_dir, read_ledger(state_dir, log), log)
+            ours_now = (state.drained or state.down) and (is_ours(state.reason) or slurm_mark_of_ours(state, led))
+            if item.action == "drain":
+                if ours_now:
+                    if led is not None:
+                        add_events(state_dir, led, list(item.events), log)
+                    else:  # our drain went through though its answer never came: Slurm shows it
+                        remember_drain(state_dir, state.reason or item.reason, "queued", list(item.events), log)
+                    log(f"{what} superseded: the node is drained by us ({state.reason!r}); "
+                        f"its {len(item.events)} kernel events join that drain")
+                elif state.reason and not is_ours(state.reason):
+                    log(f"{what} dropped: the node is held for {state.reason!r} (not ours); "
+                        f"its kernel events are not acknowledged")
+                else:
+                    held = _capped(item.node, [reason_check(item.reason) or ""], backend, settings, log)
+                    if held:
+                        put_back([item], f"held back by the drain cap: {', '.join(sorted(held))}")
+                        continue
+                    backend.drain(item.node, item.reason)
+                    remember_drain(state_dir, item.reason, "queued", list(item.events), log)
+                    _record_applied(settings.spool_dir, item, log)
+            elif ours_now:
                 backend.resume(item.node)
                 end_ledger(state_dir, read_ledger(state_dir, log), "resumed from the queue", log)
                 _record_applied(settings.spool_dir, item, log)
-        except SlurmUnreachable:
-            for rest in pending[i:]:
-                try:
-                    queue(state_dir, rest)
-                except PendingError as exc:
-                    log(f"cannot re-queue {rest.action} of {rest.node}: {exc}")
+            else:
+                log(f"{what} dropped: the node is not held by us ({state.state}, reason {state.reason!r})")
+        except SlurmUnreachable as exc:
+            put_back(pending[i:], f"slurmctld unreachable ({exc})")
             return
-        except (SlurmError, ValueError) as exc:
-            log(f"queued {item.action} of {item.node} failed: {exc}")
+        except SlurmError as exc:
+            put_back([item], f"refused by Slurm: {exc}")
+        except ValueError as exc:  # can never be applied (e.g. a reason that sanitises to nothing)
+            log(f"{what} set aside: {exc}")
+            try:
+                reject(state_dir, [(item, str(exc))])
+            except OSError as err:
+                log(f"{what} not kept: {err}")
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the action
+            put_back([item], f"{type(exc).__name__}: {exc}")
 
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
@@ -190,11 +230,19 @@ def _cap_finding(held: dict, decided: str):
 
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
                    state_dir: str, run_id: str, log: Log, events: list[str] | None = None,
-                   state_read: StateRead | None = None) -> Decision:
+                   state_read: StateRead | None = None,
+                   before_act: Callable[[Decision], None] | None = None) -> Decision:
     """Decide and act on ``verdict``. ``events``: keys of the kernel events the run saw (recorded with a
-    drain, acknowledged when that drain ends). ``state_read``: the node's state, read already (begun
-    while the checks ran). A check held back by the drain cap adds a ``slurm.drain_cap`` finding to
-    ``verdict``."""
+    drain once Slurm confirmed it, or carried by the queued drain; acknowledged when that drain ends).
+    ``state_read``: the node's state, read already (begun while the checks ran). ``before_act``: called
+    with the final decision right before the drain/resume is asked of Slurm (an exception in it is
+    logged, the action goes on). A check held back by the drain cap adds a ``slurm.drain_cap`` finding
+    to ``verdict``.
+
+    Only a confirmed drain is remembered (the ledger); one slurmctld did not answer is queued with the
+    run's events, and a resume that was only queued leaves the ledger (its events are acknowledged when
+    the resume is applied). A confirmed action is the node's newest decision: actions queued for the
+    node earlier are superseded (a queued drain's events join our confirmed drain's ledger)."""
     needs_state = bool(verdict.failing) or context == "slurm-check"
     if not needs_state:  # healthy prolog/epilog: nothing to ask slurmctld, nothing to import
         return Decision("none", None, "healthy")
@@ -238,23 +286,48 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
                             "drained by our prolog; our reason restored over Slurm's", decision.held)
     if decision.action == "none":
         return decision
+    if before_act is not None:
+        try:
+            before_act(decision)
+        except Exception as exc:  # noqa: BLE001 - never stops the action
+            log(f"{context} on {node}: before the {decision.action}: {type(exc).__name__}: {exc}")
     try:
         if decision.action == "drain":
             backend.drain(node, decision.reason)
         else:
             backend.resume(node)
     except SlurmUnreachable as exc:
-        _queue(state_dir, node, decision, run_id, log)
-        decision = Decision(decision.action, decision.reason,
-                            f"{decision.why}; queued: slurmctld unreachable ({exc})", decision.held)
+        _queue(state_dir, node, decision, run_id, log, events if decision.action == "drain" else None)
+        return Decision(decision.action, decision.reason,
+                        f"{decision.why}; queued: slurmctld unreachable ({exc})", decision.held)
     except SlurmError as exc:
         log(f"{decision.action} of {node} refused by Slurm: {exc}")
         return Decision("none", decision.reason, f"{decision.action} refused: {exc}", decision.held)
+    queued = _superseded(state_dir, node, decision.action, log)
     if decision.action == "drain":
-        remember_drain(state_dir, decision.reason, context, list(events or []), log)
+        remember_drain(state_dir, decision.reason, context,
+                       [e for item in queued for e in item.events] + list(events or []), log)
     else:
         end_ledger(state_dir, read_ledger(state_dir, log), "resumed by us", log)
     return decision
+
+
+def _superseded(state_dir: str, node: str, action: str, log: Log) -> list:
+    """After our ``action`` on ``node`` was confirmed: the actions queued for it earlier, removed from
+    the queue (each logged). Nothing queued: one ``stat``."""
+    if not os.path.exists(os.path.join(state_dir, "pending-actions.jsonl")):
+        return []
+    from .pending import PendingError, supersede
+
+    try:
+        gone = supersede(state_dir, node)
+    except PendingError as exc:
+        log(f"queued actions of {node} not superseded ({exc}): the next run re-checks them")
+        return []
+    for item in gone:
+        log(f"queued {item.action} of {node} (decided {item.created_at}) superseded by our {action}"
+            + (f"; its {len(item.events)} kernel events join the drain" if action == "drain" and item.events else ""))
+    return gone
 
 
 def _only(verdict: Verdict, held: dict) -> Verdict:
@@ -269,16 +342,18 @@ def _only(verdict: Verdict, held: dict) -> Verdict:
                                                   if not (f.status is Status.FAIL and f.check in held)])
 
 
-def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log) -> None:
+def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log,
+           events: list[str] | None = None) -> None:
     from ..judge import utc_now_iso
-    from .pending import PendingAction, PendingError, queue
+    from .pending import PendingAction, PendingError, bounded_events, queue
 
     try:
         make_private(state_dir)
     except OSError:
         pass  # queue() names the path and the error
     try:
-        queue(state_dir, PendingAction(node, decision.action, decision.reason, utc_now_iso(), run_id))
+        queue(state_dir, PendingAction(node, decision.action, decision.reason, utc_now_iso(), run_id,
+                                       bounded_events(events)))
     except PendingError as exc:
         log(f"LOST {decision.action} of {node}: cannot queue it: {exc}")
 

@@ -2,9 +2,11 @@
 state folder (0600 in a 0700 folder, written atomically):
 
 - ``drained-by-us.json`` (the ledger): the drain our hook made last, ``{"reason", "context", "time",
-  "epoch", "events"}``, ``events`` being the keys of the kernel events the node showed then. It lives
-  exactly as long as the drain: it ends when the node is seen resumed (by an admin or by us) or held for a
-  reason that is not ours (an admin's, or Slurm's own "Prolog error" set long after our drain), so a later
+  "epoch", "events"}``, ``events`` being the keys of the kernel events the node showed then. It is
+  written only once Slurm confirmed the drain (``drain`` returned, or the node is seen drained with our
+  reason); a drain that was only queued has none (its events travel in the queue). It lives exactly as
+  long as the drain: it ends when the node is seen resumed (by an admin or by us) or held for a reason
+  that is not ours (an admin's, or Slurm's own "Prolog error" set long after our drain), so a later
   drain by someone else is never taken for ours.
 - ``events-acknowledged.json``: keys of kernel events (``checks.gpu_xid.event_key``: boot id, kernel time
   stamp, PCI address, kind and Xid) that already led to a drain which has since ended. ``gpu.xid``
@@ -96,14 +98,18 @@ def read_ledger(state_dir: str, log: Log) -> dict | None:
 
 
 def remember_drain(state_dir: str, reason: str, context: str, events: list[str] | None, log: Log) -> None:
-    """Record our drain. A drain applied from the queue keeps the events recorded when it was decided."""
+    """Record our drain, once Slurm confirmed it (never for a drain only queued). ``events``: the kernel
+    events it is for (a drain applied from the queue: those of the run that decided it). A ledger still
+    there keeps its events: our drain is replaced by ours (a new reason), or it ended unseen, and
+    acknowledging its events with this one's end is what seeing it end would have done."""
     from ..judge import utc_now_iso
 
-    if events is None:
-        old = read_ledger(state_dir, lambda _m: None) or {}
-        events = old.get("events") if isinstance(old.get("events"), list) else []
+    old = read_ledger(state_dir, lambda _m: None) or {}
+    have = [e for e in old.get("events") or [] if isinstance(e, str)] if isinstance(old.get("events"), list) else []
+    known = set(have)
+    merged = have + [e for e in events or [] if isinstance(e, str) and e not in known and not known.add(e)]
     entry = {"reason": reason, "context": context, "time": utc_now_iso(), "epoch": time.time(),
-             "events": [e for e in events if isinstance(e, str)][:MAX_ACKS]}
+             "events": merged[-MAX_ACKS:]}
     if not _write_json(os.path.join(state_dir, LEDGER), entry, log, "drain ledger"):
         log("drain not remembered locally: a 'Prolog error' reason will not be recognised as ours")
 

@@ -129,3 +129,66 @@ def test_concurrent_queue_and_take_lose_nothing_and_duplicate_nothing(tmp_path):
         results = pool.map(_worker, [(str(tmp_path), i) for i in range(40)])
     taken = [n for r in results for n in r] + [a.node for a in take_all(tmp_path)]
     assert sorted(taken) == sorted(f"n{i:03d}" for i in range(40))  # each exactly once
+
+
+# -- a queued drain's kernel events ----------------------------------------------------------------------
+
+def test_events_round_trip_and_lines_without_them_still_read(tmp_path):
+    with_events = PendingAction("gpu01", "drain", "healthcheck: gpu.xid gpu0: Xid 79", "t1", "r1", ("k1", "k2"))
+    queue(tmp_path, with_events)
+    queue(tmp_path, act("gpu02", "resume"))
+    lines = [json.loads(line) for line in (tmp_path / pending.FILENAME).read_text().splitlines()]
+    assert lines[0]["events"] == ["k1", "k2"] and "events" not in lines[1]  # a resume's line as before
+    with open(tmp_path / pending.FILENAME, "a") as fh:  # a line an earlier release wrote
+        fh.write(json.dumps({"node": "gpu03", "action": "drain", "reason": "healthcheck: x: y",
+                             "created_at": "t0", "run_id": None}) + "\n")
+    taken = take_all(tmp_path)
+    assert taken[0] == with_events and taken[2].events == () and taken[2].node == "gpu03"
+
+
+@pytest.mark.parametrize("events", ["k1", [1], [""], ["x" * (pending.MAX_EVENT_LEN + 1)],
+                                    ["k"] * (pending.MAX_EVENTS + 1)])
+def test_malformed_events_set_the_line_aside(tmp_path, events):
+    (tmp_path / pending.FILENAME).write_text(json.dumps(
+        {"node": "gpu01", "action": "drain", "reason": "healthcheck: x: y", "created_at": "t", "events": events}) + "\n")
+    assert take_all(tmp_path) == []
+    assert "corrupt line" in (tmp_path / pending.REJECTED).read_text()
+
+
+def test_the_most_events_a_drain_carries_fit_in_one_line(tmp_path):
+    keys = [f"{i:06d}|" + "b" * (pending.MAX_EVENT_LEN - 7) for i in range(pending.MAX_EVENTS + 50)]
+    item = PendingAction.now("gpu01", "drain", "healthcheck: gpu.xid gpu0: " + "x" * 180, "r" * 32, keys)
+    assert len(item.events) == pending.MAX_EVENTS and item.events[-1] == keys[-1]  # the newest kept
+    queue(tmp_path, item)
+    assert take_all(tmp_path) == [item]
+
+
+def test_a_newer_drain_keeps_the_events_of_the_one_it_replaces(tmp_path):
+    queue(tmp_path, PendingAction("gpu01", "drain", "healthcheck: a: 1", "t1", "r1", ("k1", "k2")))
+    queue(tmp_path, PendingAction("gpu01", "drain", "healthcheck: b: 2", "t2", "r2", ("k2", "k3")))
+    [kept] = take_all(tmp_path)
+    assert (kept.reason, kept.run_id, kept.events) == ("healthcheck: b: 2", "r2", ("k1", "k2", "k3"))
+    # put back under a newer drain queued meanwhile: the newer stays, with both sets of events
+    queue(tmp_path, PendingAction("gpu01", "drain", "healthcheck: c: 3", "t3", "r3", ("k4",)))
+    requeue(tmp_path, [kept])
+    [newest] = take_all(tmp_path)
+    assert newest.run_id == "r3" and newest.events == ("k1", "k2", "k3", "k4")
+
+
+def test_a_resume_replacing_a_drain_is_logged(tmp_path, caplog):
+    queue(tmp_path, act("gpu01"))
+    with caplog.at_level(logging.WARNING, logger="healthcheck.slurm.pending"):
+        queue(tmp_path, act("gpu01", "resume", t="2024-03-05T11:00:00+00:00"))
+    assert any("queued drain of gpu01" in r.getMessage() and "superseded by the newer resume" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_supersede_removes_only_that_nodes_actions(tmp_path):
+    assert pending.supersede(tmp_path / "none", "gpu01") == [] and not (tmp_path / "none").exists()
+    queue(tmp_path, act("gpu01"))
+    queue(tmp_path, act("gpu02"))
+    assert [a.node for a in pending.supersede(tmp_path, "gpu01")] == ["gpu01"]
+    assert [a.node for a in take_all(tmp_path)] == ["gpu02"]
+    queue(tmp_path, act("gpu01"))
+    assert len(pending.supersede(tmp_path, "gpu01")) == 1
+    assert not (tmp_path / pending.FILENAME).exists()  # an empty queue is no file (the prolog's gate)
