@@ -11,9 +11,25 @@ A process is the job's only when all of these hold:
 - it is not this process nor one of its ancestors (the watchdog's child, the hook, the wrapper that
   called it, slurmd): killing our caller would end the site's epilog with 137 and Slurm would drain
   the node "Epilog error";
-- it is not a Slurm or munge daemon, nor a kernel thread. On a large node most of ``/proc`` is per-CPU
-  kernel workers: they are known from one read (kthreadd's children) and never opened one by one; where
-  the kernel does not list children, the flags in ``/proc/PID/stat``, read first, tell.
+- it is not a kernel thread. On a large node most of ``/proc`` is per-CPU kernel workers: they are known
+  from one read (kthreadd's children) and never opened one by one; where the kernel does not list
+  children, the flags in ``/proc/PID/stat``, read first, tell;
+- it is not a zombie (dead already: nothing to kill; its parent, if the job's, is found and killed);
+- it is not a Slurm or munge daemon, told by what it is, never by its name (a job's process may call
+  itself ``slurmd``, through ``exec -a``/``prctl`` or a binary named ``munged`` in its home). A daemon
+  runs with real uid 0 and its executable (``/proc/PID/exe``) is a daemon's binary that only root could
+  have put there: a root-owned file nobody else may write, in folders up to ``/`` that are root's and
+  writable by nobody else (a sticky ``/tmp`` does not count), whose name, or a name in the same folder
+  that leads to it (Debian's ``/usr/sbin/slurmd`` -> ``/etc/alternatives`` -> ``slurmd-wlm``), is the
+  daemon's. So a process with the job's (non-root) uid is never a daemon, even one running the real
+  ``/usr/sbin/slurmd``: a user's copy of a daemon is the job's. In the job's cgroup the one daemon is
+  the job's own slurmstepd (cgroup v2: ``.../job_<id>/step_<n>/slurm``; v1: ``.../job_<id>/step_<n>``):
+  there only a slurmstepd binary is spared, and never one in a task's cgroup (v2 ``.../user/task_<n>``,
+  v1 ``.../task_<n>``), where slurmstepd does not live. Outside the job's cgroup a root process carrying
+  the job (a root job's, the only uid that can match there) is spared when its binary is any of the
+  daemons': where proctrack does not use cgroups a job's processes sit in ``slurmd.service``'s own
+  cgroup, so the unit's cgroup proves nothing and is not read. The executable is looked at only for
+  root processes that already matched the job: the common scan reads no more files than before.
 
 It reads ``/proc`` directly (every probe takes its root, so tests point it at a fixture tree).
 Reading other users' ``/proc/PID/environ`` needs root, as the epilog runs. ``kill_all`` signals
@@ -25,10 +41,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from stat import S_ISREG
 
 MAX_ENVIRON_BYTES = 256 * 1024
 MAX_CGROUP_BYTES = 16 * 1024
-NEVER = frozenset({"slurmstepd", "slurmd", "slurmctld", "slurmdbd", "munged"})
+DAEMONS = frozenset({"slurmstepd", "slurmd", "slurmctld", "slurmdbd", "munged"})  # their binaries' names
+STEPD = frozenset({"slurmstepd"})
+DELETED = " (deleted)"  # what the kernel appends to /proc/PID/exe once the binary was replaced (an upgrade)
 
 
 def read_proc(proc_root: str, pid: str, name: str, limit: int) -> bytes | None:
@@ -145,6 +164,74 @@ def in_job_cgroup(cgroup_text: str, job_id: str) -> bool:
     return False
 
 
+def in_task_cgroup(cgroup_text: str, job_id: str) -> bool:
+    """True when a line of /proc/PID/cgroup puts the process in one of the job's task cgroups (cgroup v2
+    ``job_<id>/step_<n>/user/task_<n>``, v1 ``job_<id>/step_<n>/task_<n>``): a task, never slurmstepd,
+    which sits in ``step_<n>/slurm`` (v2) or ``step_<n>`` itself (v1)."""
+    component = f"job_{job_id}"
+    for line in cgroup_text.splitlines():
+        parts = line.split(":", 2)[-1].split("/")
+        if component in parts:
+            if any(p == "user" or p.startswith("task_") for p in parts[parts.index(component) + 1:]):
+                return True
+    return False
+
+
+def _root_only(info: os.stat_result) -> bool:
+    """Owned by root and writable by nobody else (group and others: no write bit, sticky or not)."""
+    return info.st_uid == 0 and not info.st_mode & 0o022
+
+
+def daemon_binary(proc_root: str, pid: str, names: frozenset[str] = DAEMONS) -> str | None:
+    """The daemon of ``names`` whose binary process ``pid`` runs, or None. Its executable must be one
+    only root could have put in place: a regular file owned by root that nobody else may write, in
+    folders up to ``/`` owned by root that nobody else may write; and named as the daemon, by its own
+    name or by a name in the same folder that leads to it (``/usr/sbin/slurmd`` -> ``slurmd-wlm``
+    through ``/etc/alternatives``). A binary the kernel says was replaced since (an upgrade, ``(deleted)``)
+    is judged by the file it runs and the folder it was in. A few stat calls: read only for root
+    processes that already matched the job."""
+    link = f"{proc_root}/{pid}/exe"
+    try:
+        path = os.readlink(link)  # the kernel's path, resolved; in a fixture tree, a link to follow
+        info = os.stat(link)  # the very file it runs, even one replaced since
+    except OSError:
+        return None
+    replaced = path.endswith(DELETED)
+    path = path[:-len(DELETED)] if replaced else os.path.realpath(path)
+    if not path.startswith("/") or not S_ISREG(info.st_mode) or not _root_only(info):
+        return None
+    try:
+        if not replaced:
+            here = os.stat(path)
+            if (here.st_dev, here.st_ino) != (info.st_dev, info.st_ino):
+                return None  # the path names another file here (another mount namespace, a race)
+        folder = os.path.dirname(path)
+        while True:
+            if not _root_only(os.stat(folder)):
+                return None
+            if folder == "/":
+                break
+            folder = os.path.dirname(folder)
+    except OSError:
+        return None
+    folder, name = os.path.split(path)
+    if name in names:
+        return name
+    for daemon in sorted(names):
+        if os.path.realpath(os.path.join(folder, daemon)) == path:
+            return daemon
+    return None
+
+
+def _spared_daemon(proc_root: str, pid: str, job_cgroup: str | None, job_id: str) -> bool:
+    """For a root process that matched the job: True when it is a daemon. In the job's cgroup
+    (``job_cgroup``, its /proc/PID/cgroup) only the job's slurmstepd, never in a task's cgroup;
+    elsewhere (a root job's environment) any of the daemons."""
+    if job_cgroup is not None:
+        return not in_task_cgroup(job_cgroup, job_id) and daemon_binary(proc_root, pid, STEPD) is not None
+    return daemon_binary(proc_root, pid) is not None
+
+
 def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] | None = None,
                        max_processes: int = 100_000, job_uid: int | None = None) -> list[dict]:
     """[{"pid", "comm", "uid", "start"}] of the job's processes (see the module docstring for the rule).
@@ -180,11 +267,13 @@ def find_job_processes(job_id: str, proc_root: str = "/proc", exclude: set[int] 
         uid = _real_uid(_status_fields(proc_root, pid))
         if not in_cgroup and (job_uid is None or uid != job_uid):
             continue  # carries the job's environment, but is not the job's (root's wrapper, another user)
-        comm = _comm(proc_root, pid)
-        if comm in NEVER:
-            continue
         if stat is None:
             stat = _stat_fields(read_proc(proc_root, pid, "stat", 1024))
+        if stat[:1] == [b"Z"]:
+            continue  # a zombie: already dead (its parent reaps it), nothing to kill; no exe to tell it by
+        if uid == 0 and _spared_daemon(proc_root, pid, cgroup if in_cgroup else None, job_id):
+            continue  # a daemon, told by what it is (never by its comm): see the module docstring
+        comm = _comm(proc_root, pid)
         found.append({"pid": int(pid), "comm": comm, "uid": uid, "start": _start_of(stat)})
     return found
 

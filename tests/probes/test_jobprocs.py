@@ -132,7 +132,7 @@ def test_fixture_tree_uid_and_cgroup_decide(tmp_path):
     build_proc(proc_root, extra_processes=[
         FakeProcess(40001, "python3", 51234, ("python3", "train.py"), ppid=1),   # the job's: uid + env
         FakeProcess(40002, "bash", 0, ("bash", "/etc/slurm/epilog.d/site.sh"), ppid=1),  # root + env
-        FakeProcess(40003, "slurmstepd", 51234, ("slurmstepd",), ppid=1),       # a daemon
+        FakeProcess(40003, "slurmstepd", 51234, ("slurmstepd",), ppid=1),       # named so, the user's: a stray
         FakeProcess(40004, "python3", 51234, ("python3", "other.py"), ppid=1),  # same user, other job
         FakeProcess(40005, "helper", 0, ("helper",), ppid=1),                   # root, in the job's cgroup
     ])
@@ -141,8 +141,8 @@ def test_fixture_tree_uid_and_cgroup_decide(tmp_path):
         (proc_root / str(pid) / "environ").write_bytes(b"".join(f"{k}={v}\0".encode() for k, v in values.items()))
     (proc_root / "40005" / "cgroup").write_text(f"0::/system.slice/slurmstepd.scope/job_{JOB}/step_0/user/task_0\n")
     found = find_job_processes(JOB, str(proc_root), job_uid=51234)
-    assert sorted(p["pid"] for p in found) == [40001, 40005]
-    assert {p["pid"]: p["uid"] for p in found} == {40001: 51234, 40005: 0}
+    assert sorted(p["pid"] for p in found) == [40001, 40003, 40005]  # daemons: tests/probes/test_jobprocs_daemons.py
+    assert {p["pid"]: p["uid"] for p in found} == {40001: 51234, 40003: 51234, 40005: 0}
     # the job's uid unknown: only the cgroup is proof
     assert [p["pid"] for p in find_job_processes(JOB, str(proc_root))] == [40005]
 
