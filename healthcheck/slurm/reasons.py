@@ -58,7 +58,7 @@ def sanitise(text: str, limit: int = MAX_REASON) -> str:
             out.append("?")
     clean = " ".join("".join(out).split())
     if len(clean) > limit:
-        clean = clean[: limit - 3].rstrip() + "..." if limit > 3 else clean[:limit]
+        clean = clean[: limit - 3].rstrip() + "..." if limit > 3 else clean[:limit].rstrip()
     return clean
 
 

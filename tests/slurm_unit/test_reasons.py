@@ -77,6 +77,7 @@ def test_sanitise_bounds():
     assert sanitise("abcdef", limit=4) == "a..."
     assert sanitise("abcdef", limit=3) == "abc"
     assert sanitise("abc", limit=0) == ""
+    assert sanitise("0\r0", limit=2) == "0"  # a cut at a space leaves no trailing space (found by hypothesis)
 
 
 @settings(max_examples=200, deadline=None)
