@@ -221,11 +221,16 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                 for line in lines.feed(data):
                     try:  # checked here too: a malformed line never costs a spare (a fork and a warm-up)
                         req = door.parse_request(line)
-                    except door.DoorError as exc:
+                    except Exception as exc:  # noqa: BLE001 - no line, however malformed, stops the agent
                         log(f"a request at the door refused: {exc}")
                         continue
                     if door.given_up(req):
                         stale += 1
+                        continue
+                    try:  # a line naming no root process that knocked costs no spare (the worker checks again)
+                        door.check_process(req.pid, req.start)
+                    except door.DoorError as exc:
+                        log(f"a request at the door refused: {exc}")
                         continue
                     _hand_over(hand_w, line, log)
                 if stale:
@@ -348,7 +353,7 @@ def _handed(hand_r: int, log) -> str | None:  # pragma: no cover - runs in a spa
     try:
         if not door.given_up(door.parse_request(line)):
             return line
-    except door.DoorError:  # checked by the agent already
+    except Exception:  # noqa: BLE001 - checked by the agent already
         return None
     log(f"a request at the door dropped: it waited over {door.GIVEN_UP_S:g} s for a spare (its hook ran "
         "its Python client)")
@@ -462,6 +467,9 @@ def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma
 
     answered: list[tuple[int, int, float]] = []  # (exit status, log characters sent, ms)
 
+    def on_acting(code: int) -> None:  # a drain is asked of Slurm next: the wrapper fails closed from now on
+        _answer(conn, {"kind": "acting", "rc": code})
+
     def on_decided(code: int) -> None:  # the job waits no longer: baseline and record follow here
         text = captured.getvalue()
         _answer(conn, {"kind": "done", "rc": code, "log": text})
@@ -469,7 +477,7 @@ def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma
 
     try:
         rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared,
-                          on_decided=on_decided, hook_pid=hook_pid, started=started)
+                          on_decided=on_decided, hook_pid=hook_pid, started=started, on_acting=on_acting)
     except SystemExit as exc:  # a usage error, as the interpreter would print it
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):

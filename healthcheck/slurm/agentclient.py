@@ -24,8 +24,13 @@ Wire format, both ways: an 8-byte big-endian length, then that many bytes of ``m
 Request: ``{"v", "argv", "env", "cwd", "umask", "t0"}``. Answers: ``{"kind": "accepted", "wait_s",
 "pid"}`` (a spare worker, whose process group is ``pid``, took it; the hook ends within ``wait_s``, the
 context's default budget), ``{"kind": "budget", "budget_s"}`` only when the config's budget for this
-context differs, then ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing
-ran: the hook runs here).
+context differs, ``{"kind": "acting", "rc"}`` right before the worker asks Slurm to drain the node (should
+the worker then end without its verdict, this process exits ``rc``: it fails closed, never 0 on a node
+we drained), then ``{"kind": "done", "rc", "log"}``; or ``{"kind": "refused", "why"}`` (nothing ran: the
+hook runs here).
+
+``t0_us`` (the installed hooks pass bash's ``$EPOCHREALTIME`` in microseconds): the hook's start, from
+which its budget counts; the second a hook may have waited at the agent's door is then inside it.
 """
 
 import marshal
@@ -54,9 +59,27 @@ def split_agent(argv: list[str]) -> tuple[list[str], str | None]:
     return argv[:i] + argv[i + 2:], socket_path or None
 
 
-def run(argv: list[str] | None = None) -> None:
-    """The hook with ``argv`` (the installed scripts pass theirs; else the command line's), then exit."""
-    t0 = time.monotonic()
+MAX_AGE_S = 10.0  # a t0_us further back than this (a clock step), or from the future: counted from now
+
+
+def started_at(t0_us, wall: float | None = None, mono: float | None = None) -> float:
+    """The hook's start on this process's monotonic clock, given its start on the wall clock in
+    microseconds (as text or a number); now when it is missing, malformed, older than MAX_AGE_S or in
+    the future."""
+    wall = time.time() if wall is None else wall
+    mono = time.monotonic() if mono is None else mono
+    try:
+        text = str(t0_us)
+        age = wall - int(text) / 1e6 if 0 < len(text) <= 20 and text.isascii() and text.isdigit() else -1.0
+    except ValueError:
+        age = -1.0
+    return mono - age if 0 <= age <= MAX_AGE_S else mono
+
+
+def run(argv: list[str] | None = None, t0_us: str | None = None) -> None:
+    """The hook with ``argv`` (the installed scripts pass theirs; else the command line's), then exit.
+    ``t0_us``: the hook's start on the wall clock in microseconds (its budget counts from there)."""
+    t0 = started_at(t0_us) if t0_us is not None else time.monotonic()
     argv, socket_path = split_agent(list(sys.argv[1:] if argv is None else argv))
     if socket_path:
         try:
@@ -169,6 +192,7 @@ def _request(argv: list[str], t0: float) -> dict:
 def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
     """The worker's frames until ``done``; past its deadline the worker's group is killed and the hook exits 0."""
     deadline = t0 + wait_s + ANSWER_MARGIN_S
+    acting = 0  # the status to exit with should the worker end without its verdict
     while True:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
@@ -179,6 +203,9 @@ def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
                     posix.killpg(pid, 9)  # SIGKILL: it is past its budget (a bug of ours)
                 except OSError:
                     pass
+            if acting:
+                _log(f"the agent's worker gave no verdict ({exc}) after it began to drain the node; exit {acting}")
+                return acting
             _log(f"the agent's worker gave no verdict ({exc}); nothing judged")
             return 0
         kind = frame.get("kind")
@@ -186,6 +213,9 @@ def _await_worker(sock, t0: float, wait_s: float, pid) -> int:
             raise AgentGone(f"agent refused: {frame.get('why')}")
         if kind == "budget":
             deadline = t0 + float(frame["budget_s"]) + ANSWER_MARGIN_S
+        elif kind == "acting":
+            rc = frame.get("rc")
+            acting = rc if isinstance(rc, int) and 0 < rc < 256 else 1
         elif kind == "done":
             text = frame.get("log") or ""
             if text:

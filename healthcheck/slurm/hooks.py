@@ -72,13 +72,16 @@ def child_budget(budget: float, t0: float, now: float | None = None) -> float:
 
 
 def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-         on_decided=None, hook_pid: int | None = None, started: str | None = None) -> int:
+         on_decided=None, hook_pid: int | None = None, started: str | None = None, on_acting=None) -> int:
     """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
     wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
     config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
     (``watchdog.prepare(agentwork.run_task, ...)``, the agent's spares) that probes and judges instead of
     a fork now. ``on_decided(exit status)``: told once the verdict and the Slurm action are settled,
     before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then.
+    ``on_acting(exit status)``: told right before a drain is asked of Slurm, with the status the run will
+    exit with (1 for the prolog): the agent's wrapper exits with it should the worker end before
+    ``on_decided`` (it fails closed: never 0 on a node we drained).
     ``hook_pid``: the hook's process when this runs elsewhere (the agent's worker): the epilog never takes
     it or its callers for the job's (this process's own callers are never taken either way). ``started``:
     the run's start (``utc_now_iso()``; the agent's worker gives the one its prepared child began
@@ -159,8 +162,12 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
     backend.deadline = end - END_MARGIN_S
+    def before_act(decision) -> None:  # the agent's wrapper fails closed from here on
+        if decision.action == "drain" and context == "prolog" and settings.on_fail("prolog") == "drain":
+            on_acting(1)
+
     decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events,
-                                      state_read)
+                                      state_read, before_act=before_act if on_acting is not None else None)
     verdict.duration_s = time.monotonic() - t0
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
@@ -362,11 +369,11 @@ def _findings_of(outcome, budget: float, context: str):
 
 
 def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-                 on_decided=None, hook_pid: int | None = None, started: str | None = None) -> int:
+                 on_decided=None, hook_pid: int | None = None, started: str | None = None, on_acting=None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget, prepared, on_decided, hook_pid, started)
+        return main(argv, t0, on_budget, prepared, on_decided, hook_pid, started, on_acting)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

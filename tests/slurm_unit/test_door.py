@@ -58,7 +58,8 @@ def test_the_door_and_pid_file_are_private_and_go_with_the_agent(tmp_path, bundl
     door_path, pid_path = (Path(p) for p in door.paths_for(str(sock)))
     try:
         assert stat.S_ISFIFO(door_path.stat().st_mode) and stat.S_IMODE(door_path.stat().st_mode) == 0o600
-        assert pid_path.read_text().strip() == str(proc.pid)
+        start = door.parse_start(Path(f"/proc/{proc.pid}/stat").read_bytes())
+        assert pid_path.read_text() == f"{proc.pid} {start}\n"  # a pid reused later is told apart
         import fcntl
 
         fd = os.open(door_path, os.O_RDWR | os.O_NONBLOCK)
@@ -80,15 +81,17 @@ def test_the_hook_at_the_door_carries_its_environment_directory_umask_and_slurm_
     proc, sock = start_agent(tmp_path, config)
     work = tmp_path / "work dir"
     work.mkdir()
+    other = tmp_path / "other.conf"  # root's, and no one else can write it or a directory above it
+    other.write_text("")
     try:
-        script = hook_script(tmp_path, "healthcheck.sh", config, sock, python=NO_PYTHON, slurm_conf="/etc/other.conf")
+        script = hook_script(tmp_path, "healthcheck.sh", config, sock, python=NO_PYTHON, slurm_conf=str(other))
         env = {k: v for k, v in env_for(tmp_path).items() if not k.startswith("SLURM_JOB")}
         check = subprocess.run(["/bin/sh", "-c", f"umask 027; exec {script}"], capture_output=True, text=True,
                                env={**env, "SLURMD_NODENAME": "node7"}, timeout=120, cwd=str(work))
     finally:
         stop(proc)
     assert check.returncode == 0, check.stderr[-2000:]
-    assert seen.read_text().splitlines()[0] == f"/etc/other.conf {work} 0027"  # what scontrol was given
+    assert seen.read_text().splitlines()[0] == f"{other} {work} 0027"  # what scontrol was given
     record = runs(tmp_path, 1)[-1]
     assert record["context"] == "slurm-check" and record["node"] == "node7"  # the hook's SLURMD_NODENAME
 
@@ -287,20 +290,27 @@ def test_the_hook_exits_with_the_workers_status_and_anything_else_is_0(tmp_path,
 
 
 def test_a_request_line_is_read_strictly():
-    req = door.parse_request("1 4242 3 1796409693219737 /bin/bash prolog /etc/hc.toml /etc/slurm/s.conf\n")
-    assert (req.pid, req.fd, req.t0_us, req.shell, req.context, req.config, req.slurm_conf) == (
-        4242, 3, 1796409693219737, "/bin/bash", "prolog", "/etc/hc.toml", "/etc/slurm/s.conf")
-    assert door.parse_request("1 7 3 0 /bin/bash slurm-check /c").slurm_conf is None
+    req = door.parse_request("2 4242 3 1796409693219737 8812 /bin/bash prolog /etc/hc.toml /etc/slurm/s.conf\n")
+    assert (req.pid, req.fd, req.t0_us, req.start, req.shell, req.context, req.config, req.slurm_conf) == (
+        4242, 3, 1796409693219737, 8812, "/bin/bash", "prolog", "/etc/hc.toml", "/etc/slurm/s.conf")
+    assert door.parse_request("2 7 3 0 1 /bin/bash slurm-check /c").slurm_conf is None
+    # the previous release's hooks (protocol 1, no START) are still served, bound by uid and shell
+    old = door.parse_request("1 4242 3 1796409693219737 /bin/bash prolog /etc/hc.toml /etc/slurm/s.conf\n")
+    assert (old.pid, old.start, old.context, old.slurm_conf) == (4242, None, "prolog", "/etc/slurm/s.conf")
     for bad in ("", "2 4242 3 0 /b prolog /c", "1 x 3 0 /b prolog /c", "1 1 3 0 /b prolog /c", "1 7 3 0 /b rm /c",
                 "1 7 3 0 /b prolog c", "1 7 3 0 bash prolog /c", "1 7 3 0 /b prolog /c /d /e",
                 "1 7 -3 0 /b prolog /c", "1 7 3 0 /b prolog /c\x1b[2J", "1 7 3 0 prolog /c",
-                "1 7 3 0 /b prolog /" + "c" * 5000):
+                "1 7 3 0 /b prolog /" + "c" * 5000, "3 7 3 0 1 /b prolog /c",
+                "2 7 3 0 x /b prolog /c", "2 7 3 0 \u00b2 /b prolog /c", "2 7 3 0 1 /b prolog /c /d /e",
+                # digits Python's int() takes but that are not ASCII: an uncaught ValueError killed the agent
+                "1 \u00b2 3 0 /bin/bash prolog /c", "1 7 \u0663 0 /b prolog /c", "2 7 3 \uff11 1 /b prolog /c",
+                "1 " + "9" * 5000 + " 3 0 /b prolog /c"):
         with pytest.raises(door.DoorError):
             door.parse_request(bad)
 
 
 def test_a_line_older_than_a_hooks_wait_is_given_up():
-    req = door.parse_request("1 7 3 1000000000000000 /bin/bash prolog /c")  # T0: 1e9 s on the wall clock
+    req = door.parse_request("2 7 3 1000000000000000 1 /bin/bash prolog /c")  # T0: 1e9 s on the wall clock
     assert not door.given_up(req, wall=1e9 + door.GIVEN_UP_S - 0.1)
     assert door.given_up(req, wall=1e9 + door.GIVEN_UP_S + 0.1)
 
@@ -329,9 +339,12 @@ def test_a_hooks_context_from_a_proc_tree_and_an_environment_too_large(tmp_path,
     proc = tmp_path / "proc"
     (proc / "123").mkdir(parents=True)
     (proc / "123" / "environ").write_bytes(b"SLURM_JOB_ID=7\0PATH=/bin\0")
-    (proc / "123" / "status").write_text("Name:\tbash\nUmask:\t0077\n")
+    (proc / "123" / "status").write_text(f"Name:\tbash\nUmask:\t0077\nUid:\t{os.getuid()}\t{os.getuid()}\t"
+                                         f"{os.getuid()}\t{os.getuid()}\n")
+    (proc / "123" / "stat").write_text("123 (b) a) S 1 123 123 0 -1 4194560 " + "0 " * 12 + "4242 0 0\n")
     (proc / "123" / "cwd").symlink_to(tmp_path)
     assert door.client_context(123, str(proc)) == ({"SLURM_JOB_ID": "7", "PATH": "/bin"}, str(tmp_path), 0o077)
+    assert door.client_context(123, str(proc), start=4242)[1] == str(tmp_path)
     monkeypatch.setattr(door, "MAX_ENVIRON", 10)
     with pytest.raises(door.DoorError, match="an environment over 10 bytes"):
         door.client_context(123, str(proc))
