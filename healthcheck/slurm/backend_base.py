@@ -78,12 +78,45 @@ def is_transient(message: str) -> bool:
     return any(p in low for p in TRANSIENT_PATTERNS)
 
 
-def slurm_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+def slurm_env(environ: dict[str, str] | None = None, warn=None) -> dict[str, str]:
     """The environment for Slurm's client commands (scontrol, sbatch, squeue): the safe PATH/locale
-    plus SLURM_CONF when the caller has one (a non-default slurm.conf, e.g. the test cluster).
-    SLURM_TIME_FORMAT is never passed on, so times print in the ISO 8601 form the parsers expect."""
+    plus SLURM_CONF when the caller has one (a non-default slurm.conf, e.g. the test cluster), and, run
+    as root, only when that file is root's and no one else can write it or a directory above it
+    (``safety.check_trusted``: scontrol loads the plugins the file names, as root). An untrusted one is
+    left out, so the default slurm.conf is used, and ``warn`` (default: stderr, the hook's log) says why.
+    No loader variable (LD_PRELOAD, LD_LIBRARY_PATH, ...) and no PATH of the caller's ever reaches
+    Slurm's commands. SLURM_TIME_FORMAT is never passed on, so times print in the ISO 8601 form the
+    parsers expect."""
     environ = os.environ if environ is None else environ
     env = dict(subproc.SAFE_ENV)
-    if environ.get("SLURM_CONF"):
-        env["SLURM_CONF"] = environ["SLURM_CONF"]
+    conf = environ.get("SLURM_CONF")
+    if conf:
+        why = untrusted_conf(conf)
+        if why is None:
+            env["SLURM_CONF"] = conf
+        else:
+            message = f"SLURM_CONF={conf} not used ({why}); Slurm's default slurm.conf is"
+            if warn is not None:
+                warn(message)
+            else:
+                import sys
+
+                sys.stderr.write(f"healthcheck: {message}\n")
     return env
+
+
+def untrusted_conf(path: str) -> str | None:
+    """Why a slurm.conf must not steer a Slurm command run as root (None: it may; not root: anything may)."""
+    if os.geteuid() != 0:
+        return None
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    from ..safety import UntrustedFile, check_trusted
+
+    try:
+        check_trusted(path, "slurm.conf")
+    except UntrustedFile as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return None

@@ -84,9 +84,9 @@ def render(name: str, python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG
 
 def python_part(hook: str) -> str:
     """The Python a rendered hook runs when the agent does not take it at its door (``exec PYTHON -IS -c
-    '...' "$hook"``): the Python client, which tries the agent's socket, then runs the hook itself."""
+    '...' "$hook" "$t0"``): the Python client, which tries the agent's socket, then runs the hook itself."""
     start = hook.rindex(" -IS -c '\n") + len(" -IS -c '")
-    return hook[start:hook.rindex("\n' \"$hook\"\n") + 1]
+    return hook[start:hook.rindex("\n' \"$hook\" \"$t0\"\n") + 1]
 
 
 def render_unit(python: str = DEFAULT_PYTHON, config: str = DEFAULT_CONFIG, socket: str = DEFAULT_SOCKET) -> str:
@@ -130,11 +130,50 @@ def install_hooks(prefix: str, config: str, python: str | None = None,
     config = os.path.abspath(config)
     slurm_conf = os.path.abspath(slurm_conf) if slurm_conf else None
     agent = os.path.abspath(agent) if agent else None
+    if agent:
+        check_agent_dir(agent)
     site = package_path(python)
     texts = {name: render(name, python, config, slurm_conf, agent, site) for name in HOOKS}
     if agent:
         texts[UNIT] = render_unit(python, config, agent)
     return _write(prefix, texts)
+
+
+class UnsafeAgentDir(PermissionError):
+    """The agent's directory could be written by someone other than root: refused at install."""
+
+
+def check_agent_dir(socket_path: str) -> None:
+    """Refuse an agent socket whose directory anyone but root (or, not run as root, this user) could
+    write: whoever can write there can plant the door, the pid file or the socket the root hooks use.
+    An existing directory must be owned by root and not writable by group or others, and so must every
+    directory above it (a sticky one such as /tmp above it is accepted: no one else can rename it); a
+    directory still to be made (the agent makes it 0700) must have a parent no one else can write,
+    sticky or not (in /tmp anyone could make it first)."""
+    import stat
+
+    owners = (0, os.geteuid())
+    directory = os.path.dirname(os.path.abspath(socket_path))
+    if os.path.isdir(directory):
+        st = os.stat(directory)
+        if st.st_uid not in owners or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafeAgentDir(f"agent directory {directory} (owner uid {st.st_uid}, mode "
+                                 f"{stat.S_IMODE(st.st_mode):o}) must belong to root and not be writable by "
+                                 f"group or others (fix: chown root:root {directory}; chmod 0700 {directory})")
+        above = directory
+    else:
+        above = os.path.dirname(directory)
+        while not os.path.isdir(above):
+            above = os.path.dirname(above)
+        st = os.stat(above)
+        if st.st_uid not in owners or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafeAgentDir(f"agent directory {directory} would be made in {above}, which others can "
+                                 f"write (mode {stat.S_IMODE(st.st_mode):o}): anyone could make it first; "
+                                 "choose an agent socket under a root-only directory such as /run/healthcheck")
+    if os.geteuid() == 0:
+        from ..safety import check_trusted
+
+        check_trusted(above, "agent directory")  # root's all the way up (UntrustedFile is a PermissionError)
 
 
 def write_shipped(directory: str | Path) -> list[Path]:

@@ -175,15 +175,17 @@ def test_drain_needs_a_reason():
         backend(Runner())[0].drain("gpu01", "\n\t  \x1b[0m")
 
 
-def test_env_is_fixed_and_carries_slurm_conf(monkeypatch):
-    monkeypatch.setenv("SLURM_CONF", "/tmp/cluster/slurm.conf")
+def test_env_is_fixed_and_carries_slurm_conf(monkeypatch, tmp_path):
+    conf = tmp_path / "slurm.conf"  # root's, in root's folders (a conf others could write is dropped)
+    conf.write_text("ClusterName=test\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     env = child_env()
-    assert env["SLURM_CONF"] == "/tmp/cluster/slurm.conf" and "SLURM_TIME_FORMAT" not in env
+    assert env["SLURM_CONF"] == str(conf) and "SLURM_TIME_FORMAT" not in env
     assert env["PATH"] == subproc.SAFE_ENV["PATH"] and env["LC_ALL"] == "C"
     r = Runner(ok())
     ScontrolBackend(scontrol=SCONTROL, run=r).resume("gpu01")
-    assert r.calls[0]["env"]["SLURM_CONF"] == "/tmp/cluster/slurm.conf"
+    assert r.calls[0]["env"]["SLURM_CONF"] == str(conf)
 
 
 def test_scontrol_resolved_to_absolute_path(monkeypatch):

@@ -11,15 +11,24 @@ from healthcheck.slurm import backend, backend_base, pyslurm_backend
 from healthcheck.sweep.jobs import SlurmJobs
 
 
-def test_slurm_env_keeps_slurm_conf_and_nothing_else():
-    env = backend_base.slurm_env({"SLURM_CONF": "/etc/alt/slurm.conf", "SLURM_TIME_FORMAT": "relative",
+def a_conf(tmp_path):
+    conf = tmp_path / "alt" / "slurm.conf"  # root's, in root's folders (test_door_hostile: others' are dropped)
+    conf.parent.mkdir()
+    conf.write_text("ClusterName=test\n")
+    return str(conf)
+
+
+def test_slurm_env_keeps_slurm_conf_and_nothing_else(tmp_path):
+    conf = a_conf(tmp_path)
+    env = backend_base.slurm_env({"SLURM_CONF": conf, "SLURM_TIME_FORMAT": "relative",
                                   "PATH": "/home/u/bin", "LD_PRELOAD": "x.so"})
-    assert env == dict(subproc.SAFE_ENV, SLURM_CONF="/etc/alt/slurm.conf")
+    assert env == dict(subproc.SAFE_ENV, SLURM_CONF=conf)
     assert backend_base.slurm_env({"SLURM_CONF": ""}) == subproc.SAFE_ENV
 
 
-def test_the_sweep_jobs_use_the_same_environment(monkeypatch):
-    monkeypatch.setenv("SLURM_CONF", "/etc/alt/slurm.conf")
+def test_the_sweep_jobs_use_the_same_environment(monkeypatch, tmp_path):
+    conf = a_conf(tmp_path)
+    monkeypatch.setenv("SLURM_CONF", conf)
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     calls = []
 
@@ -30,7 +39,7 @@ def test_the_sweep_jobs_use_the_same_environment(monkeypatch):
 
     SlurmJobs(run=run).job_state("123")
     assert calls == [backend_base.slurm_env()]
-    assert calls[0]["SLURM_CONF"] == "/etc/alt/slurm.conf" and "SLURM_TIME_FORMAT" not in calls[0]
+    assert calls[0]["SLURM_CONF"] == conf and "SLURM_TIME_FORMAT" not in calls[0]
 
 
 def test_both_backends_raise_the_same_errors():

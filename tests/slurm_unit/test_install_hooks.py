@@ -55,7 +55,8 @@ def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name)
     assert "\ndoor=/run/healthcheck/agent.door\n" in committed and '<"/run/healthcheck/agent.pid"' in committed
     assert f"exec {install.DEFAULT_PYTHON} -IS -c '" in committed
     assert (f'run([sys.argv[1], "--config", "{install.DEFAULT_CONFIG}", "--agent", '
-            f'"{install.DEFAULT_SOCKET}"])') in committed
+            f'"{install.DEFAULT_SOCKET}"], *sys.argv[2:3])') in committed
+    assert committed.endswith("""' "$hook" "$t0"\n""")  # the hook's start: its budget counts from there
     assert os.access(SHIPPED / name, os.X_OK)
 
 
@@ -115,7 +116,7 @@ def test_install_hooks_without_the_agent_writes_hooks_that_never_try_one(tmp_pat
     never = (tmp_path / "h" / "prolog.sh").read_text()
     assert "--agent" not in never and "\ndoor=\n" in never  # no door to knock at
     custom = install.render("prolog.sh", sys.executable, str(config), agent="/run/hc/a.sock")
-    assert f'"--config", "{config}", "--agent", "/run/hc/a.sock"])' in custom
+    assert f'"--config", "{config}", "--agent", "/run/hc/a.sock"], *sys.argv[2:3])' in custom
     assert "\ndoor=/run/hc/a.door\n" in custom and '<"/run/hc/a.pid"' in custom
     with pytest.raises(ValueError, match="agent socket path"):
         install.render("prolog.sh", sys.executable, str(config), agent="/run/x;y")
