@@ -250,9 +250,9 @@ def _pattern(value: Any, where: str, index: int):
         raise ValueError(f"{what}: must be a non-empty string of at most {_MAX_PATTERN} characters")
     if not value.startswith("^"):
         raise ValueError(f"{what}: must be anchored with '^' at the start of the kernel message")
-    nested = _nested_quantifier(value)
-    if nested:
-        raise ValueError(f"{what}: nested quantifier {nested!r} (parsing must stay linear)")
+    problem = vet_regex(value, _MAX_PATTERN)
+    if problem:
+        raise ValueError(f"{what}: {problem}")
     try:
         compiled = re.compile(value)
     except re.error as exc:
@@ -264,7 +264,21 @@ def _pattern(value: Any, where: str, index: int):
     return compiled
 
 
-def _nested_quantifier(pattern: str) -> str | None:
+def vet_regex(value: Any, max_chars: int = _MAX_PATTERN) -> str | None:
+    """Why ``value`` may not be a regular expression matched against text someone else writes (a
+    kernel message, an InfiniBand node description), or None when it may: not a non-empty string of at
+    most ``max_chars`` characters, or a quantified group that holds a quantifier (``(a+)+``: time that
+    doubles with each character of the text). Compiling it (and its groups) is the caller's. The one
+    vetting of such patterns: the host-event policy's and the fabric design's ``hca_regex``."""
+    if not isinstance(value, str) or not value or len(value) > max_chars:
+        return f"must be a non-empty string of at most {max_chars} characters"
+    nested = nested_quantifier(value)
+    if nested:
+        return f"nested quantifier {nested!r} (matching must stay linear in the text)"
+    return None
+
+
+def nested_quantifier(pattern: str) -> str | None:
     """The text of a quantified group that holds a quantifier itself, or None. Escapes and character
     classes are skipped; '(?' group openers are not quantifiers."""
     stack: list[tuple[int, bool]] = []  # (start, body holds a quantifier)

@@ -50,16 +50,36 @@ def parse_perfquery(path: str, fmt: str) -> None:
     if fmt == "json":
         _json(result.to_dict())
         return
-    saturated = result.saturated()
+    for line in _perfquery_summary(result):
+        click.echo(line)
+
+
+def _perfquery_summary(result):
+    """The text summary: one line per port and kind of block (in the order first seen), whatever
+    number of blocks (samples) of it the input holds: the last value of each counter, as
+    ``merged()`` takes them; then, once per port, its plain counters at their maximum; then the lines
+    saying a query failed. At most one line per distinct header plus one per port, each no longer
+    than the counter lines it names: the output is linear in the input (never a port's list printed
+    again for each of its blocks)."""
+    ports: dict[tuple, list] = {}  # (lid, port, kind) -> [blocks, counters]
     for block in result.blocks:
-        where = f"lid {block.lid} port {'ALL' if block.port is None else block.port}"
-        errors = {k: v for k, v in block.counters.items() if v and not _traffic(k)}
+        seen = ports.get((block.lid, block.port, block.kind))
+        if seen is None:
+            ports[(block.lid, block.port, block.kind)] = [1, dict(block.counters)]
+        else:
+            seen[0] += 1
+            seen[1].update(block.counters)
+    saturated = result.saturated()
+    for (lid, port, kind), (blocks, counters) in ports.items():
+        where = f"lid {lid} port {'ALL' if port is None else port}"
+        errors = {k: v for k, v in counters.items() if v and not _traffic(k)}
         shown = ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "no non-zero error counter"
-        click.echo(f"{where} ({block.kind}, {len(block.counters)} counters): {shown}")
-        if saturated.get((block.lid, block.port)) and block.kind == "basic":
-            click.echo(f"  at their maximum (growth unknown): {', '.join(saturated[(block.lid, block.port)])}")
+        samples = f", last values of {blocks} blocks" if blocks > 1 else ""
+        yield f"{where} ({kind}, {len(counters)} counters{samples}): {shown}"
+        if kind == "basic" and saturated.get((lid, port)):
+            yield f"  at their maximum (growth unknown): {', '.join(saturated[(lid, port)])}"
     for line in result.errors:
-        click.echo(f"error: {line}")
+        yield f"error: {line}"
 
 
 @click.command("ibqueryerrors")

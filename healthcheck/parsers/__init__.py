@@ -59,6 +59,24 @@ def as_text(text: object, what: str, max_chars: int, max_lines: int | None = Non
     return text
 
 
+MAX_DIGITS = 20  # 2**64 - 1 has 20 decimal digits: no counter, id or size a tool prints has more
+
+
+def bounded_int(digits: str, what: str, max_digits: int = MAX_DIGITS,
+                error: type[ParseError] = ParseError) -> int:
+    """``int(digits)`` for a run of decimal digits (an optional sign) matched in untrusted input, or
+    ``error`` naming ``what`` (say which line) when the run is longer than ``max_digits``. Python's
+    ``int()`` refuses over 4,300 digits with a plain ValueError and is quadratic below that: a parser
+    converting an unbounded ``(\\d+)`` group would crash or stall on a crafted number."""
+    if len(digits.lstrip("+-")) > max_digits:
+        raise error(f"{what}: a {len(digits)}-digit number, over the {max_digits} digits a real tool output "
+                    f"holds: {digits[:24]}...")
+    try:
+        return int(digits)
+    except ValueError:
+        raise error(f"{what}: not a whole number: {digits[:40]!r}") from None
+
+
 MAX_JSON_CONTAINERS = 200_000  # "{" + "[" in a JSON input (a real dcgmi or fio document has < 1,000)
 _JSON_START = Pattern(r"(?m)^[ \t]*\{")
 

@@ -137,7 +137,8 @@ def _event(rule, got: re.Match, message: str, line: str, prefix: str,
         device = f"cpu{device}"  # the machine-check patterns capture the CPU number
     count = 1
     if rule.count == "sum" and groups.get("n"):
-        count = max(1, min(int(groups["n"]), 10**9))
+        n = groups["n"].lstrip("0") or "0"  # a site's pattern may capture an unbounded digit run:
+        count = max(1, min(int(n), 10**9)) if len(n) <= 10 else 10**9  # over 10 digits is the cap anyway
     driver = groups.get("driver") or ("mlx5_core" if message.startswith("mlx5_core") else None)
     text = message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + "..."
     return KernelEvent(kind="host", pci_bus_id=pci, message=text,

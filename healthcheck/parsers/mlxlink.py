@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ..model import MlxlinkPort
-from . import ParseError
+from . import ParseError, bounded_int
 
 MAX_INPUT = 4 * 1024 * 1024
 _KV_RE = re.compile(r"^\s*([A-Za-z][^:]*?)\s+:\s*(.*?)\s*$")
@@ -40,10 +40,13 @@ def _float(text: str | None, what: str) -> float | None:
 
 
 def _int(text: str | None, what: str) -> int | None:
+    value = text.strip().split()[0] if text and text.strip() else ""
+    if value.isdigit():  # exact (a float would round a 20-digit count); over 20 digits: ParseError
+        return bounded_int(value, f"mlxlink {what}")
     number = _float(text, what)
     if number is None:
         return None
-    if number != int(number) or number < 0:
+    if number != number or number in (float("inf"), float("-inf")) or number != int(number) or number < 0:
         raise ParseError(f"mlxlink {what}: not a count: {text[:40]!r}")
     return int(number)
 
@@ -56,7 +59,7 @@ def _lanes(text: str | None) -> list[int] | None:
         part = part.strip()
         if not part.isdigit():
             raise ParseError(f"mlxlink raw errors per lane: not counts: {text[:60]!r}")
-        out.append(int(part))
+        out.append(bounded_int(part, "mlxlink raw errors per lane"))
     return out
 
 

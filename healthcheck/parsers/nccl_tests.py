@@ -30,7 +30,9 @@ Variants handled:
   MPI aborts, failed/cancelled/OOM-killed Slurm tasks, crashes, summary lines saying ``FAILED``, and
   ``no results table`` when nothing else explains an output without rows. ``warnings``: ``NCCL WARN``
   lines (benign ones occur in passing runs), ``# error:`` lines, other ``srun``/``mpirun`` error and
-  warning lines, unreadable rows, a missing or repeated summary.
+  warning lines, unreadable rows, a missing or repeated summary. A digit run longer than any nccl-tests
+  prints (over 20 digits, where the parser reads it as an integer) makes its row unreadable, its rank line
+  skipped (a warning) or its ``Out of bounds`` summary an error: never int()'s plain ValueError.
 
 Raises :class:`NcclParseError` for input that is not nccl-tests output (not text, empty, nothing of the
 above) or over MAX_INPUT_CHARS / MAX_LINES; longer lines than MAX_LINE_CHARS are skipped (a warning).
@@ -48,7 +50,7 @@ import math
 import re
 from dataclasses import asdict, astuple, dataclass, field
 
-from . import ParseError, as_text
+from . import MAX_DIGITS, ParseError, as_text
 
 
 class NcclParseError(ParseError):
@@ -318,6 +320,9 @@ def _comment(st: _State, line: str) -> None:
         st.header["collective"] = found.group(1)
     elif (found := _RANK.match(line)) is not None:
         st.recognised = True
+        if any(len(found[key] or "") > MAX_DIGITS for key in ("rank", "group", "pid", "device")):
+            st.warn(f"rank line skipped: a number over {MAX_DIGITS} digits: {line[:200]}")
+            return
         group = int(found["group"]) if found["group"] is not None else None
         rank = NcclRank(int(found["rank"]), found["host"], int(found["device"]), found["busid"] or None,
                         found["name"] or None, group=group, pid=int(found["pid"]))
@@ -325,9 +330,17 @@ def _comment(st: _State, line: str) -> None:
             st.ranks.append(rank)
     elif (found := _RANK_LOOSE.match(line)) is not None:
         st.recognised = True
+        if len(found.group(1)) > MAX_DIGITS:
+            st.warn(f"rank line skipped: a number over {MAX_DIGITS} digits: {line[:200]}")
+            return
         st.ranks.append(NcclRank(int(found.group(1)), None, None, None, None))
     elif (found := _OOB.match(line)) is not None:
         st.recognised = True
+        if len(found.group(1)) > MAX_DIGITS:  # not a count nccl-tests prints: the summary cannot be read
+            st.summaries += 1
+            st.oob_ok = False
+            st.error(f"unreadable summary (a count over {MAX_DIGITS} digits): {line[:200]}")
+            return
         count = int(found.group(1))
         st.oob = count + (st.oob or 0)
         ok = count == 0 and (found.group(2) or "OK").upper() == "OK"
@@ -456,14 +469,23 @@ def _build_row(st: _State, prefix: list[str], body: list[str]) -> tuple[NcclRow,
     if n and ((n != 2 * width) if st.titled and st.has_root else n in (2 * width + 1, width + 1)):
         if not _is_root(body[0]):
             raise _BadRow(f"root {body[0]!r} is not an integer")
-        root, body = int(body[0]), body[1:]
+        root, body = _whole(body[0], "root"), body[1:]
     if not width <= len(body) <= 2 * width:
         raise _BadRow(f"{len(body)} numbers for {2 * width} columns")
     complete = len(body) == 2 * width
     oop = _side(st, side, body[:width])
     ip = _side(st, side, body[width:]) if complete else NcclSide(None, None, None, None)
-    row = NcclRow(int(prefix[0]), int(prefix[1]), prefix[2], prefix[3] if len(prefix) > 3 else None, root, oop, ip)
+    row = NcclRow(_whole(prefix[0], "size"), _whole(prefix[1], "count"), prefix[2],
+                  prefix[3] if len(prefix) > 3 else None, root, oop, ip)
     return row, complete
+
+
+def _whole(token: str, what: str) -> int:
+    """``int(token)`` of a row's digit run; _BadRow over MAX_DIGITS digits (int() raises a plain
+    ValueError over 4,300 and is quadratic below that; no size, count or root has more than 20)."""
+    if len(token.lstrip("-")) > MAX_DIGITS:
+        raise _BadRow(f"{what} has {len(token)} digits")
+    return int(token)
 
 
 def _side(st: _State, names: tuple[str, ...], tokens: list[str]) -> NcclSide:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import ParseError, as_text
+from . import ParseError, as_text, bounded_int
 
 MAX_INPUT_CHARS = 32 * 1024 * 1024  # ibqueryerrors of a 10,000-port fabric with link info is ~3 MB
 MAX_LINES = 1_000_000
@@ -102,17 +102,21 @@ class PerfqueryResult:
         return out
 
     def saturated(self) -> dict[tuple[int, int | None], list[str]]:
-        """Per (lid, port): the plain counters at their maximum and not read from an extended block."""
-        extended = {(b.lid, b.port): set(b.counters) for b in self.blocks if b.kind == "extended"}
-        out: dict[tuple[int, int | None], list[str]] = {}
+        """Per (lid, port): the plain counters at their maximum (in any of its basic blocks) and not
+        read from an extended block, each named once (in the order first seen)."""
+        extended: dict[tuple[int, int | None], set[str]] = {}
+        for b in self.blocks:
+            if b.kind == "extended":
+                extended.setdefault((b.lid, b.port), set()).update(b.counters)
+        found: dict[tuple[int, int | None], dict[str, None]] = {}
         for b in self.blocks:
             if b.kind != "basic":
                 continue
             for name, value in b.counters.items():
                 bits = BASIC_WIDTH_BITS.get(name)
                 if bits and value >= (1 << bits) - 1 and name not in extended.get((b.lid, b.port), ()):
-                    out.setdefault((b.lid, b.port), []).append(name)
-        return out
+                    found.setdefault((b.lid, b.port), {})[name] = None
+        return {key: list(names) for key, names in found.items()}
 
     def to_dict(self) -> dict:
         return {"blocks": [b.to_dict() for b in self.blocks], "errors": list(self.errors),
@@ -137,13 +141,24 @@ def _block_kind(title: str) -> str:
 
 
 def _value(raw: str, name: str, lineno: int) -> int:
+    """A counter's decimal or ``0x`` value. A decimal of more than 20 characters is refused before
+    converting it (int() of a 5,000-digit run raises a plain ValueError, and is quadratic below that
+    limit); hexadecimal converts in linear time, whatever its length."""
+    hexa = raw.lower().startswith("0x")
+    if not hexa and len(raw) > 20:
+        raise ParseError(f"perfquery line {lineno}: {name}: a {len(raw)}-character value "
+                         f"{raw[:24]!r}... is outside 0..2^64-1 or not a number")
     try:
-        value = int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+        value = int(raw, 16) if hexa else int(raw)
     except ValueError:
         raise ParseError(f"perfquery line {lineno}: {name}: not a counter value: {raw[:40]!r}") from None
     if value < 0 or value >= 1 << 64:
         raise ParseError(f"perfquery line {lineno}: {name}: {raw[:40]!r} is outside 0..2^64-1")
     return value
+
+
+def _int(digits: str, what: str, lineno: int, tool: str = "perfquery") -> int:
+    return bounded_int(digits, f"{tool} line {lineno}: {what}")
 
 
 def parse_perfquery(text: str) -> PerfqueryResult:
@@ -164,8 +179,9 @@ def parse_perfquery(text: str) -> PerfqueryResult:
                                  f"{stripped[:80]!r}")
             cap = _CAPMASK.search(header.group("rest"))
             port = where.group("port")
-            block = PortCounters(_block_kind(header.group("title")), int(where.group("lid")),
-                                 None if port.upper() == "ALL" else int(port), cap.group(1) if cap else None)
+            block = PortCounters(_block_kind(header.group("title")), _int(where.group("lid"), "Lid", lineno),
+                                 None if port.upper() == "ALL" else _int(port, "port", lineno),
+                                 cap.group(1) if cap else None)
             result.blocks.append(block)
             continue
         match = _FIELD.match(line)
@@ -265,12 +281,13 @@ def parse_ibqueryerrors(text: str) -> IbqueryerrorsResult:
         if m:
             if node is None:
                 raise ParseError(f"ibqueryerrors line {lineno}: a port line before any 'Errors for' line")
-            counters = {c.group("name"): int(c.group("value")) for c in _COUNTER_ITEM.finditer(m.group("rest"))}
+            counters = {c.group("name"): _int(c.group("value"), c.group("name"), lineno, "ibqueryerrors")
+                        for c in _COUNTER_ITEM.finditer(m.group("rest"))}
             if not counters and m.group("rest").strip():
                 raise ParseError(f"ibqueryerrors line {lineno}: no '[Counter == N]' item: {line.strip()[:80]!r}")
             p = m.group("port")
-            port = ErrorPort(node[0], node[1], m.group("guid").lower(), None if p.upper() == "ALL" else int(p),
-                             counters)
+            port = ErrorPort(node[0], node[1], m.group("guid").lower(),
+                             None if p.upper() == "ALL" else _int(p, "port", lineno, "ibqueryerrors"), counters)
             result.ports.append(port)
             continue
         m = _LINK_INFO.match(line)
@@ -278,18 +295,22 @@ def parse_ibqueryerrors(text: str) -> IbqueryerrorsResult:
             if port is None:
                 raise ParseError(f"ibqueryerrors line {lineno}: a 'Link info' line without a port line above")
             width, speed, state = _link(m.group("link"))
+            rlid, rport = m.group("rlid"), m.group("rport")
             port.link = LinkInfo(width, speed, state, m.group("rguid") and m.group("rguid").lower(),
-                                 int(m.group("rlid")) if m.group("rlid") else None,
-                                 int(m.group("rport")) if m.group("rport") else None, m.group("rdesc"))
+                                 _int(rlid, "remote lid", lineno, "ibqueryerrors") if rlid else None,
+                                 _int(rport, "remote port", lineno, "ibqueryerrors") if rport else None,
+                                 m.group("rdesc"))
             continue
         m = _SUMMARY.match(line.strip())
         if m:
             seen_summary = True
-            result.nodes_checked, result.bad_nodes = int(m.group("nodes")), int(m.group("bad"))
+            result.nodes_checked = _int(m.group("nodes"), "nodes checked", lineno, "ibqueryerrors")
+            result.bad_nodes = _int(m.group("bad"), "bad nodes", lineno, "ibqueryerrors")
             continue
         m = _SUMMARY_PORTS.match(line.strip())
         if m:
-            result.ports_checked, result.bad_ports = int(m.group("ports")), int(m.group("bad"))
+            result.ports_checked = _int(m.group("ports"), "ports checked", lineno, "ibqueryerrors")
+            result.bad_ports = _int(m.group("bad"), "bad ports", lineno, "ibqueryerrors")
             continue
         if line.lstrip().startswith("##"):
             continue
