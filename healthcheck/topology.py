@@ -14,7 +14,8 @@ such strings (joined). Within one level a node belongs to at most one group; acr
 groups overlap freely (a power group may span racks). Node groups (``@name``) are not accepted:
 resolving them would read the site's group sources, and this module does no I/O. A group may name
 at most ``MAX_GROUP_NODES`` nodes (a typo such as ``gpu[1-10000000]`` is an error, not a hang: the
-size is bounded from the bracket ranges before ClusterShell, which builds every name, sees them).
+size is bounded from the bracket ranges before ClusterShell, which builds every name, sees them;
+:func:`nodeset_size_bound` is that bound, for every node set from a file or a command line).
 
 Pure functions; ClusterShell is imported inside them. Complexity: validation expands every group
 once (O(total nodes)); ``groups_of`` is one dictionary lookup per node and level after that.
@@ -51,28 +52,48 @@ def _pattern(level: str, group: str, spec: Any) -> str:
 
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _RANGE = re.compile(r"\s*(\d{1,18})\s*(?:-\s*(\d{1,18})\s*)?(?:/\s*(\d{1,18})\s*)?")
+# A bracket (up to its closing one), a set operator or comma, or a run of anything else: one pass.
+_TOKEN = re.compile(r"\[[^\]]*\]?|[,!&^]|[^,!&^\[]+")
+_SEPARATORS = frozenset(",!&^")
 
 
-def _size_bound(spec: str) -> int:
-    """An upper bound of the nodes ``spec`` names, from its bracket ranges alone (ClusterShell
-    builds every name of a range, so a huge range must be refused before it is parsed). Terms at
-    the top level (split on commas and set operators outside brackets) add; the bracket ranges of
-    one term multiply. A range it cannot read counts as 1 (ClusterShell then rejects it), one with
-    more than 18 digits as too large."""
+def _terms(spec: str) -> list[str]:
+    """``spec`` split on commas and set operators outside brackets, in one pass over it (a split with a
+    look-ahead for the closing bracket was quadratic in a long comma list)."""
+    terms, term = [], []
+    for token in _TOKEN.findall(spec):
+        if token in _SEPARATORS:
+            terms.append("".join(term))
+            term = []
+        else:
+            term.append(token)
+    terms.append("".join(term))
+    return terms
+
+
+def nodeset_size_bound(spec: str, limit: int = MAX_GROUP_NODES) -> int:
+    """An upper bound of the nodes the node set ``spec`` names, from its bracket ranges alone, in
+    time linear in ``spec``: ClusterShell builds every name of a range, so a huge range
+    (``node[1-99999999]``: gigabytes) must be refused before it is parsed. Terms at the top level
+    (split on commas and set operators outside brackets) add; the bracket ranges of one term multiply.
+    A range it cannot read counts as 1 (ClusterShell then rejects it), one with more than 18 digits
+    as too large. Once one term's product passes ``limit`` that product is returned (a number over
+    the limit, not the whole bound). Used wherever a node set from a file or a command line is
+    expanded: the [topology] groups, the config's node classes, the drill's --nodes."""
     total = 0
-    for term in re.split(r"[,!&^](?![^\[]*\])", spec):
+    for term in _terms(spec):
         size = 1
         for body in _BRACKET.findall(term):
             count = 0
             for part in body.split(","):
                 m = _RANGE.fullmatch(part)
                 if m is None:
-                    count += MAX_GROUP_NODES + 1 if re.search(r"\d{19}", part) else 1
+                    count += limit + 1 if re.search(r"\d{19}", part) else 1
                     continue
                 lo, hi, step = int(m[1]), int(m[2] or m[1]), max(int(m[3] or 1), 1)
                 count += (hi - lo) // step + 1 if hi >= lo else 1
             size *= max(count, 1)
-            if size > MAX_GROUP_NODES:
+            if size > limit:
                 return size
         total += size
     return total
@@ -82,7 +103,7 @@ def _expand(level: str, group: str, spec: str) -> list[str]:
     from ClusterShell.NodeSet import NodeSet, NodeSetException, RESOLVER_NOGROUP
     from ClusterShell.RangeSet import RangeSetException
 
-    bound = _size_bound(spec)
+    bound = nodeset_size_bound(spec)
     if bound > MAX_GROUP_NODES:
         raise TopologyError(f"topology.{level}.{group}: nodeset {spec!r} names more than "
                             f"{MAX_GROUP_NODES} nodes (about {bound}): a typo?")

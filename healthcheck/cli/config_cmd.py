@@ -43,8 +43,12 @@ def config_validate(path, fmt):
             exit_with(exitcodes.USAGE)
         raise UsageFailure(str(exc)) from exc
     from ..config import overlapping_classes
+    from ..config.overlap import MAX_OVERLAPS
 
-    warnings = [f"classes {a!r} and {b!r} both match {sample} ({a!r} wins)" for a, b, sample in overlapping_classes(cfg)]
+    overlaps = overlapping_classes(cfg)
+    warnings = [f"classes {a!r} and {b!r} both match {sample} ({a!r} wins)" for a, b, sample in overlaps]
+    if len(overlaps) >= MAX_OVERLAPS:
+        warnings.append(f"the first {MAX_OVERLAPS} overlapping pairs of classes are listed; there may be more")
     if fmt == "json":
         emit_json({"path": path, "valid": True, "classes": sorted(c.name for c in cfg.classes), "warnings": warnings,
                    "error": None})

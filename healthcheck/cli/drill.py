@@ -19,13 +19,14 @@ FORMATS = ("text", "json")
 
 
 def _nodes(text: str) -> list[str]:
+    """--nodes as a list; a set that does not parse, or names more than the site's limit (refused
+    before it is expanded), is a usage error (exit 2)."""
+    from ..drill.cluster import DrillError
+    from ..drill.site import parse_nodes
+
     try:
-        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-    except ImportError:  # a plain comma list without ClusterShell
-        return [n.strip() for n in text.split(",") if n.strip()]
-    try:
-        return list(NodeSet(text))
-    except NodeSetParseError as exc:
+        return parse_nodes(text)
+    except DrillError as exc:
         raise click.UsageError(f"--nodes: {exc}") from None
 
 

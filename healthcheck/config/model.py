@@ -153,15 +153,11 @@ def default_expectations() -> Expectations:
     return build_expectations(None, {}, load_xid_policy())
 
 
-def overlapping_classes(cfg: Config) -> list[tuple[str, str, str]]:
-    """Pairs of classes whose node sets intersect (the first one in the file wins): (a, b, sample)."""
-    from ClusterShell.NodeSet import NodeSet  # lazy: only `config validate` asks
+def overlapping_classes(cfg: Config, limit: int | None = None) -> list[tuple[str, str, str]]:
+    """Pairs of classes whose node sets intersect (the first one in the file wins): (a, b, sample), in
+    file order of a then b; sample is the folded node set both name. At most ``limit`` pairs (default
+    MAX_OVERLAPS: a longer list means the file has more to fix); linear in the nodes the classes name
+    (:mod:`healthcheck.config.overlap`)."""
+    from .overlap import MAX_OVERLAPS, overlapping
 
-    sets = [(c.name, NodeSet(c.nodes)) for c in cfg.classes]
-    out = []
-    for i, (a, sa) in enumerate(sets):
-        for b, sb in sets[i + 1:]:
-            both = sa & sb
-            if len(both):
-                out.append((a, b, str(both)))
-    return out
+    return overlapping([(c.name, c.nodes) for c in cfg.classes], MAX_OVERLAPS if limit is None else limit)

@@ -13,9 +13,15 @@ if False:  # annotations only (typing is not imported on the hot path)
 from ..checks.registry import CONTEXTS, index, matches
 from ..lazyre import Pattern
 from ..slurm.settings import SlurmSettings, validate as validate_slurm
+from ..topology import MAX_GROUP_NODES, nodeset_size_bound
 from ..xid_policy import load_xid_policy
 from .model import Config, ConfigError, NodeClass
 from .sections import SECTION_ERRORS, SECTIONS, TOP_LEVEL, Section, SectionError, children, section_message
+
+# A class names at most MAX_CLASS_NODES nodes (as a [topology] group), the classes of a file at most
+# MAX_CONFIG_NODES in all: the overlap check holds every node once (config/model.py).
+MAX_CLASS_NODES = MAX_GROUP_NODES
+MAX_CONFIG_NODES = 10 * MAX_GROUP_NODES
 
 # compiled on first use: the hooks load the config (from its cache) before every job
 _HEADER = Pattern(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
@@ -123,6 +129,7 @@ class Validator:
         sections, deferred = self.sections(data)
         defaults = self.settings(data.get("defaults", {}), "defaults", allow_nodes=False)
         classes = []
+        class_nodes = 0  # the nodes of the classes so far (each refused over MAX_CLASS_NODES before it is built)
         raw_classes = data.get("class", {})
         if not isinstance(raw_classes, dict):
             raise self.error("[class] must be a table of [class.NAME] tables", "class")
@@ -134,7 +141,10 @@ class Validator:
             if "nodes" not in settings:
                 raise self.error(f"[{table}] needs nodes = \"pattern\"", table)
             nodes = settings.pop("nodes")
-            self.check_nodeset(nodes, table)
+            class_nodes += self.check_nodeset(nodes, table)
+            if class_nodes > MAX_CONFIG_NODES:
+                raise self.error(f"the node classes name {class_nodes:,} nodes in all up to [{table}], over the "
+                                 f"limit of {MAX_CONFIG_NODES:,} for one file", table, "nodes")
             classes.append(NodeClass(name, nodes, settings))
         xid = self.xid(data.get("xid", {}))
         slurm = sections.pop("slurm", None) or SlurmSettings()
@@ -187,12 +197,18 @@ class Validator:
                 return line
         return self._locate(table, path[-1] if path else None)
 
-    def check_nodeset(self, pattern: str, table: str) -> None:
+    def check_nodeset(self, pattern: str, table: str) -> int:
+        """The number of nodes ``pattern`` names; a pattern over MAX_CLASS_NODES nodes is refused from its
+        bracket ranges before ClusterShell builds a name (``gpu[1-99999999]``: gigabytes)."""
         from ClusterShell.NodeSet import NodeSet, NodeSetParseError  # lazy: only a file with node classes
         from ClusterShell.RangeSet import RangeSetParseError
 
+        bound = nodeset_size_bound(pattern, MAX_CLASS_NODES)
+        if bound > MAX_CLASS_NODES:
+            raise self.error(f"node-set pattern {pattern[:80]!r} names {bound:,} nodes, over the limit of "
+                             f"{MAX_CLASS_NODES:,} for a class", table, "nodes")
         try:
-            NodeSet(pattern)
+            return len(NodeSet(pattern))
         except (NodeSetParseError, RangeSetParseError) as exc:
             raise self.error(f"bad node-set pattern {pattern!r}: {exc}", table, "nodes") from exc
 

@@ -18,11 +18,31 @@ import stat
 from .. import spool, subproc
 from ..atomicio import atomic_write
 from ..slurm.install import install_hooks
+from ..topology import MAX_GROUP_NODES, nodeset_size_bound
 from .cluster import DrillError, check_node
 
 SITE_FILE = "site.json"
 HOOK_TIMEOUT_S = 120.0
 DEFAULT_BUDGETS = {"prolog_budget_s": 3.0, "slurm_check_budget_s": 5.0, "epilog_budget_s": 10.0}
+MAX_NODES = MAX_GROUP_NODES  # a site's nodes, as a [topology] group's
+
+
+def parse_nodes(text: str) -> list[str]:
+    """The nodes of a node set (``node[1-4]``, ``a,b``); DrillError for a set that does not parse or
+    that names more than MAX_NODES nodes -- refused from its bracket ranges before a single name is
+    built (``node[1-99999999]`` would take gigabytes)."""
+    bound = nodeset_size_bound(text, MAX_NODES)
+    if bound > MAX_NODES:
+        raise DrillError(f"{text[:80]!r} names {bound:,} nodes, over the limit of {MAX_NODES:,} for a drill site")
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+        from ClusterShell.RangeSet import RangeSetParseError
+    except ImportError:  # a plain comma list without ClusterShell
+        return [n.strip() for n in text.split(",") if n.strip()]
+    try:
+        return list(NodeSet(text))
+    except (NodeSetParseError, RangeSetParseError) as exc:
+        raise DrillError(str(exc)) from None
 
 
 def _is_bundle(path: str) -> bool:
@@ -37,6 +57,8 @@ class Site:
                  hung: list[str] | None = None):
         self.root = os.path.abspath(root)
         self.slurm_conf = os.path.abspath(slurm_conf)
+        if len(nodes) > MAX_NODES:
+            raise DrillError(f"{len(nodes):,} nodes, over the limit of {MAX_NODES:,} for a drill site")
         self.nodes = [check_node(n) for n in nodes]
         if not self.nodes:
             raise DrillError("a drill site needs at least one node")

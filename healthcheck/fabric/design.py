@@ -30,6 +30,12 @@ The file (every key is checked; an unknown one is an error, so a typo never sile
 
 Errors: :class:`DesignError`, whose message starts with ``FILE:KEY`` (``topology.toml:switches.leaf-1.tier``)
 or ``FILE:line N`` for TOML syntax. Bounds: MAX_DESIGN_CHARS, MAX_ENTRIES cables.
+
+``hca_regex`` is matched against node descriptions, which any root on the fabric can set: it is vetted
+at load (:mod:`healthcheck.fabric.hcaregex`: no nested quantifier such as ``(a+)+``, no repeated
+alternation such as ``(a|a)*``, a few choice points at most), and only descriptions of at most
+MAX_DESCRIPTION characters are matched (InfiniBand's NodeDescription is 64 bytes); a longer one names
+no node and HCA (the CA is then known by its GUID alone).
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .graph import SPEED_RANK, Device, Fabric
+from .hcaregex import MAX_PATTERN, hca_regex_problem, match_description
 
 DEFAULT_HCA_REGEX = r"^(?P<node>\S+)\s+(?P<hca>\S+)$"
 MAX_DESIGN_CHARS = 64 * 1024 * 1024
@@ -112,12 +119,34 @@ class Design:
 
     @property
     def pattern(self) -> re.Pattern:
-        return re.compile(self.hca_regex)
+        """``hca_regex`` compiled, vetted first (DesignError naming FILE:fabric.hca_regex)."""
+        return compile_hca_regex(self.hca_regex, f"{self.source}:fabric.hca_regex")
+
+
+def compile_hca_regex(text, where: str) -> re.Pattern:
+    """``text`` as the pattern node descriptions are matched with: vetted (at most MAX_PATTERN characters,
+    no nested quantifier, no repeated alternation, at most MAX_CHOICES choice points: see
+    :mod:`healthcheck.fabric.hcaregex`), compiled, with the named groups node and hca; DesignError
+    starting with ``where``."""
+    from ..host_event_policy import vet_regex
+
+    problem = vet_regex(text, MAX_PATTERN) or hca_regex_problem(text)
+    if problem:
+        raise DesignError(f"{where}: {problem}"[:400])
+    try:
+        compiled = re.compile(text)
+    except re.error as exc:
+        raise DesignError(f"{where}: not a regular expression: {exc}") from None
+    if not {"node", "hca"} <= set(compiled.groupindex):
+        raise DesignError(f"{where}: must have the named groups (?P<node>...) and (?P<hca>...)")
+    return compiled
 
 
 def hca_identity(device: Device, pattern: re.Pattern) -> tuple[str, str] | None:
-    """(node, HCA) from a CA's node description ("gpu017 mlx5_3" -> ("gpu017", "mlx5_3")), or None."""
-    found = pattern.match(device.description) if device.description else None
+    """(node, HCA) from a CA's node description ("gpu017 mlx5_3" -> ("gpu017", "mlx5_3")), or None.
+    A description over MAX_DESCRIPTION characters is not matched (None): the time a pattern takes grows
+    with the text, and no real one is that long."""
+    found = match_description(pattern, device.description)
     if not found:
         return None
     node, hca = found.group("node"), found.group("hca")
@@ -181,12 +210,7 @@ class _Validator:
         head = self.table(data.get("fabric", {}), "fabric")
         self.only(head, "fabric", ("hca_regex", "rail_optimized"))
         regex = self.string(head.get("hca_regex", DEFAULT_HCA_REGEX), "fabric.hca_regex")
-        try:
-            compiled = re.compile(regex)
-        except re.error as exc:
-            raise self.fail("fabric.hca_regex", f"not a regular expression: {exc}") from None
-        if not {"node", "hca"} <= set(compiled.groupindex):
-            raise self.fail("fabric.hca_regex", "must have the named groups (?P<node>...) and (?P<hca>...)")
+        compile_hca_regex(regex, f"{self.source}:fabric.hca_regex")
         design.hca_regex = regex
         rail = head.get("rail_optimized", False)
         if not isinstance(rail, bool):
@@ -361,12 +385,7 @@ def generate_design(fabric: Fabric, hca_regex: str = DEFAULT_HCA_REGEX) -> str:
     """A topology.toml declaring ``fabric`` as it is: switches with inferred tiers and rails, every HCA
     port's cable, every switch-to-switch link, the most common width and speed per tier. Raises
     DesignError for a bad ``hca_regex``."""
-    try:
-        pattern = re.compile(hca_regex)
-    except re.error as exc:
-        raise DesignError(f"--hca-regex: not a regular expression: {exc}") from None
-    if not {"node", "hca"} <= set(pattern.groupindex):
-        raise DesignError("--hca-regex: must have the named groups (?P<node>...) and (?P<hca>...)")
+    pattern = compile_hca_regex(hca_regex, "--hca-regex")
     levels = infer_levels(fabric)
     guids = sorted(levels, key=lambda g: (levels[g], fabric.devices[g].description, g))
     names = _switch_names(fabric, guids)

@@ -95,23 +95,40 @@ class Fabric:
 
     def __post_init__(self) -> None:
         self._by_end: dict[End, list[Link]] | None = None
+        self._by_guid: dict[str, list[tuple[End, Link]]] | None = None
+        self._indexed = -1  # len(self.links) when the indexes were built: links appended since rebuild them
 
     # ------------------------------------------------------------------ queries
+    def _index(self) -> None:
+        """One pass over the links: by End, and by device (local end, link) sorted by port. Every
+        query after it is a dictionary lookup, so a comparison is linear in the links, not
+        O(devices x links) (issue 30)."""
+        if self._by_end is not None and self._indexed == len(self.links):
+            return
+        by_end: dict[End, list[Link]] = {}
+        as_a: dict[str, list[tuple[End, Link]]] = {}
+        as_b: dict[str, list[tuple[End, Link]]] = {}
+        for link in self.links:
+            by_end.setdefault(link.a, []).append(link)
+            by_end.setdefault(link.b, []).append(link)
+            as_a.setdefault(link.a.guid, []).append((link.a, link))
+            if link.b.guid != link.a.guid:
+                as_b.setdefault(link.b.guid, []).append((link.b, link))
+        by_guid = {}
+        for guid in as_a.keys() | as_b.keys():
+            # a's ends first, then b's, each in link order; the sort by port is stable
+            by_guid[guid] = sorted(as_a.get(guid, []) + as_b.get(guid, []), key=lambda pair: pair[0].port)
+        self._by_end, self._by_guid, self._indexed = by_end, by_guid, len(self.links)
+
     def links_at(self, end: End) -> list[Link]:
         """The links at one port (normally 0 or 1; 2 when the output contradicts itself)."""
-        if self._by_end is None:
-            index: dict[End, list[Link]] = {}
-            for link in self.links:
-                index.setdefault(link.a, []).append(link)
-                index.setdefault(link.b, []).append(link)
-            self._by_end = index
+        self._index()
         return self._by_end.get(end, [])
 
     def links_of(self, guid: str) -> list[tuple[End, Link]]:
         """(local end, link) for every linked port of a device, by port number."""
-        found = [(link.a, link) for link in self.links if link.a.guid == guid]
-        found += [(link.b, link) for link in self.links if link.b.guid == guid and link.a.guid != guid]
-        return sorted(found, key=lambda pair: pair[0].port)
+        self._index()
+        return list(self._by_guid.get(guid, ()))
 
     def neighbours(self) -> dict[str, set[str]]:
         """GUID -> the GUIDs of the devices it links to."""
