@@ -3,7 +3,7 @@ filesystem, HCA/NIC and link events, and what each class does (fail / warn / ign
 
 The packaged default is ``healthcheck/data/host_events.toml`` (one ``[[event]]`` entry per class, with its
 source). :func:`load_host_event_policy` validates it (unknown keys, severities, counts, windows, and every
-pattern: anchored, compilable, no nested quantifier) and raises only :class:`ValueError` naming the class
+pattern: anchored, compilable, no nested quantifier and no repeated alternation: ``regexvet``) and raises only :class:`ValueError` naming the class
 and key at fault. ``overrides`` (``{class: {"severity", "min_count", "warn_count", "window_s"}}``) change
 single entries the way the site config's ``[xid]`` table changes the Xid policy.
 
@@ -232,7 +232,6 @@ def _override(base: HostEventRule, change: Any) -> HostEventRule:
 
 
 # A quantifier after a group whose body holds a quantifier: "(a+)+", "(?:\s*x)*", "(a{1,9}){2,}".
-_QUANT = "*+?{"
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _CLASS_CHARS = _LOWER | frozenset("0123456789_")
 
@@ -250,6 +249,8 @@ def _pattern(value: Any, where: str, index: int):
         raise ValueError(f"{what}: must be a non-empty string of at most {_MAX_PATTERN} characters")
     if not value.startswith("^"):
         raise ValueError(f"{what}: must be anchored with '^' at the start of the kernel message")
+    from .regexvet import vet_regex  # on use: the policy is validated once, then read from its cache
+
     problem = vet_regex(value, _MAX_PATTERN)
     if problem:
         raise ValueError(f"{what}: {problem}")
@@ -262,59 +263,6 @@ def _pattern(value: Any, where: str, index: int):
         raise ValueError(f"{what}: unknown named group(s) {', '.join(extra)} (allowed: "
                          f"{', '.join(sorted(_GROUPS))})")
     return compiled
-
-
-def vet_regex(value: Any, max_chars: int = _MAX_PATTERN) -> str | None:
-    """Why ``value`` may not be a regular expression matched against text someone else writes (a
-    kernel message, an InfiniBand node description), or None when it may: not a non-empty string of at
-    most ``max_chars`` characters, or a quantified group that holds a quantifier (``(a+)+``: time that
-    doubles with each character of the text). Compiling it (and its groups) is the caller's. The one
-    vetting of such patterns: the host-event policy's and the fabric design's ``hca_regex``."""
-    if not isinstance(value, str) or not value or len(value) > max_chars:
-        return f"must be a non-empty string of at most {max_chars} characters"
-    nested = nested_quantifier(value)
-    if nested:
-        return f"nested quantifier {nested!r} (matching must stay linear in the text)"
-    return None
-
-
-def nested_quantifier(pattern: str) -> str | None:
-    """The text of a quantified group that holds a quantifier itself, or None. Escapes and character
-    classes are skipped; '(?' group openers are not quantifiers."""
-    stack: list[tuple[int, bool]] = []  # (start, body holds a quantifier)
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c == "(":
-            stack.append((i, False))
-            i += 2 if pattern[i + 1:i + 2] == "?" else 1
-            continue
-        if c == ")" and stack:
-            start, holds = stack.pop()
-            quantified = i + 1 < n and pattern[i + 1] in "*+{"
-            if quantified and holds:
-                return pattern[start:i + 2]
-            if stack and (holds or quantified or (i + 1 < n and pattern[i + 1] == "?")):
-                stack[-1] = (stack[-1][0], True)
-            i += 1
-            continue
-        if c in _QUANT and stack:
-            stack[-1] = (stack[-1][0], True)
-        i += 1
-    return None
 
 
 def _severity(value: Any, where: str) -> str:
