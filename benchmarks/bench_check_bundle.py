@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def build_bundles(work: Path) -> dict[str, Path]:
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.collect import collect_bundle
     from tests.integration.test_bundles import HEALTHY_XML, make_node
 
     node = make_node(work / "node")
@@ -64,10 +64,10 @@ def timed(argv: list[str], runs: int) -> list[float]:
 STAGES = """
 import time, json, sys
 t0 = time.perf_counter()
-from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.config import default_expectations
-from healthcheck.judge import judge
-from healthcheck.output import render
+from healthcheck.pipeline.judge import judge
+from healthcheck.output.render import render
 t1 = time.perf_counter()
 snap = snapshot_from_bundle(sys.argv[1])
 t2 = time.perf_counter()
@@ -95,10 +95,10 @@ def stages(bundle: Path, runs: int) -> list[float]:
 FLEET_LOOP = """
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.config import default_expectations
-from healthcheck.output import exit_code, render
-from healthcheck.judge import judge, utc_now_iso
+from healthcheck.output.render import exit_code, render
+from healthcheck.pipeline.judge import judge, utc_now_iso
 imports = time.perf_counter() - t0
 fleet, count = sys.argv[1], int(sys.argv[2])
 names = sorted(os.listdir(fleet))[:count]

@@ -163,7 +163,7 @@ def start_door_floor(work: Path, env: dict[str, str]):
 
 
 def setup(work: Path) -> dict[str, Path]:
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.collect import collect_bundle
     from tests.integration.test_bundles import make_node
 
     node = make_node(work / "node")

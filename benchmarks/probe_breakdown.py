@@ -34,9 +34,9 @@ if pynvml_first:
         import pynvml  # noqa: F401
     except ImportError:
         pass
-from healthcheck.acquire import snapshot_for
+from healthcheck.pipeline.acquire import snapshot_for
 from healthcheck.config.model import default_expectations
-from healthcheck.judge import sources_needed, utc_now_iso
+from healthcheck.pipeline.judge import sources_needed, utc_now_iso
 from healthcheck.probes import live
 if late:
     live.EARLY_PROBES = ()

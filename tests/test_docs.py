@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from healthcheck.catalog_doc import markdown
+from healthcheck.checks.catalog_doc import markdown
 from healthcheck.checks.registry import load_all
 
 ROOT = Path(__file__).resolve().parents[1]

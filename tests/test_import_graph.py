@@ -246,7 +246,7 @@ def graph() -> Graph:
 def test_the_graph_sees_the_package(graph):
     # Guards the parser: module-level, function-level and relative imports are all seen.
     assert len(graph.modules) > 100
-    assert "healthcheck.model" in graph.edges["healthcheck.judge"]
+    assert "healthcheck.core.model" in graph.edges["healthcheck.pipeline.judge"]
     assert "healthcheck.parsers.nvidia_smi_tree" in graph.edges["healthcheck.parsers.nvidia_smi_text"]
     lazy = [(a, b) for a, targets in graph.edges.items() for b, uses in targets.items()
             if any(not top for _, top in uses)]

@@ -27,7 +27,7 @@ def write(path: str, keys: Mapping[str, Mapping[str, Any]], generated_at: str, s
     """Write the decided keys atomically (readable by the jobs: digests are not secret); their count."""
     decided = {k: dict(v) for k, v in sorted(keys.items()) if v.get("digest")}
     doc = {"schema": SCHEMA, "generated_at": generated_at, "since": since, "digests": decided}
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     try:
         atomic_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", 0o644)
@@ -38,7 +38,7 @@ def write(path: str, keys: Mapping[str, Mapping[str, Any]], generated_at: str, s
 
 def read(path: str) -> dict[str, str]:
     """fleet key -> majority digest (lower-case hex); FleetFileError when the file is unusable."""
-    from ..safety import NotARegularFile, read_regular
+    from ..safeio.trust import NotARegularFile, read_regular
 
     try:  # a regular file only: a FIFO put at the path must not hang the burn-in
         raw = read_regular(path, "fleet digests file", MAX_BYTES)

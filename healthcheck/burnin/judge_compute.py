@@ -1,5 +1,5 @@
 """Pure judges of the burn-in's compute side: GEMM results, bandwidth results, telemetry summaries
--> :class:`~healthcheck.model.Finding` lists. No I/O.
+-> :class:`~healthcheck.core.model.Finding` lists. No I/O.
 
 Checks (one finding per device, or per device and direction; component "gpu3" / "cpu0"):
 
@@ -20,7 +20,7 @@ Checks (one finding per device, or per device and direction; component "gpu3" / 
   ``d2h_gbps`` (best of the repeats judged); FAIL on corrupted data or a failed copy; SKIP with the
   reason for skipped results (the NumPy backend: "no device: host memory only").
   Metrics: ``<kind>_gbps``, ``<kind>_median_gbps``.
-- ``burnin.telemetry``: the ``load`` column of the one throttle table (:mod:`healthcheck.throttle`):
+- ``burnin.telemetry``: the ``load`` column of the one throttle table (:mod:`healthcheck.policies.throttle`):
   FAIL when a hardware brake (HW slowdown, HW thermal, HW power brake) or SW thermal slowdown was
   active under load, never milder than ``gpu.throttle`` at idle; ERROR when nothing could be read;
   metrics ``temp_max_c``, ``power_mean_w``,
@@ -42,8 +42,8 @@ import statistics
 from collections import Counter
 from typing import Any, Iterable
 
-from healthcheck import throttle
-from healthcheck.model import Finding, Status, worst
+from healthcheck.policies import throttle
+from healthcheck.core.model import Finding, Status, worst
 
 from .bandwidth import BandwidthResult
 from .gemm import GemmResult

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from ..model import Finding, Status
+from ..core.model import Finding, Status
 from . import alphabeta
 from .alphabeta import efficiency, fit
 from .nccl_run import NcclRun

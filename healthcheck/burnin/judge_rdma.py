@@ -158,8 +158,8 @@ def _dedupe(items: list[Attribution]) -> list[Attribution]:
 
 
 def findings(attributions: list[Attribution], pairs: list[PairRun], ran: bool, skipped: str | None = None) -> list:
-    """:class:`healthcheck.model.Finding` list, check ``burnin.rdma``."""
-    from ..model import Finding, Status
+    """:class:`healthcheck.core.model.Finding` list, check ``burnin.rdma``."""
+    from ..core.model import Finding, Status
 
     if skipped:
         return [Finding(CHECK, Status.SKIP, skipped)]

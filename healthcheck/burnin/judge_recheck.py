@@ -19,7 +19,7 @@ Checks:
 from __future__ import annotations
 
 from ..checks.gpu_xid import event_key
-from ..model import Finding, Snapshot, Status
+from ..core.model import Finding, Snapshot, Status
 from ..slurm.baseline import counters_of, growth, resets
 
 RECHECK = "burnin.recheck"

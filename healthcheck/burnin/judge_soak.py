@@ -36,8 +36,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from healthcheck import throttle
-from healthcheck.model import Finding, Status
+from healthcheck.policies import throttle
+from healthcheck.core.model import Finding, Status
 
 THROUGHPUT = "burnin.soak.throughput"
 THERMAL = "burnin.soak.thermal"

@@ -10,7 +10,7 @@ job error FAILs; no reference: PASS with the figure (nothing to judge against).
 """
 from __future__ import annotations
 
-from ..model import Finding, Status
+from ..core.model import Finding, Status
 from .references import Reference
 from .tools_run import ToolRun
 

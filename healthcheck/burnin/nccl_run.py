@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .. import subproc
+from ..safeio import subproc
 from ..parsers import nccl_tests
 from .tools_run import run_tool
 
@@ -89,7 +89,7 @@ def _execute(run: NcclRun, exe: str, timeout_s: float, env: dict[str, str] | Non
     if not os.access(exe, os.X_OK):
         run.missing, run.error = True, f"{exe} not found or not executable"
         return run
-    from ..safety import UntrustedFile, check_trusted, running_as_root
+    from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
 
     if running_as_root():  # a binary anyone else can replace must not run as root (skipped, never a drain)
         try:

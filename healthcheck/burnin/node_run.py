@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..model import Finding, Status, Verdict
+from ..core.model import Finding, Status, Verdict
 from .references import References, Sku
 from .settings import BurninSettings
 
@@ -74,7 +74,7 @@ def job_environment(environ) -> dict:
 
 
 def _phase_checks(ctx: NodeContext) -> list[Finding]:
-    from ..judge import judge
+    from ..pipeline.judge import judge
 
     if ctx.snapshot is None:
         return [Finding("burnin.checks", Status.SKIP, "node checks not configured for this run")]
@@ -189,7 +189,7 @@ def _phase_soak(ctx: NodeContext) -> list[Finding]:
 
 def _phase_recheck(ctx: NodeContext) -> list[Finding]:
     """The node checks again over a fresh snapshot, compared with the checks phase's (pure judges)."""
-    from ..judge import judge
+    from ..pipeline.judge import judge
     from .judge_recheck import judge_load_errors, judge_recheck
 
     snap, exp = ctx.snapshot()
@@ -205,7 +205,7 @@ def _fleet_digests(ctx: NodeContext) -> tuple[dict[str, str] | None, str | None]
     that cannot be used is said (a WARN), and the products are then compared within the node and the job."""
     if ctx.fleet_digests is not None or not ctx.settings.fleet_digests:
         return ctx.fleet_digests, None
-    from ..safety import UntrustedFile, check_trusted, running_as_root
+    from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
     from .fleetfile import FleetFileError, read
 
     path = ctx.settings.fleet_digests
@@ -432,7 +432,7 @@ def run_node(ctx: NodeContext, started_at: str) -> Verdict:
 
 def node_record(ctx: NodeContext, verdict: Verdict, run_id: str, config_path: str | None) -> dict[str, Any]:
     """The spool "run" record of the node's burn-in, with the burn-in's own facts under "burnin"."""
-    from ..records import run_record
+    from ..spool.entries import run_record
 
     record = run_record(verdict, run_id, ctx.job_id, config_path, job_nodes=ctx.job_nodes)
     record["burnin"] = {"suite": ctx.settings.suite, "node_class": ctx.node_class,
@@ -444,10 +444,10 @@ def node_record(ctx: NodeContext, verdict: Verdict, run_id: str, config_path: st
 
 def write_result(results_dir: str, node: str, record: dict[str, Any]) -> str:
     """``<results_dir>/<node>.json``, written atomically (the allocation step reads it)."""
-    from ..safety import make_private
+    from ..safeio.trust import make_private
 
     make_private(results_dir)
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     path = os.path.join(results_dir, f"{node}.json")
     atomic_write(path, json.dumps(record, allow_nan=False, default=str), 0o600)

@@ -180,14 +180,14 @@ PairRunner = Callable[[PairCommand], PairOutput]
 
 class SubprocPairRunner:
     """Server first, then the client (retried while the server is not listening yet), both through
-    :func:`healthcheck.subproc.run` under the pair's deadline, in the job-step environment."""
+    :func:`healthcheck.safeio.subproc.run` under the pair's deadline, in the job-step environment."""
 
     def __init__(self, server_start_s: float = 2.0, connect_retries: int = 3, env: dict[str, str] | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.server_start_s, self.connect_retries, self.env, self.sleep = server_start_s, connect_retries, env, sleep
 
     def __call__(self, cmd: PairCommand) -> PairOutput:
-        from .. import subproc
+        from ..safeio import subproc
 
         env = self.env if self.env is not None else subproc.job_env()
         start = time.monotonic()

@@ -249,7 +249,7 @@ def load(site_path: str | None = None) -> References:
     decision (as root it must pass safety.check_trusted first; `healthcheck burnin run` does that)."""
     refs = merge(None, default_text(), "built-in references")
     if site_path:
-        from ..safety import NotARegularFile, read_regular
+        from ..safeio.trust import NotARegularFile, read_regular
 
         try:
             text = read_regular(site_path, "references file").decode("utf-8")

@@ -3,7 +3,7 @@ use. Precedence: built-in suite preset < `[burnin]` in the config < environment 
 < command-line flags."""
 from __future__ import annotations
 
-from ..record import record as dataclass, fields, replace
+from ..core.struct import record as dataclass, fields, replace
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Mapping  # noqa: F401
 

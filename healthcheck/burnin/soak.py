@@ -151,7 +151,7 @@ def record(run: SoakRun) -> dict[str, Any]:
 
 def phase(ctx: Any, backend: Any, devices: list[Any], nvml: Any) -> list[Any]:
     """The node phase (called by node_run): run, keep the series in the record, judge."""
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
     from .judge_soak import judge_soak
 
     s = ctx.settings

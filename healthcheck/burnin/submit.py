@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-from .. import subproc
+from ..safeio import subproc
 
 _HOSTLIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,\[\]-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from ..output import clean
+from ..output.render import clean
 
 _GPU = re.compile(r"^gpu(\d+)$")
 

@@ -8,7 +8,7 @@ library) and runs a daemon thread that every ``period_s`` reads, per GPU index:
 - power (``nvmlDeviceGetPowerUsage``, mW -> W),
 - SM clock (``nvmlDeviceGetClockInfo``, NVML_CLOCK_SM, MHz),
 - active clock event (throttle) reasons (``nvmlDeviceGetCurrentClocksEventReasons``, or the older
-  ``...ThrottleReasons``), decoded to the canonical names of ``healthcheck.model.THROTTLE_REASONS``
+  ``...ThrottleReasons``), decoded to the canonical names of ``healthcheck.core.model.THROTTLE_REASONS``
   by :func:`healthcheck.probes.nvml.clock_event_reasons`, as the NVML probe does.
 
 NVML fails in many ways: a call that raises (any NVMLError: NotSupported, Unknown, GPU lost, ...), a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import subproc
+from ..safeio import subproc
 
 
 @dataclass

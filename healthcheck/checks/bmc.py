@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..expectations import Expectations
-from ..model import BmcEvent, BmcInfo, BmcSensor, Finding, Snapshot, Status, worst
+from ..pipeline.expectations import Expectations
+from ..core.model import BmcEvent, BmcInfo, BmcSensor, Finding, Snapshot, Status, worst
 from .registry import check, finding
 
 CONTEXTS = ("check", "slurm-check")

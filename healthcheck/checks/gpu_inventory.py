@@ -11,8 +11,8 @@ from __future__ import annotations
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
-from ..expectations import Expectations
-from ..model import Finding, GpuInfo, Snapshot, Status, is_gpu_fault_error, normalize_pci_bus_id
+from ..pipeline.expectations import Expectations
+from ..core.model import Finding, GpuInfo, Snapshot, Status, is_gpu_fault_error, normalize_pci_bus_id
 from . import registry
 from .registry import check, finding, present_gpus, skip
 
@@ -43,7 +43,7 @@ def with_tool_errors(name: str, g: GpuInfo, judged: Finding, fields: tuple[str, 
     """``judged``, made ERROR or FAIL when a field in ``fields`` was answered with a tool error.
 
     FAIL when the error names a GPU fault (``GPU is lost``, ``GPU requires reset``, ``Corrupted
-    infoROM``: :func:`healthcheck.model.is_gpu_fault_error`), else ERROR (``Unknown Error`` and every
+    infoROM``: :func:`healthcheck.core.model.is_gpu_fault_error`), else ERROR (``Unknown Error`` and every
     other NVML error: the checker could not judge). Never SKIP or PASS; a judged FAIL stays FAIL."""
     errors = [(f, g.field_errors[f]) for f in fields if f in (g.field_errors or {})]
     if not errors:

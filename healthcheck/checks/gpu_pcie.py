@@ -19,8 +19,8 @@ Both read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
-from ..expectations import Expectations, PcieExpect
-from ..model import Finding, GpuInfo, Snapshot, Status, normalize_pci_bus_id
+from ..pipeline.expectations import Expectations, PcieExpect
+from ..core.model import Finding, GpuInfo, Snapshot, Status, normalize_pci_bus_id
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding
 

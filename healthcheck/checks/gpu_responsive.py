@@ -1,7 +1,7 @@
 """gpu.responsive: the GPU driver answered at all."""
 from __future__ import annotations
 
-from ..model import Finding, Snapshot, Status
+from ..core.model import Finding, Snapshot, Status
 from .registry import CONTEXTS, check
 
 

@@ -11,7 +11,7 @@ instead ("GPU T.Limit Temp", NVML nvmlDeviceGetMarginTemperature: degrees below 
 threshold), which is judged when no absolute slowdown limit is known.
 
 Throttle reasons are NVML's clock event reasons (nvmlClocksEventReason*), judged by the one table
-of :mod:`healthcheck.throttle` (its ``idle`` column here; the burn-in's ``burnin.telemetry`` uses its
+of :mod:`healthcheck.policies.throttle` (its ``idle`` column here; the burn-in's ``burnin.telemetry`` uses its
 ``load`` column): HW slowdown (with its thermal and power-brake sub-reasons) means the board protects
 itself (overheating, failing power supply or cooling: FAIL); SW thermal slowdown means the driver
 keeps the GPU under its max operating temperature (WARN at idle); SW power cap is normal under load
@@ -21,9 +21,9 @@ All read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from .. import throttle
-from ..model import Finding, GpuInfo, Snapshot, Status
+from ..pipeline.expectations import Expectations
+from ..policies import throttle
+from ..core.model import Finding, GpuInfo, Snapshot, Status
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding
 

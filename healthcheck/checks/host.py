@@ -5,8 +5,8 @@ component ("cpu", "memory", a mount point, a service name, a version key).
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from ..model import Finding, HostInfo, Mount, Snapshot, Status
+from ..pipeline.expectations import Expectations
+from ..core.model import Finding, HostInfo, Mount, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 
 GIB = 1024 ** 3

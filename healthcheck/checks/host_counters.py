@@ -12,8 +12,8 @@ baseline (``healthcheck.slurm.baseline.counters_of`` includes these counters): n
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from ..model import EdacController, Finding, PcieAer, Snapshot, Status
+from ..pipeline.expectations import Expectations
+from ..core.model import EdacController, Finding, PcieAer, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 
 DAY_S = 86400.0

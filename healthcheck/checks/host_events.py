@@ -1,6 +1,6 @@
 """host.events: machine checks, memory, PCIe, storage, filesystem, HCA/NIC and link events in the
 kernel log, judged per class and component through the host-event policy
-(``healthcheck/data/host_events.toml``, :mod:`healthcheck.host_event_policy`).
+(``healthcheck/data/host_events.toml``, :mod:`healthcheck.policies.host_events`).
 
 Events are acted on once, like Xid events: the hooks record the keys (:func:`gpu_xid.event_key`) of the
 kernel events behind a drain and hand them back once it has ended (``Snapshot.acknowledged_events``);
@@ -11,7 +11,7 @@ from __future__ import annotations
 if False:  # annotations only
     from datetime import datetime  # noqa: F401
 
-from ..model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, parse_iso_utc, worst
+from ..core.model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, parse_iso_utc, worst
 from .gpu_inventory import ALL_CONTEXTS
 from .gpu_xid import event_key
 from .registry import check, finding
@@ -101,7 +101,7 @@ def _policy(exp):
     """The site's policy where the expectations carry one, else the packaged default."""
     policy = getattr(exp, "host_event_policy", None)
     if policy is None:
-        from ..host_event_policy import load_host_event_policy
+        from ..policies.host_events import load_host_event_policy
 
         policy = load_host_event_policy()
     return policy

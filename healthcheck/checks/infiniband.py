@@ -26,8 +26,8 @@ can only make it pass, never fail. The growth during a job is judged by ``job.co
 from __future__ import annotations
 
 
-from ..expectations import Expectations, IbPortExpect
-from ..model import Finding, IbPort, Snapshot, Status
+from ..pipeline.expectations import Expectations, IbPortExpect
+from ..core.model import Finding, IbPort, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 
 _RATE_EPS = 0.01

@@ -6,8 +6,8 @@ prolog's baseline. Only the epilog has that information, so these checks run the
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from ..model import Finding, Snapshot, Status
+from ..pipeline.expectations import Expectations
+from ..core.model import Finding, Snapshot, Status
 from .registry import check, finding
 
 _STRAY_STATUS = {"kill": Status.FAIL, "drain": Status.FAIL, "warn": Status.WARN}

@@ -19,8 +19,8 @@ range. Thresholds (data, per class overridable):
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from ..model import Finding, MlxlinkPort, Snapshot, Status
+from ..pipeline.expectations import Expectations
+from ..core.model import Finding, MlxlinkPort, Snapshot, Status
 from .registry import check, finding, skip
 
 THRESHOLDS = {"effective_ber_warn": 1e-14, "effective_ber_fail": 1e-12, "raw_ber_warn": 1e-5,

@@ -8,8 +8,8 @@ but sits in a slower slot, or is a slower card than the node class should have, 
 """
 from __future__ import annotations
 
-from ..expectations import Expectations, PcieExpect
-from ..model import Finding, PcieLink, Snapshot, Status, normalize_pci_bus_id
+from ..pipeline.expectations import Expectations, PcieExpect
+from ..core.model import Finding, PcieLink, Snapshot, Status, normalize_pci_bus_id
 from .registry import CONTEXTS, check, finding, skip
 
 

@@ -21,8 +21,8 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
-from ..model import Finding, Snapshot, Status
-from ..record import field, record as dataclass
+from ..core.model import Finding, Snapshot, Status
+from ..core.struct import field, record as dataclass
 
 CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
 # The reserved threshold key under which the runner passes the context to every check.
@@ -49,7 +49,7 @@ class CheckSpec:
     handles_missing: bool = False
     # Can it FAIL with no expectations file and its default thresholds? True: ``fails_on`` names the
     # faults it fails on by default. False: it is informational until configured, and ``fails_on``
-    # says what setting makes it fail. None: not declared here (healthcheck.catalog_doc holds the
+    # says what setting makes it fail. None: not declared here (healthcheck.checks.catalog_doc holds the
     # answer for the modules that do not declare it yet; a test requires one of the two).
     fails_by_default: bool | None = None
     fails_on: str = ""
@@ -153,7 +153,7 @@ def index_source() -> str:
 
 def write_index() -> str:
     path = os.path.join(os.path.dirname(__file__), "_index.py")
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     atomic_write(path, index_source(), 0o644)
     return path

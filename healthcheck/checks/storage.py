@@ -6,8 +6,8 @@ the thresholds), each with its source in docs/storage-bmc.md.
 """
 from __future__ import annotations
 
-from ..expectations import Expectations
-from ..model import Finding, Snapshot, Status, StorageDevice, worst
+from ..pipeline.expectations import Expectations
+from ..core.model import Finding, Snapshot, Status, StorageDevice, worst
 from .registry import check, finding
 
 CONTEXTS = ("check", "slurm-check")

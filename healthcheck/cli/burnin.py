@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import emit_json, exit_with, expectations_for, load_config, UsageFailure
 
 SHARED_CAUSE_EXIT = exitcodes.FLAGGED  # the allocation failed for a cause its nodes share: nobody drained
@@ -26,7 +26,7 @@ def _settings(config, flags: dict):
 
 def _references(path: str):
     from ..burnin.references import ReferencesError, load
-    from ..safety import UntrustedFile, check_trusted, running_as_root
+    from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
 
     try:
         if path and running_as_root():
@@ -135,11 +135,11 @@ def _log(message: str) -> None:
 
 
 def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt, progress=False):
-    from ..acquire import snapshot_for
+    from ..pipeline.acquire import snapshot_for
     from ..burnin.node_run import NodeContext, node_record, run_node, write_result
     from ..probes.live import short_hostname
-    from ..records import new_run_id
-    from ..judge import sources_needed, utc_now_iso
+    from ..spool.entries import new_run_id
+    from ..pipeline.judge import sources_needed, utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
@@ -160,7 +160,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         _log("warning: not recorded in the history: no spool (give --spool DIR, or a config file with "
              "[slurm] spool_dir)")
     else:
-        from ..spool import SpoolError, append
+        from ..spool.store import SpoolError, append
 
         try:
             append(spool, record)
@@ -177,7 +177,7 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
         from ..burnin.summary import node_text
 
         click.echo(node_text(record))
-    from ..output import exit_code
+    from ..output.render import exit_code
 
     if ctx.extra.get("hung"):  # a thread is stuck in a GPU call: interpreter shutdown would wait on it
         import sys
@@ -196,7 +196,7 @@ def summary_name(job_id: str | None) -> str:
 
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
     from ..burnin.allocation import run_allocation
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
 
     if not nodes:
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
@@ -216,8 +216,8 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
     actions in the spool, the summary in the results directory, the text or JSON, the exit status."""
     from ..burnin.allocation import apply_drains
     from ..burnin.summary import allocation_text
-    from ..model import Status
-    from ..records import new_run_id
+    from ..core.model import Status
+    from ..spool.entries import new_run_id
 
     run_id = new_run_id()
     if settings.drain and outcome.drain:
@@ -250,9 +250,9 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
     ``burnin-job``, node = the batch host) and one action record per drain, for the history."""
     from ..burnin.allocation import job_verdict
     from ..probes.live import short_hostname
-    from ..records import action_record, run_record
-    from ..judge import utc_now_iso
-    from ..spool import SpoolError, append
+    from ..spool.entries import action_record, run_record
+    from ..pipeline.judge import utc_now_iso
+    from ..spool.store import SpoolError, append
 
     host = os.environ.get("SLURMD_NODENAME") or short_hostname()
     verdict = job_verdict(outcome, host, started)

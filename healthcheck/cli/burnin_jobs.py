@@ -7,7 +7,7 @@ import os
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 
 from .burnin import _settings, burnin
 from .common import emit_json, guard, load_config, open_history, SINCE, UsageFailure
@@ -53,7 +53,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
     from ..burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
     from ..burnin.summary import SummaryError, node_results
     from .burnin import conclude
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
 
     if not os.path.isdir(directory):
         raise UsageFailure(f"no results directory {directory} for job {job_id} (give --results-dir)")
@@ -155,7 +155,7 @@ def burnin_submit(nnodes, nodelist, partition, reservation, gpus_per_node, suite
     """
     from ..burnin.submit import SubmitError, sbatch_argv, submit
 
-    from ..safety import UntrustedFile, check_trusted, running_as_root
+    from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
 
     try:
         argv = sbatch_argv(template, nnodes=nnodes, nodelist=nodelist, partition=partition,

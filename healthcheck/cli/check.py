@@ -39,8 +39,8 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
       healthcheck check --bundle /tmp/gpu017.tar.gz --config /etc/healthcheck/healthcheck.toml
     """
     from ..checks.registry import index
-    from ..output import exit_code, render
-    from ..judge import SelectionError, check_patterns, judge, utc_now_iso
+    from ..output.render import exit_code, render
+    from ..pipeline.judge import SelectionError, check_patterns, judge, utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:  # before any probing: a pattern that matches nothing is a usage error, not a PASS of 0 checks
@@ -49,7 +49,7 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
         raise UsageFailure(str(exc)) from exc
     config = load_config(config_path)
     if bundle:
-        from ..bundle import BundleError, snapshot_from_bundle
+        from ..bundles.archive import BundleError, snapshot_from_bundle
 
         try:
             snap = snapshot_from_bundle(
@@ -60,13 +60,13 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
         exp = expectations_for(config, node)
         snap.node = node
     else:
-        from ..acquire import snapshot_for
-        from ..bundle import BundleError
+        from ..pipeline.acquire import snapshot_for
+        from ..bundles.archive import BundleError
         from ..probes.live import short_hostname
 
         node = node or short_hostname()
         exp = expectations_for(config, node)
-        from ..judge import sources_needed
+        from ..pipeline.judge import sources_needed
 
         try:  # only the sources the chosen checks need are probed (`--only 'host.*'` asks no BMC)
             snap = snapshot_for(node, exp, started, sysfs_root, proc_root,
@@ -86,8 +86,8 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
 
 
 def _spool_run(spool_dir: str, verdict, config_path: str | None) -> None:
-    from ..records import new_run_id, run_record
-    from ..spool import SpoolError, append
+    from ..spool.entries import new_run_id, run_record
+    from ..spool.store import SpoolError, append
 
     try:
         append(spool_dir, run_record(verdict, new_run_id(), os.environ.get("SLURM_JOB_ID"), config_path))
@@ -108,8 +108,8 @@ def collect(output, config_path, sysfs_root, proc_root):
     Example:
       healthcheck collect --output /tmp/$(hostname -s)-$(date +%F).tar.gz
     """
-    from ..bundle import BundleError
-    from ..collect import collect_bundle
+    from ..bundles.archive import BundleError
+    from ..bundles.collect import collect_bundle
 
     config = load_config(config_path)
     from ..probes.live import short_hostname
@@ -143,11 +143,11 @@ def checks_cmd(context, fmt):
       healthcheck checks --format markdown > docs/checks.md
       healthcheck checks --format json | jq '.checks[] | select(.fails_by_default | not) | .name'
     """
-    from ..catalog_doc import fail_mode
+    from ..checks.catalog_doc import fail_mode
     from ..checks.registry import load_all
 
     if fmt == "markdown":
-        from ..catalog_doc import markdown
+        from ..checks.catalog_doc import markdown
 
         click.echo(markdown(), nl=False)
         return

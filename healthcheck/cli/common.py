@@ -1,4 +1,4 @@
-"""What every command group shares: the one usage error, the exit codes (healthcheck.exitcodes), the
+"""What every command group shares: the one usage error, the exit codes (healthcheck.core.exitcodes), the
 config and expectations loaders, the option bundles (``--config``, ``--format``, ``--since``, ``--db``),
 and leaving with a status. Imports click and the library; never imported by the library.
 """
@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 
 CONFIG_ENV = "HEALTHCHECK_CONFIG"
 DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
@@ -37,7 +37,7 @@ def read_input(path: str, what: str = "tool output", limit: int = MAX_INPUT) -> 
     """The bytes of an input file named on the command line: a regular file of at most ``limit`` bytes
     (a FIFO, a device or a folder is refused before it is read: safety.read_regular); else exit 2
     naming the file."""
-    from ..safety import read_regular
+    from ..safeio.trust import read_regular
 
     try:
         return read_regular(path, what, limit)
@@ -114,7 +114,7 @@ class Since(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, datetime):
             return value
-        from ..timespec import parse_since
+        from ..core.timespec import parse_since
 
         try:
             return parse_since(str(value), datetime.now(timezone.utc))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import UsageFailure, emit_json, exit_with, expectations_for, format_option, load_config
 
 
@@ -99,11 +99,11 @@ def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
     Example:
       healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml
     """
-    from ..generate import generate_toml
-    from ..judge import utc_now_iso
+    from ..config.generate import generate_toml
+    from ..pipeline.judge import utc_now_iso
 
     if bundle:
-        from ..bundle import BundleError, snapshot_from_bundle
+        from ..bundles.archive import BundleError, snapshot_from_bundle
 
         try:
             snap = snapshot_from_bundle(bundle, services=_KNOWN_SERVICES)

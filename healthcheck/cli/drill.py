@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 
 from .common import emit_json, UsageFailure
 
@@ -104,7 +104,7 @@ def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, re
     from ..drill.drills import DRILLS, run_drill
     from ..drill.model import render_text
     from ..drill.site import Site
-    from ..spoolwrite import SpoolError
+    from ..spool.append import SpoolError
 
     if name not in DRILLS:
         raise click.BadParameter(f"no drill {name!r} (known: {', '.join(DRILLS)})", param_hint="NAME")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import emit_json, read_input, UsageFailure as FabricUsageError
 from .fabric_spool import SPOOL, spool_result
 
@@ -140,7 +140,7 @@ def check(topology, source, fmt, spool_dir):
 
     from ..fabric.compare import compare
     from ..fabric.design import DesignError, load_design
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:

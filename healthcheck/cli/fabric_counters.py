@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import emit_json, read_text, UsageFailure
 
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

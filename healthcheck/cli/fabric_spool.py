@@ -18,7 +18,7 @@ def spool_result(spool_dir: str | None, findings, node: str | None, started: str
 
     from ..fabric.record import fabric_record, record_to
     from ..probes.live import short_hostname
-    from ..spool import SpoolError
+    from ..spool.store import SpoolError
 
     try:
         record_to(spool_dir, fabric_record(findings, node or short_hostname(), started, time.monotonic() - t0))

@@ -2,7 +2,7 @@
 
 Only click is imported here; SQLAlchemy, Alembic and pandas load inside the commands. Library errors
 (HistoryError and friends, already redacted) become exit 6 (the database could not be used) with a
-one-line message; usage errors exit 2 (healthcheck.exitcodes).
+one-line message; usage errors exit 2 (healthcheck.core.exitcodes).
 Registered into the main group by healthcheck/cli/main.py.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import UsageFailure, db_option, emit_json, format_option, guard, open_history, since_option
 
 

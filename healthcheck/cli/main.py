@@ -1,7 +1,7 @@
 """The `healthcheck` command: the group, its commands registered from one module per command group, and
 the console entry point. A thin shell over the library; heavy imports stay inside the commands.
 
-Exit status: one table for every command (healthcheck.exitcodes; README "Exit status"; `man healthcheck`).
+Exit status: one table for every command (healthcheck.core.exitcodes; README "Exit status"; `man healthcheck`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -47,11 +47,11 @@ def _register() -> None:
 
 
 def _needs_extras(group: click.Group, path: tuple[str, ...] = ()) -> None:
-    """Each command that needs an optional extra (healthcheck.extras.COMMANDS) first says so, naming the
+    """Each command that needs an optional extra (healthcheck.core.extras.COMMANDS) first says so, naming the
     pip line (exit 2), instead of failing on an import deep inside; --help works without it."""
     import functools
 
-    from ..extras import extra_for
+    from ..core.extras import extra_for
 
     for name, command in group.commands.items():
         where = path + (name,)
@@ -63,7 +63,7 @@ def _needs_extras(group: click.Group, path: tuple[str, ...] = ()) -> None:
 
 def _requiring(command_path: str, callback):
     def call(*args, **kwargs):
-        from ..extras import MissingExtra, require_for
+        from ..core.extras import MissingExtra, require_for
         from .common import UsageFailure
 
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 
 
 def _escape(text: str) -> str:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import click
 
-from .. import exitcodes
+from ..core import exitcodes
 from .common import SINCE, UsageFailure, Unavailable, config_option, db_option
 
 STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
@@ -34,7 +34,7 @@ def _input(call, *args, **kwargs):
 
 def _write(path: str, text: str) -> None:
     """Atomically, mode 0644 (a unique O_EXCL|O_NOFOLLOW temporary beside it, then renamed)."""
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     atomic_write(path, text, 0o644)
 

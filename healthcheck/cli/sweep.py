@@ -55,7 +55,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
       healthcheck sweep --config /etc/healthcheck/healthcheck.toml --max-nodes 32 --window 01:00-05:00
     """
     from ..burnin.submit import SubmitError
-    from ..safety import UntrustedFile
+    from ..safeio.trust import UntrustedFile
     from ..config import Config
     from ..slurm.actions import backend_for
     from ..slurm.backend import SlurmError, SlurmUnreachable

@@ -1,10 +1,10 @@
 """Reading the expectations file: the trust rules, the size and depth limits, the TOML parse with its
-errors at file:line, and the Slurm hooks' cache of the validated file (:mod:`healthcheck.tomlcache`).
+errors at file:line, and the Slurm hooks' cache of the validated file (:mod:`healthcheck.safeio.tomlcache`).
 
 The file must be a regular file (a FIFO or device at the path is refused unread, never waited on) of
 at most MAX_CONFIG_BYTES (4 MiB; real ones are a few KiB), nesting at most MAX_CONFIG_DEPTH (32) tables
 and arrays. As root, the file and the directories above it must be root's alone
-(:mod:`healthcheck.safety`): a refused config judges nothing, drains nothing.
+(:mod:`healthcheck.safeio.trust`): a refused config judges nothing, drains nothing.
 
 The hooks' cache (``load(path, use_cache=True)``) holds the file as validated (CACHE_FORMAT: node
 classes, defaults, [xid], the [slurm] values and the raw tables of the other sections), written only
@@ -17,9 +17,9 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
-from .. import tomlcache
-from ..record import fields
-from ..safety import NotARegularFile, UntrustedFile, check_trusted, read_regular, running_as_root
+from ..safeio import tomlcache
+from ..core.struct import fields
+from ..safeio.trust import NotARegularFile, UntrustedFile, check_trusted, read_regular, running_as_root
 from ..slurm.settings import SlurmSettings
 from .model import Config, ConfigError, NodeClass
 

@@ -11,10 +11,10 @@ import math
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 from ..checks.registry import CONTEXTS, index, matches
-from ..lazyre import Pattern
+from ..core.lazyre import Pattern
 from ..slurm.settings import SlurmSettings, validate as validate_slurm
-from ..topology import MAX_GROUP_NODES, nodeset_size_bound
-from ..xid_policy import load_xid_policy
+from .topology import MAX_GROUP_NODES, nodeset_size_bound
+from ..policies.xid import load_xid_policy
 from .model import Config, ConfigError, NodeClass
 from .sections import SECTION_ERRORS, SECTIONS, TOP_LEVEL, Section, SectionError, children, section_message
 

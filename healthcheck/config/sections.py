@@ -59,7 +59,7 @@ SECTIONS: dict[str, Section] = {s.name: s for s in (
     Section("burnin", "healthcheck.burnin.settings", "validate", attr="burnin"),  # -> the clean [burnin] table
     Section("burnin.rdma", "healthcheck.burnin.rdma", "validate"),  # -> RdmaSettings
     Section("sweep", "healthcheck.sweep.settings", "validate", attr="sweep"),  # -> the clean [sweep] table
-    Section("topology", "healthcheck.topology", "validate", attr="topology"),  # -> {level: {group: nodeset}}
+    Section("topology", "healthcheck.config.topology", "validate", attr="topology"),  # -> {level: {group: nodeset}}
     Section("fabric.counters", "healthcheck.fabric.counters", "validate"),  # -> CounterSettings
     Section("fabric.node", "healthcheck.fabric.nodetopo", "validate"),  # -> TopoExpect
     Section("fabric.consistency", "healthcheck.fabric.software", "validate"),  # -> software.Settings

@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any, Callable
 
-from .. import subproc
+from ..safeio import subproc
 from ..slurm.nodestate import NodeState, parse_scontrol_nodes
 from ..slurm.reasons import is_ours
 

@@ -28,7 +28,7 @@ import shlex
 from datetime import datetime, timezone
 from typing import Callable
 
-from .. import spool
+from ..spool import store as spool
 from .cluster import Cluster, DrillError, TimedOut
 from .model import DrillResult, Timeline
 from .site import Site

@@ -15,10 +15,11 @@ import os
 import shutil
 import stat
 
-from .. import spool, subproc
-from ..atomicio import atomic_write
+from ..spool import store as spool
+from ..safeio import subproc
+from ..safeio.atomic import atomic_write
 from ..slurm.install import install_hooks
-from ..topology import MAX_GROUP_NODES, nodeset_size_bound
+from ..config.topology import MAX_GROUP_NODES, nodeset_size_bound
 from .cluster import DrillError, check_node
 
 SITE_FILE = "site.json"

@@ -320,9 +320,9 @@ class CounterReport:
         return sorted((p for p in self.ports if p.status != "pass"), key=lambda p: (order[p.status], p.key))
 
     def findings(self) -> list:
-        """One :class:`healthcheck.model.Finding` per named port (check ``fabric.counters``, component
+        """One :class:`healthcheck.core.model.Finding` per named port (check ``fabric.counters``, component
         "<node>/<hca>/<port>"), or one PASS for the whole window."""
-        from ..model import Finding, Status
+        from ..core.model import Finding, Status
 
         named = self.named()
         if not named:

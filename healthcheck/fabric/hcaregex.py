@@ -5,7 +5,7 @@ pattern meets text an adversary writes. Python's ``re`` backtracks: a quantified
 quantifier (``(a+)+``) or an alternation (``(a|a)*``) takes time that doubles with each character; a
 run of quantifiers over the same characters (``\\S*\\S*\\S*...``) takes time that grows as the length to
 the power of their number. So, on top of the shared vetting (at most MAX_PATTERN characters, no nested
-quantifier, no repeated group that holds an alternation: :func:`healthcheck.regexvet.vet_regex`), a
+quantifier, no repeated group that holds an alternation: :func:`healthcheck.policies.regexvet.vet_regex`), a
 pattern may hold at most MAX_CHOICES choice points (variable quantifiers ``* + ?
 {m,n}`` and alternation bars ``|``); and only descriptions of at most MAX_DESCRIPTION characters are
 matched (InfiniBand's NodeDescription is 64 bytes: no real one is longer).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..regexvet import choice_points, vet_regex
+from ..policies.regexvet import choice_points, vet_regex
 
 MAX_PATTERN = 256      # characters of the pattern itself
 MAX_DESCRIPTION = 64   # characters of a node description matched against it (IB NodeDescription: 64 bytes)
@@ -27,7 +27,7 @@ MAX_CHOICES = 5        # variable quantifiers plus alternation bars in the patte
 
 def hca_regex_problem(pattern: str) -> str | None:
     """Why ``pattern`` may do too much work on a hostile node description, or None: what
-    :func:`healthcheck.regexvet.vet_regex` refuses, or more than MAX_CHOICES choice points (counted
+    :func:`healthcheck.policies.regexvet.vet_regex` refuses, or more than MAX_CHOICES choice points (counted
     conservatively: a ``|`` inside a ``(?#comment)`` counts too)."""
     problem = vet_regex(pattern, MAX_PATTERN)
     if problem:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.parsers.nvidia_smi_topo import PCIE_RANK, TopoMatrix, nvlink_count
 
 CHECK = "fabric.node.topology"

@@ -26,7 +26,7 @@ import statistics
 import tomllib
 from dataclasses import dataclass, field
 
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.parsers.nvbandwidth import NvbResult, NvbTest, pairs
 
 CHECK = "fabric.node.p2p"

@@ -1,4 +1,4 @@
-"""The fabric commands' results as spool run records (``healthcheck.records.run_record``: the shape the
+"""The fabric commands' results as spool run records (``healthcheck.spool.entries.run_record``: the shape the
 Slurm hooks write and ``healthcheck history ingest`` stores), context ``fabric``.
 
 Pure: results in, plain findings and records out; the spool append is the caller's (``record_to``).
@@ -38,7 +38,7 @@ def _where(d: Any) -> str | None:
 
 def topology_findings(result: Any) -> list:
     """A :class:`healthcheck.fabric.compare.CheckResult` as findings (see the module docstring)."""
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
 
     out = [Finding(TOPOLOGY, Status.FAIL, f"{d.kind}: {d.message}"[:MAX_MESSAGE], _where(d)) for d in result.deviations]
     for t in result.tiers:
@@ -57,7 +57,7 @@ def topology_findings(result: Any) -> list:
 
 def consistency_findings(report: Any) -> list:
     """A :class:`healthcheck.fabric.software.Report` as findings (see the module docstring)."""
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
 
     out = []
     for item in report.items:
@@ -79,7 +79,7 @@ def p2p_matrix_findings(result: Any, judged: Iterable[Any]) -> list:
     """The GPU x GPU cells of an nvbandwidth result (:class:`healthcheck.parsers.nvbandwidth.NvbResult`)
     as findings (see the module docstring). ``judged``: ``healthcheck.fabric.p2p.judge``'s findings, whose
     FAILs (component ``GPUa-GPUb``, message ``TEST: ...``) mark their cells slow."""
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
     from ..parsers.nvbandwidth import pairs
 
     slow = {(f.message.split(":", 1)[0], f.component) for f in judged
@@ -104,8 +104,8 @@ def p2p_matrix_findings(result: Any, judged: Iterable[Any]) -> list:
 def fabric_record(findings: Iterable[Any], node: str, started_at: str, duration_s: float,
                   run_id: str | None = None) -> dict:
     """The spool run record (context ``fabric``) of one command's findings."""
-    from ..model import Verdict
-    from ..records import new_run_id, run_record
+    from ..core.model import Verdict
+    from ..spool.entries import new_run_id, run_record
 
     findings = list(findings)
     if not findings:
@@ -118,7 +118,7 @@ def fabric_record(findings: Iterable[Any], node: str, started_at: str, duration_
 
 def record_to(spool_dir: str, record: dict) -> str:
     """Append ``record`` to the spool in ``spool_dir`` (created 0700 when absent); its file's path.
-    ``healthcheck.spool.SpoolError`` / ValueError as the spool raises them."""
-    from ..spool import append
+    ``healthcheck.spool.store.SpoolError`` / ValueError as the spool raises them."""
+    from ..spool.store import append
 
     return str(append(spool_dir, record))

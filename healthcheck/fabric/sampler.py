@@ -31,8 +31,8 @@ def perfquery_argv(launcher: Sequence[str], node: str, hca: str, port: int) -> l
 
 
 def subproc_runner(argv: list, timeout_s: float) -> tuple[str, str | None]:
-    """The default runner: :func:`healthcheck.subproc.run` in the job-step environment."""
-    from .. import subproc
+    """The default runner: :func:`healthcheck.safeio.subproc.run` in the job-step environment."""
+    from ..safeio import subproc
 
     try:
         res = subproc.run(list(argv), timeout=timeout_s, env=subproc.job_env())
@@ -66,7 +66,7 @@ class CounterSampler:
         self._lock = threading.Lock()
 
     def _one(self, target: tuple[str, str, int]) -> list:
-        from ..fabric.counters import samples_from_perfquery
+        from .counters import samples_from_perfquery
         from ..parsers import ParseError
         from ..parsers.perfquery import parse_perfquery
 

@@ -164,7 +164,7 @@ def make_engine(url: "URL", create_dirs: bool = False, busy_timeout_s: float = B
         return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10},
                              hide_parameters=True)
     if create_dirs and url.database:
-        from ..atomicio import make_dirs
+        from ..safeio.atomic import make_dirs
 
         make_dirs(os.path.dirname(os.path.abspath(url.database)), 0o750)  # and parents, whatever the umask
     engine = create_engine(url, connect_args={"timeout": busy_timeout_s}, hide_parameters=True)

@@ -32,7 +32,7 @@ not one per batch). A re-ingest of stored runs merges nothing; runs left pending
 are merged from their rows by the next one (``rollups.refresh``).
 
 Bad input is skipped with a reason and never stops the rest: a corrupt line (truncated JSON, a line of
-another tool; reported by ``healthcheck.spool``), a record of an unknown schema version or with a bad
+another tool; reported by ``healthcheck.spool.store``), a record of an unknown schema version or with a bad
 field (``records.RecordInvalid``).
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ class IngestReport:
 def find_spools(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Every spool directory at or below ``paths`` (sorted, each once). A path to a spool file stands
     for its directory. HistoryError for a path that does not exist."""
-    from ..spool import CURRENT
+    from ..spool.store import CURRENT
 
     def is_spool_file(name: str) -> bool:
         return name == CURRENT or (name.startswith(CURRENT + ".") and name[len(CURRENT) + 1:].isdigit())
@@ -137,7 +137,7 @@ def ingest(paths: Iterable[str | os.PathLike[str]], engine, batch_rows: int = DE
 
 
 def _records(report: IngestReport) -> Iterator[tuple[Path, dict]]:
-    from ..spool import read
+    from ..spool.store import read
 
     for spool_dir in report.spools:
         before, found = len(report.skipped), 0

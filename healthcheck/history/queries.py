@@ -23,7 +23,7 @@ FRAME_COLUMNS = {
     "actions": ("record_id", "run_id", "node", "time", "action", "reason", "job_id", "context"),
     "gemm_digests": ("run_id", "node", "started_at", "component", "fleet_key", "digest"),
 }
-from ..timespec import parse_since  # noqa: E402,F401 - re-exported for the CLI
+from ..core.timespec import parse_since  # noqa: E402,F401 - re-exported for the CLI
 
 TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time",
                "gemm_digests": "started_at"}
@@ -111,7 +111,7 @@ def export(engine, fmt: str, output: str | os.PathLike[str], table: str = "resul
         raise HistoryError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     if table not in EXPORT_TABLES:
         raise HistoryError(f"unknown table {table!r}: use one of {', '.join(EXPORT_TABLES)}")
-    from ..atomicio import atomic_file
+    from ..safeio.atomic import atomic_file
 
     out = os.fspath(output)
     if fmt == "parquet":
@@ -194,7 +194,7 @@ def _arrow_schema(table_name: str):
 
 def _pyarrow():
     """(pyarrow, pyarrow.parquet), or HistoryError naming the [parquet] extra."""
-    from ..extras import MissingExtra, require
+    from ..core.extras import MissingExtra, require
 
     needed_by = "healthcheck history export --format parquet"
     try:

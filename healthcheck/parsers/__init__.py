@@ -11,7 +11,7 @@ expressions have no nested or adjacent overlapping quantifiers, so parsing time 
 """
 from __future__ import annotations
 
-from ..lazyre import Pattern
+from ..core.lazyre import Pattern
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 

@@ -3,7 +3,7 @@ health and module events, link flaps) out of a kernel log, through the host-even
 
 Input: the same text as :func:`healthcheck.parsers.kernel_log.parse_kernel_log` (``dmesg``, ``dmesg -T``,
 ``journalctl -k``, syslog / kern.log, raw ``/dev/kmsg`` records ``prio,seq,usec,flags;message``);
-output: :class:`healthcheck.model.KernelEvent` objects of ``kind="host"`` in log order, each with its
+output: :class:`healthcheck.core.model.KernelEvent` objects of ``kind="host"`` in log order, each with its
 ``event_class`` (a class of ``healthcheck/data/host_events.toml``), ``pci_bus_id`` and/or ``device``,
 ``count`` (what the line reports), time stamps and the line.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ..model import KernelEvent, normalize_pci_bus_id
+from ..core.model import KernelEvent, normalize_pci_bus_id
 from . import ParseError, as_text
 from .kernel_log import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, _uptime, _wall_time
 
@@ -52,7 +52,7 @@ def literals(policy=None) -> tuple[str, ...]:
     """The literals of the rules :func:`parse_host_events` applies: a line holding none of them is
     never tried (``probes.kernel_cache`` reuses events while no new line holds one)."""
     if policy is None:
-        from ..host_event_policy import load_host_event_policy
+        from ..policies.host_events import load_host_event_policy
 
         policy = load_host_event_policy()
     return tuple(sorted({r.literal for r in policy.rules.values() if r.pattern_texts}))
@@ -60,10 +60,10 @@ def literals(policy=None) -> tuple[str, ...]:
 
 def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
     """The host events in ``text`` (kernel log), in log order. ``policy``: a
-    :class:`healthcheck.host_event_policy.HostEventPolicy` (the packaged default when None)."""
+    :class:`healthcheck.policies.host_events.HostEventPolicy` (the packaged default when None)."""
     text = as_text(text, "kernel log", MAX_INPUT_CHARS, MAX_LINES)
     if policy is None:
-        from ..host_event_policy import load_host_event_policy
+        from ..policies.host_events import load_host_event_policy
 
         try:
             policy = load_host_event_policy()

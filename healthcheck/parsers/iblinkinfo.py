@@ -21,7 +21,7 @@ bounds as ``parsers.ibnetdiscover`` (MAX_INPUT_CHARS, MAX_LINES, MAX_LINE_CHARS)
 from __future__ import annotations
 
 from ..fabric.graph import Device, End, Fabric, Unconnected
-from ..lazyre import Pattern
+from ..core.lazyre import Pattern
 from . import ParseError, as_text
 from .ibnetdiscover import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, _Builder
 

@@ -1,4 +1,4 @@
-"""Parse ``ibstat`` (infiniband-diags) output into :class:`healthcheck.model.IbPort` objects.
+"""Parse ``ibstat`` (infiniband-diags) output into :class:`healthcheck.core.model.IbPort` objects.
 
 Format (one block per HCA; indentation is a tab in most builds, 8 spaces in others -- we key on the
 text, not the indentation)::
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from ..model import IbPort
+from ..core.model import IbPort
 from . import ParseError, as_text
 
 MAX_INPUT_CHARS = 16 * 1024 * 1024

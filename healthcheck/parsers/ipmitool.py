@@ -1,4 +1,4 @@
-"""BMC outputs -> :class:`~healthcheck.model.BmcEvent` / :class:`~healthcheck.model.BmcSensor`. Pure;
+"""BMC outputs -> :class:`~healthcheck.core.model.BmcEvent` / :class:`~healthcheck.core.model.BmcSensor`. Pure;
 ``ParseError`` only.
 
 - ``ipmitool sel elist`` / ``sel list``: ``id | date | time | sensor | event | Asserted|Deasserted [| detail]``
@@ -13,7 +13,7 @@ but no record at all is a ParseError (it is not this tool's output).
 """
 from __future__ import annotations
 
-from ..model import BmcEvent, BmcSensor
+from ..core.model import BmcEvent, BmcSensor
 from . import ParseError, as_text
 
 MAX_INPUT_CHARS = 16 * 1024 * 1024  # a full SEL (about 3,000 records) is about 300 kB

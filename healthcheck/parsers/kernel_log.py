@@ -1,7 +1,7 @@
 """Parse NVIDIA driver (NVRM) events out of a kernel log.
 
 Input: the text of ``dmesg``, ``journalctl -k`` or ``/var/log/{syslog,kern.log,messages}``, in any of
-the common line formats; output: :class:`healthcheck.model.KernelEvent` objects, in log order.
+the common line formats; output: :class:`healthcheck.core.model.KernelEvent` objects, in log order.
 
 Line prefixes understood (everything before ``NVRM:`` is the prefix; it is only used for timestamps,
 so unknown prefixes still yield events, just without a time):
@@ -49,10 +49,10 @@ part is what the policy windows judge), so time and memory stay linear and bound
 """
 from __future__ import annotations
 
-from ..lazyre import Pattern
-from ..record import record as dataclass
+from ..core.lazyre import Pattern
+from ..core.struct import record as dataclass
 
-from ..model import KernelEvent, normalize_pci_bus_id
+from ..core.model import KernelEvent, normalize_pci_bus_id
 from . import as_text
 
 MAX_LINE_CHARS = 64 * 1024

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..model import MlxlinkPort
+from ..core.model import MlxlinkPort
 from . import ParseError, bounded_int
 
 MAX_INPUT = 4 * 1024 * 1024

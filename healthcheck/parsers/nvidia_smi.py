@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from healthcheck.model import THROTTLE_REASONS, GpuInfo, GpuProcess, normalize_pci_bus_id
+from healthcheck.core.model import THROTTLE_REASONS, GpuInfo, GpuProcess, normalize_pci_bus_id
 from healthcheck.parsers import ParseError, check_size, nvidia_smi_text, nvidia_smi_xml
 from healthcheck.parsers.nvidia_smi_tree import Node, RawGpu, norm_key
 

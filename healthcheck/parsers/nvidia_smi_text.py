@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from healthcheck.model import normalize_pci_bus_id
+from healthcheck.core.model import normalize_pci_bus_id
 from healthcheck.parsers import ParseError, check_size
 from healthcheck.parsers.nvidia_smi_tree import Node, RawGpu, norm_key
 

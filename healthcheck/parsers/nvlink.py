@@ -35,7 +35,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from healthcheck.model import GpuInfo, NvLink
+from healthcheck.core.model import GpuInfo, NvLink
 from healthcheck.parsers import ParseError, check_size
 
 

@@ -1,4 +1,4 @@
-"""Storage health outputs -> :class:`~healthcheck.model.StorageDevice`. Pure; ``ParseError`` only.
+"""Storage health outputs -> :class:`~healthcheck.core.model.StorageDevice`. Pure; ``ParseError`` only.
 
 Formats:
 - ``nvme smart-log /dev/nvmeX -o json`` (nvme-cli 1.x and 2.x key names) and its text form;
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..model import StorageDevice
+from ..core.model import StorageDevice
 from . import ParseError, as_text
 
 MAX_INPUT_CHARS = 4 * 1024 * 1024  # smartctl -x -j of a SAS disk with its logs: about 200 kB

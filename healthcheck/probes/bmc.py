@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..model import BmcInfo
+from ..core.model import BmcInfo
 
 DEVICE_NODES = ("ipmi0", "ipmi/0", "ipmidev/0")  # where ipmitool's open interface looks
 MAX_TOOL_OUTPUT = 8 * 1024 * 1024
@@ -22,7 +22,7 @@ _NO_DEVICE = ("could not open device", "no such file or directory", "unable to o
 
 def unavailable_reason(dev_root: str = "/dev", which=None) -> str | None:
     """Why the BMC cannot be asked here (no tool, no device node), or None."""
-    from .. import subproc
+    from ..safeio import subproc
 
     if (which or subproc.which)("ipmitool") is None:
         return "ipmitool is not installed: the BMC was not read"
@@ -34,7 +34,7 @@ def unavailable_reason(dev_root: str = "/dev", which=None) -> str | None:
 
 def read_bmc(deadline_s: float = 20.0, dev_root: str = "/dev", run=None, which=None) -> tuple[BmcInfo, dict[str, str]]:
     """(what the BMC said, raw outputs by bundle file name)."""
-    from .. import subproc
+    from ..safeio import subproc
     from ..parsers import ParseError
     from ..parsers.ipmitool import parse_sdr, parse_sel
 

@@ -11,9 +11,9 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
-from ..lazyre import Pattern
-from ..model import HostInfo, Mount
-from ..paths import Path  # pathlib's "/" without its import cost (every prolog probes the host)
+from ..core.lazyre import Pattern
+from ..core.model import HostInfo, Mount
+from ..core.strpath import Path  # pathlib's "/" without its import cost (every prolog probes the host)
 
 # Filesystem types that hold no user data and must never be statvfs'd (autofs would even trigger a mount).
 PSEUDO_FSTYPES = frozenset({

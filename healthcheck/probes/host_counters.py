@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 
-from ..lazyre import Pattern
-from ..model import EdacController, EdacDimm, PcieAer, normalize_pci_bus_id
+from ..core.lazyre import Pattern
+from ..core.model import EdacController, EdacDimm, PcieAer, normalize_pci_bus_id
 from ..parsers import ParseError
 from .pcie import device_dir, list_dir, parse_or_none, read_text, resolve_in_root
 
@@ -189,7 +189,7 @@ def copy_for_bundle(sysfs_root, out) -> None:
     say what sits behind it), so that a bundle is read back like the live node."""
     from pathlib import Path
 
-    from ..bundle_files import _copy
+    from ..bundles.files import _copy
 
     sysfs_root, out = Path(sysfs_root), Path(out)
     mc_base = sysfs_root / EDAC_MC

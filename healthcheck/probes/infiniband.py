@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 
-from ..lazyre import Pattern
-from ..model import IbPort, normalize_pci_bus_id
+from ..core.lazyre import Pattern
+from ..core.model import IbPort, normalize_pci_bus_id
 from ..parsers import ParseError
 from .pcie import list_dir, parse_or_none, read_text, resolve_in_root
 

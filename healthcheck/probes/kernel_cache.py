@@ -21,7 +21,7 @@ Lines without a marker cannot make or change an event: the parsers relate events
 the distance between their own lines and by time, both unchanged by lines appended after them or
 dropped before them. So the reused list is the list a full parse would return (a test compares them).
 
-The cache file lives in the hook's node state directory (root's alone, see :mod:`healthcheck.safety`),
+The cache file lives in the hook's node state directory (root's alone, see :mod:`healthcheck.safeio.trust`),
 in ``marshal`` format (built in: reading it imports nothing); every failure to read or write it is a
 full parse, never an error.
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import marshal
 import os
 
-from ..model import KernelEvent
+from ..core.model import KernelEvent
 from .kmsg import line_of, seq_of
 
 FORMAT = 1
@@ -111,11 +111,11 @@ def _key(nvidia: bool) -> list:
 
 
 def _load(path: str) -> dict | None:
-    from ..safety import read_regular
+    from ..safeio.trust import read_regular
 
     try:
         if os.geteuid() == 0:
-            from ..safety import check_trusted
+            from ..safeio.trust import check_trusted
 
             check_trusted(path, "kernel-event cache")
         state = marshal.loads(read_regular(path, "kernel-event cache", MAX_CACHE_BYTES))
@@ -131,8 +131,8 @@ def _store(path: str, state: dict) -> None:
         return
     if len(data) > MAX_CACHE_BYTES:
         return
-    from ..atomicio import atomic_write
-    from ..safety import make_private
+    from ..safeio.atomic import atomic_write
+    from ..safeio.trust import make_private
 
     try:
         make_private(os.path.dirname(path))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import time
-from ..record import record as dataclass, field
+from ..core.struct import record as dataclass, field
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable  # noqa: F401
 
-from ..model import ProbeError, Snapshot
+from ..core.model import ProbeError, Snapshot
 from .kmsg import KMSG, read_kmsg  # noqa: F401 - read_kmsg re-exported (tests, bundles)
 
 DEFAULT_DEADLINES_S = {
@@ -202,7 +202,7 @@ def _gpus(opts: LiveOptions, snap: Snapshot):
 
 
 def _nvidia_smi_xml(timeout: float):
-    from .. import subproc
+    from ..safeio import subproc
     from ..parsers.nvidia_smi import parse_nvidia_smi
 
     res = subproc.run(["nvidia-smi", "-q", "-x"], timeout=timeout)
@@ -220,7 +220,7 @@ def read_kernel_log(timeout: float = 2.5) -> str:
         return read_kmsg(KMSG, time.monotonic() + timeout)
     except OSError:
         pass  # no /dev/kmsg, or not readable (dmesg_restrict without privilege): dmesg may still be
-    from .. import subproc
+    from ..safeio import subproc
 
     res = subproc.run(["dmesg"], timeout=timeout)
     if not res.ok:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..model import MlxlinkPort
+from ..core.model import MlxlinkPort
 
 MAX_TOOL_OUTPUT = 4 * 1024 * 1024
 MAX_PARALLEL = 8
@@ -40,7 +40,7 @@ def _safe_device(name: str) -> bool:
 def read_mlxlink(sysfs_root: str = "/sys", deadline_s: float = 15.0, run=None, which=None
                  ) -> tuple[list[MlxlinkPort] | None, dict[str, str]]:
     """(every port's report, raw outputs by bundle file name); (None, {}) without mlxlink."""
-    from .. import subproc
+    from ..safeio import subproc
     from ..parsers import ParseError
     from ..parsers.mlxlink import parse_mlxlink
 

@@ -5,7 +5,7 @@ Two entry points:
 - :func:`nvidia_gpu_present` reads the PCI bus from sysfs (no NVML, no driver): it decides whether NVML is
   worth opening at all and lets ``gpu.count`` catch GPUs that the driver lost.
 - :func:`probe_gpus` opens one NVML session (``nvmlInit`` once; ``nvmlShutdown`` unless the caller is a
-  process that exits once it has answered) and fills one :class:`~healthcheck.model.GpuInfo` per device,
+  process that exits once it has answered) and fills one :class:`~healthcheck.core.model.GpuInfo` per device,
   each device in a thread of its own.
 
 Cost on a real driver (an H200, driver 580, docs/performance.md): the session's first query of a kind is
@@ -18,7 +18,7 @@ the GIL), so a node pays about one device's first-query cost, not eight; and a p
 right after (the hooks' child) leaves the session to its exit (``close=False``, ~3.5 ms), which overlaps
 the hook's next steps.
 
-Conventions (see ``healthcheck.model``): a field the GPU or the installed ``pynvml`` does not offer stays
+Conventions (see ``healthcheck.core.model``): a field the GPU or the installed ``pynvml`` does not offer stays
 ``None`` (NotSupported, FunctionNotFound, a function or constant absent from an older pynvml).
 A device whose handle cannot be obtained, or that reports ``GPU is lost`` on any call, becomes
 ``GpuInfo(index, lost=True, error=...)``. Any other NVML error on one field (Unknown, ResetRequired,
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from healthcheck.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id
+from healthcheck.core.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id
 
 from .pcibus import GPU_CLASS_PREFIXES, NVIDIA_VENDOR, nvidia_gpu_present  # noqa: F401 - re-exported
 

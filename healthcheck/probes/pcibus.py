@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..model import normalize_pci_bus_id
+from ..core.model import normalize_pci_bus_id
 
 NVIDIA_VENDOR = "0x10de"
 # PCI class codes: 0x0300xx VGA-compatible controller, 0x0302xx 3D controller (all data-centre GPUs).

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 
-from ..lazyre import Pattern
-from ..model import PcieLink, normalize_pci_bus_id
+from ..core.lazyre import Pattern
+from ..core.model import PcieLink, normalize_pci_bus_id
 from ..parsers import ParseError
 
 NVIDIA_VENDOR = 0x10DE

@@ -12,7 +12,7 @@ import os
 import re
 import time
 
-from ..model import StorageDevice
+from ..core.model import StorageDevice
 
 TOOL_TIMEOUT_S = 10.0  # one call; an NVMe answers in milliseconds, a spun-down disk in seconds
 MAX_TOOL_OUTPUT = 4 * 1024 * 1024
@@ -58,7 +58,7 @@ def list_devices(sys_root: str = "/sys") -> list[StorageDevice]:
 
 def commands(dev: StorageDevice, dev_root: str = "/dev", which=None) -> list[tuple[str, list[str]]]:
     """(bundle file name, argv) of the tools installed for ``dev``, preferred first."""
-    from .. import subproc
+    from ..safeio import subproc
 
     which = which or subproc.which
     path = os.path.join(dev_root, dev.name)
@@ -79,7 +79,7 @@ def read_outputs(dev: StorageDevice, deadline: float, dev_root: str = "/dev", ru
                  every_tool: bool = False) -> tuple[dict[str, str], str | None]:
     """Run the health tools of ``dev`` (the first that answers, or ``every_tool``): (file name -> output,
     what went wrong on the way, or None)."""
-    from .. import subproc
+    from ..safeio import subproc
 
     run = run or subproc.run
     outputs: dict[str, str] = {}

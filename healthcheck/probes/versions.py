@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import subproc
-from ..model import GpuInfo
+from ..safeio import subproc
+from ..core.model import GpuInfo
 
 DEFAULT_LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/powerpc64le-linux-gnu",

@@ -98,7 +98,7 @@ def recommend(check: str, message: str | None = None) -> str:
 
 def recommend_error(check: str, message: str | None = None) -> str:
     """The action for an ERROR result of ``check``: the checker could not judge (not a node fault)."""
-    from ..output import error_advice  # noqa: PLC0415 - one rule for the CLI's text and the report
+    from ..output.render import error_advice  # noqa: PLC0415 - one rule for the CLI's text and the report
 
     return "could not judge: " + error_advice(check, message or "")
 

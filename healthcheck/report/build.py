@@ -172,7 +172,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     tables: dict[str, list] = {}
     if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
         from ..analysis.fleetrank import rank_summary
-        from ..topology import node_groups
+        from ..config.topology import node_groups
 
         racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} \
             if topology and fs.peers_per_rack else None
@@ -246,7 +246,7 @@ def _facility(flagged: pd.DataFrame, topology: Mapping[str, Any] | None) -> list
     if not topology or flagged is None or flagged.empty:
         return []
     from ..analysis.correlated import correlated_events, events_from_results
-    from ..topology import node_groups
+    from ..config.topology import node_groups
 
     events = events_from_results(flagged)
     if events.empty:

@@ -26,7 +26,7 @@ def csv_base(html_path: str) -> str:
 def write_html(report: Report, html_path: str, plots: bool = True,
                step: Callable[[str], None] | None = None) -> list[str]:
     """Write the page and its CSVs (see the module docstring); the paths written, page last."""
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
     from .html import render_html
     from .tables import csv_name, csv_tables
 

@@ -115,7 +115,7 @@ def fleet_settings(config_path: str | None):
 def _file_hash(path: str) -> str | None:
     import hashlib
 
-    from ..safety import read_regular
+    from ..safeio.trust import read_regular
 
     try:
         return hashlib.sha256(read_regular(path, "config")).hexdigest()[:12]

@@ -7,13 +7,13 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
-from ..model import Verdict
+from ..core.model import Verdict
 from .ledger import (add_events, end_ledger, read_acks, read_ledger, reconcile, remember_drain,
                      slurm_mark_of_ours)
 from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi, reason_check
 from .settings import SlurmSettings
-from ..safety import make_private  # noqa: F401 - used here and re-exported
+from ..safeio.trust import make_private  # noqa: F401 - used here and re-exported
 
 Log = "Callable[[str], None]"  # a log function (annotations only)
 
@@ -167,10 +167,10 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
-    from ..records import action_record
-    from ..judge import utc_now_iso
-    from ..spool import SpoolError, encode
-    from ..spoolwrite import append_line
+    from ..spool.entries import action_record
+    from ..pipeline.judge import utc_now_iso
+    from ..spool.store import SpoolError, encode
+    from ..spool.append import append_line
 
     log(f"applied queued {item.action} of {item.node}" + (f": {item.reason}" if item.reason else ""))
     try:
@@ -215,7 +215,7 @@ def _capped(node: str, checks: list[str], backend, settings: SlurmSettings, log:
 
 
 def _cap_finding(held: dict, decided: str):
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
 
     parts = [f"{check} (already drained by us on {h['drained']} of {h['nodes']} nodes, cap {h['cap']}: "
              f"{', '.join(h['examples'])})" for check, h in sorted(held.items())]
@@ -336,7 +336,7 @@ def _only(verdict: Verdict, held: dict) -> Verdict:
         return verdict
     import dataclasses
 
-    from ..model import Status
+    from ..core.model import Status
 
     return dataclasses.replace(verdict, findings=[f for f in verdict.findings
                                                   if not (f.status is Status.FAIL and f.check in held)])
@@ -344,7 +344,7 @@ def _only(verdict: Verdict, held: dict) -> Verdict:
 
 def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log,
            events: list[str] | None = None) -> None:
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
     from .pending import PendingAction, PendingError, bounded_events, queue
 
     try:
@@ -371,13 +371,13 @@ def save_baseline(state_dir: str, job_id: str, counters: dict, log: Log) -> None
 def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, job_id: str | None,
            config_path: str, log: Log) -> None:
     """One "run" record per run and one "action" record per drain/resume, to the node-local spool."""
-    from ..records import action_record, run_record
-    from ..spool import SpoolError, encode
-    from ..spoolwrite import append_line
+    from ..spool.entries import action_record, run_record
+    from ..spool.store import SpoolError, encode
+    from ..spool.append import append_line
 
     records = [run_record(verdict, run_id, job_id, config_path)]
     if decision.action != "none":
-        from ..judge import utc_now_iso
+        from ..pipeline.judge import utc_now_iso
 
         records.append(action_record(run_id, verdict.node, decision.action, decision.reason, time=utc_now_iso(),
                                      job_id=job_id, context=verdict.context, why=decision.why,

@@ -61,7 +61,13 @@ def warm(config_path: str | None = None) -> list[str]:
     could not be imported (a probe whose extra is missing: its job reports it, as without the agent)."""
     failed = []
     from . import actions, agentwork, baseline, gate, gatefacts, gpu_samples, hooks, policy, watchdog  # noqa: F401
-    from .. import acquire, judge, jsonwrite, model, records, spool, spoolwrite  # noqa: F401
+    from ..pipeline import acquire
+    from ..pipeline import judge
+    from ..core import jsonwrite
+    from ..core import model
+    from ..spool import entries as records
+    from ..spool import store as spool
+    from ..spool import append as spoolwrite  # noqa: F401
     from ..checks import _index
     from ..probes import live
 
@@ -74,8 +80,8 @@ def warm(config_path: str | None = None) -> list[str]:
             __import__(name)
         except Exception:  # noqa: BLE001 - recorded; the probe's job fails in the worker as it would anyway
             failed.append(name)
-    from ..xid_policy import load_xid_policy
-    from ..host_event_policy import _default_policy
+    from ..policies.xid import load_xid_policy
+    from ..policies.host_events import _default_policy
 
     load_xid_policy()
     _default_policy()
@@ -393,7 +399,7 @@ def _run(conn, request: dict, hook_pid: int, log, prepared=None) -> int:  # prag
     if why:
         _answer(conn, {"kind": "refused", "why": why})
         return 0
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
 
     started = utc_now_iso()
     if prepared is not None and prepared.alive():
@@ -519,7 +525,7 @@ def _reaped() -> list[tuple[int, int]]:
 
 
 def _log(message: str) -> None:
-    from ..output import clean
+    from ..output.render import clean
 
     try:
         sys.stderr.write(f"healthcheck agent: {clean(message)}\n")

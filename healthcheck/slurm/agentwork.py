@@ -94,14 +94,14 @@ def warm_run(config_path: str, node: str) -> None:
     GPU must be found by the run, within its deadline), no tool run and nothing written. A warm-up held
     up (a process whose environ cannot be read, a slow mount) only means the run forks its own child
     (``Prepared.alive``)."""
-    from ..acquire import snapshot_for
-    from ..judge import judge, sources_needed, utc_now_iso
+    from ..pipeline.acquire import snapshot_for
+    from ..pipeline.judge import judge, sources_needed, utc_now_iso
 
     _config, exp = hooks._load(config_path, node)
     sources = frozenset().union(*(sources_needed(exp, context) for context in WARM_CONTEXTS)) - {"gpus", "job"}
     snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
     judge(snap, exp, "prolog")
-    from ..model import JobInfo
+    from ..core.model import JobInfo
     from ..probes.jobprocs import find_job_processes
 
     # the epilog's scan of /proc, for a job no process belongs to (~1 ms off its run; nothing is killed),

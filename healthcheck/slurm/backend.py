@@ -1,6 +1,6 @@
 """Talk to slurmctld: read node state, drain, resume. Default backend: the ``scontrol`` command.
 
-Every call is an argv list (no shell) run through :mod:`healthcheck.subproc` with a per-call deadline;
+Every call is an argv list (no shell) run through :mod:`healthcheck.safeio.subproc` with a per-call deadline;
 ``scontrol`` is resolved once to an absolute path from the fixed safe PATH. Transient failures (the
 controller did not answer, socket timeouts, our own deadline) are retried ``retries`` times with a short
 backoff and then raise :class:`SlurmUnreachable`; any other non-zero exit raises :class:`SlurmError`
@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .. import subproc
+from ..safeio import subproc
 from ..parsers import ParseError
 from .backend_base import (MIN_CALL_S, TRANSIENT_PATTERNS, SlurmBackend, SlurmError, SlurmUnreachable,
                            check_node_name, is_transient, slurm_env, time_left)

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Protocol, runtime_checkable
 
-from .. import subproc
+from ..safeio import subproc
 from .nodestate import NodeState
 
 # Messages of transient failures, as scontrol prints them (slurm_strerror() texts of
@@ -111,7 +111,7 @@ def untrusted_conf(path: str) -> str | None:
         return None
     if not os.path.isabs(path):
         return "not an absolute path"
-    from ..safety import UntrustedFile, check_trusted
+    from ..safeio.trust import UntrustedFile, check_trusted
 
     try:
         check_trusted(path, "slurm.conf")

@@ -33,11 +33,11 @@ from __future__ import annotations
 import math
 import os
 import time
-from ..paths import Path  # pathlib's operations without its import cost (the prolog saves here)
+from ..core.strpath import Path  # pathlib's operations without its import cost (the prolog saves here)
 
-from ..lazylog import LazyLog
-from ..jsonwrite import dumps
-from ..model import GpuInfo, IbPort, Snapshot
+from ..core.lazylog import LazyLog
+from ..core.jsonwrite import dumps
+from ..core.model import GpuInfo, IbPort, Snapshot
 
 BASELINE_DIR = "baselines"
 MAX_AGE_S = 7 * 24 * 3600
@@ -177,12 +177,12 @@ def save(state_dir: str | os.PathLike[str], job_id: str, counters: dict[str, flo
     now = time.time() if now is None else now
     directory = path.parent
     if not directory.is_dir():
-        from ..safety import make_private
+        from ..safeio.trust import make_private
 
         make_private(str(directory))
     data = dumps({"version": FORMAT_VERSION, "job_id": job_id, "saved_at": now, "counters": clean},
                  sort_keys=True).encode()
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     # as root: refused unless the state dir is root's alone. Not fsync'ed: written before every job,
     # and a baseline lost in a crash only means no growth judgement for that job (the node rebooted).

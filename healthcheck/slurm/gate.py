@@ -29,7 +29,7 @@ _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 
 
 def gate_dir() -> str | None:
-    """$HEALTHCHECK_CACHE_DIR, else /var/cache/healthcheck as root (as healthcheck.tomlcache)."""
+    """$HEALTHCHECK_CACHE_DIR, else /var/cache/healthcheck as root (as healthcheck.safeio.tomlcache)."""
     explicit = os.environ.get("HEALTHCHECK_CACHE_DIR")
     if explicit:
         return explicit
@@ -158,7 +158,7 @@ def _iso(epoch: float) -> str:
 def _save_baseline(state: str, job_id: str, counters: str, now: float, run: str, written: float) -> None:
     folder = os.path.join(state, "baselines")
     if not os.path.isdir(folder):
-        from ..safety import make_private
+        from ..safeio.trust import make_private
 
         make_private(folder)
     run = run if set(run) <= _SAFE else ""
@@ -169,7 +169,7 @@ def _save_baseline(state: str, job_id: str, counters: str, now: float, run: str,
 
 def _write_private(path: str, data: bytes) -> None:
     """Atomically, mode 0600, never through a planted link; as root only in a folder of root's alone."""
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     atomic_write(path, data, 0o600, private_dir=True)
 
@@ -177,7 +177,7 @@ def _write_private(path: str, data: bytes) -> None:
 def _record(spool: str, node: str, job_id: str | None, gate: dict, now: float, written: float, t0: float,
             version: str) -> None:
     """The run record, encoded by hand (every value is generated here or checked against _SAFE)."""
-    from ..spoolwrite import append_line, new_record_id
+    from ..spool.append import append_line, new_record_id
 
     run = gate.get("run", "")
     if not set(run) <= _SAFE or not set(version) <= _SAFE:
@@ -218,7 +218,7 @@ def write_gate(node: str, config_path: str, facts: dict, *, max_age_s: float, st
     except UnicodeEncodeError:
         return None  # a path the fast path could not compare byte for byte: no gate, full prologs
     folder = os.path.dirname(path)
-    from ..safety import make_private
+    from ..safeio.trust import make_private
 
     make_private(folder)
     _write_private(path, text.encode("ascii"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..expectations import Expectations
-from ..model import Snapshot
+from ..pipeline.expectations import Expectations
+from ..core.model import Snapshot
 
 
 def sysfs_root_of(snap: Snapshot, exp: Expectations) -> str | None:

@@ -5,7 +5,7 @@ instant. :func:`keep_samples` adds this run's reading of every GPU (utilisation,
 compute processes and their Slurm job ids, read from ``/proc/<pid>/cgroup`` or the environment) to the
 readings kept in ``<state_dir>/gpu-samples.json``, keeps the last ``keep`` per GPU, learns each GPU's
 idle power (the lowest draw seen with no compute process), and puts both on the snapshot's
-:class:`~healthcheck.model.GpuInfo` (``samples``, ``idle_power_w``) for the pure check to judge.
+:class:`~healthcheck.core.model.GpuInfo` (``samples``, ``idle_power_w``) for the pure check to judge.
 
 Rules: a GPU is keyed by UUID (else PCI address, else index), so a replaced board starts afresh; a
 history whose newest reading is older than ``max_gap_s`` is dropped (readings must be consecutive);
@@ -19,7 +19,7 @@ import json
 import os
 import re
 
-from ..model import GpuInfo, GpuSample, Snapshot
+from ..core.model import GpuInfo, GpuSample, Snapshot
 
 FILE_NAME = "gpu-samples.json"
 FORMAT_VERSION = 1
@@ -180,7 +180,7 @@ def keep_samples(state_dir: str, snap: Snapshot, now_iso: str | None = None, kee
         gpu.samples, gpu.idle_power_w = history, idle
         fresh[gpu_key(gpu)] = {"idle_power_w": idle, "samples": [_as_dict(s) for s in history]}
     try:
-        from ..atomicio import atomic_write, make_dirs
+        from ..safeio.atomic import atomic_write, make_dirs
 
         make_dirs(state_dir, 0o700)
         atomic_write(samples_path(state_dir), json.dumps({"version": FORMAT_VERSION, "gpus": fresh}, allow_nan=False),

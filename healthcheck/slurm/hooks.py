@@ -27,7 +27,7 @@ DEFAULT_CONFIG = "/etc/healthcheck/healthcheck.toml"
 def log(message: str) -> None:
     """slurmd keeps a hook's stderr in its log: one line, our prefix, no raw control characters
     (messages carry node names, paths and tool output that must not forge log lines)."""
-    from ..output import clean
+    from ..output.render import clean
 
     try:
         sys.stderr.write(f"healthcheck: {clean(message)}\n")
@@ -95,10 +95,10 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         if fast_prolog(node, job_id, config_path, t0, __version__) == 0:
             return 0
     if started is None:
-        from ..judge import utc_now_iso
+        from ..pipeline.judge import utc_now_iso
 
         started = utc_now_iso()
-    from ..records import new_run_id
+    from ..spool.entries import new_run_id
 
     run_id = new_run_id()
     try:  # inside the default budget: a FIFO or a huge file at the config path cannot hold the hook
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
                                              budget_of_child, acknowledged, hook_pid),
                                budget_of_child, started=read_state)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
-    from ..model import Verdict
+    from ..core.model import Verdict
 
     verdict = Verdict.of(node, findings, started, time.monotonic() - t0, context)
     backend.deadline = end - END_MARGIN_S
@@ -262,8 +262,8 @@ def _load(path: str, node: str):
 def snapshot(context, node, exp, state_dir, started, budget):
     """In the child: what the checks of ``context`` need, probed live (or read from the node's bundle),
     every probe's deadline inside ``budget`` so that a hung GPU is judged (gpu.responsive) in time."""
-    from ..acquire import snapshot_for
-    from ..judge import sources_needed
+    from ..pipeline.acquire import snapshot_for
+    from ..pipeline.judge import sources_needed
     from ..probes import live
 
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
@@ -276,7 +276,7 @@ def _work(context, node, exp, settings, job_id, state_dir, started, budget, ackn
     """In the child: probe (unless ``snap``, taken for this run already: the agent's head start), add the
     job's facts, judge. Returns plain data for the parent. The child exits once it has answered, so
     NVML's session is left to that exit."""
-    from ..judge import judge
+    from ..pipeline.judge import judge
 
     if snap is None:
         snap = snapshot(context, node, exp, state_dir, started, budget)
@@ -324,7 +324,7 @@ def _boot_id() -> str | None:
 
 
 def _job_facts(job_id, settings, state_dir, snap, hook_pid=None):
-    from ..model import JobInfo
+    from ..core.model import JobInfo
     from ..probes.jobprocs import ancestors, find_job_processes, kill_all
     from .baseline import counters_of, discard, growth, load, source_of
 
@@ -354,7 +354,7 @@ def _job_facts(job_id, settings, state_dir, snap, hook_pid=None):
 
 
 def _findings_of(outcome, budget: float, context: str):
-    from ..model import Finding, Status
+    from ..core.model import Finding, Status
 
     if outcome.status == "ok" and isinstance(outcome.value, dict):
         findings = [Finding(f["check"], Status(f["status"]), f["message"], f.get("component"),

@@ -171,7 +171,7 @@ def check_agent_dir(socket_path: str) -> None:
                                  f"write (mode {stat.S_IMODE(st.st_mode):o}): anyone could make it first; "
                                  "choose an agent socket under a root-only directory such as /run/healthcheck")
     if os.geteuid() == 0:
-        from ..safety import check_trusted
+        from ..safeio.trust import check_trusted
 
         check_trusted(above, "agent directory")  # root's all the way up (UntrustedFile is a PermissionError)
 
@@ -199,10 +199,10 @@ def enable_agent(prefix: str, systemd_dir: str = SYSTEMD_DIR, run=None) -> list[
     """Install the agent's unit written beside the hooks in ``prefix`` into ``systemd_dir``, enable it and
     (re)start it: ``systemctl daemon-reload``, ``enable``, ``restart`` (a re-install may change its
     config or socket; a restart lets busy hooks finish, ``KillMode=process``). ``run``: the subprocess
-    seam (:func:`healthcheck.subproc.run`). Returns what was done, one line each; raises
+    seam (:func:`healthcheck.safeio.subproc.run`). Returns what was done, one line each; raises
     AgentNotEnabled (the hooks then run themselves: they work without the agent)."""
-    from ..atomicio import atomic_write
-    from .. import subproc
+    from ..safeio.atomic import atomic_write
+    from ..safeio import subproc
 
     run = run or subproc.run
     source = os.path.join(os.path.abspath(prefix), UNIT)

@@ -40,8 +40,8 @@ CLAIM_BEFORE_S, CLAIM_AFTER_S = 60.0, 900.0
 
 
 def _write_json(path: str, obj, log: Log, what: str) -> bool:
-    from ..atomicio import atomic_write
-    from ..safety import make_private
+    from ..safeio.atomic import atomic_write
+    from ..safeio.trust import make_private
 
     try:
         make_private(os.path.dirname(path))
@@ -102,7 +102,7 @@ def remember_drain(state_dir: str, reason: str, context: str, events: list[str] 
     events it is for (a drain applied from the queue: those of the run that decided it). A ledger still
     there keeps its events: our drain is replaced by ours (a new reason), or it ended unseen, and
     acknowledging its events with this one's end is what seeing it end would have done."""
-    from ..judge import utc_now_iso
+    from ..pipeline.judge import utc_now_iso
 
     old = read_ledger(state_dir, lambda _m: None) or {}
     have = [e for e in old.get("events") or [] if isinstance(e, str)] if isinstance(old.get("events"), list) else []

@@ -28,7 +28,7 @@ Format facts (Slurm's ``slurm_sprint_node_table()`` in ``src/api/node_info.c``):
 from __future__ import annotations
 
 import re
-from ..record import record as dataclass, field, replace
+from ..core.struct import record as dataclass, field, replace
 
 from ..parsers import ParseError
 

@@ -32,12 +32,12 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from ..record import asdict, record as dataclass, replace
+from ..core.struct import asdict, record as dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Iterator  # noqa: F401
-from ..lazylog import LazyLog
+from ..core.lazylog import LazyLog
 
 log = LazyLog(__name__)
 
@@ -199,7 +199,7 @@ def _write(d: Path, actions: list[PendingAction]) -> None:
         log.warning("pending actions: %d queued, dropping the %d oldest", len(actions),
                     len(actions) - MAX_ACTIONS)
         actions = actions[-MAX_ACTIONS:]
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     text = "".join(_line(a) + "\n" for a in actions)
     try:  # never through a planted link; as root only in a state directory of root's alone

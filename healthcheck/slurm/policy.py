@@ -9,10 +9,10 @@ Ownership rules (after LBNL NHC's node-mark-offline / node-mark-online):
 """
 from __future__ import annotations
 
-from ..record import record as dataclass
+from ..core.struct import record as dataclass
 TYPE_CHECKING = False  # typing is not imported on the hot path
 
-from ..model import Status, Verdict
+from ..core.model import Status, Verdict
 from .reasons import is_ours, make_reason_multi, without_run
 from .settings import SlurmSettings
 

@@ -23,7 +23,7 @@ what naive shell-based tooling trips over, and Slurm keeps reasons in its state 
 """
 from __future__ import annotations
 
-from ..lazyre import Pattern
+from ..core.lazyre import Pattern
 
 REASON_PREFIX = "healthcheck:"
 MAX_REASON = 200

@@ -1,7 +1,7 @@
 """The `[slurm]` table of the expectations file: how the hooks behave on this cluster."""
 from __future__ import annotations
 
-from ..record import record as dataclass, fields
+from ..core.struct import record as dataclass, fields
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 

@@ -40,8 +40,8 @@ import select
 import _signal as signal  # the C module signal.py wraps (its enums cost ~3 ms)
 import sys
 import time
-from ..jsonwrite import json_key
-from ..record import record as dataclass
+from ..core.jsonwrite import json_key
+from ..core.struct import record as dataclass
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Literal  # noqa: F401
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..model import Finding, Status
+from ..core.model import Finding, Status
 from ..slurm.policy import short_run
 from ..slurm.reasons import make_reason_multi
 from .fleet import FACILITY_CHECKS

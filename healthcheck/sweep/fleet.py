@@ -26,7 +26,7 @@ def fleet_view(records: dict[str, dict[str, Any]], config) -> FleetView:
 
     from ..analysis.correlated import correlated_events, events_from_results, facility_nodes
     from ..analysis.drift import drift_summary, version_drift
-    from ..topology import node_groups
+    from ..config.topology import node_groups
 
     view = FleetView()
     rows, expected = [], {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .. import subproc
+from ..safeio import subproc
 from ..slurm.backend_base import slurm_env
 
 _JOB_STATE = re.compile(r"\bJobState=(\S+)")

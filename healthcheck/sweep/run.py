@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from .. import subproc
-from ..atomicio import make_dirs
-from ..exitcodes import BUSY as BUSY_EXIT, FAIL, FLAGGED as FLAGGED_EXIT, OK  # noqa: F401 - the one table (BUSY_EXIT for cli/sweep)
-from ..model import Finding, Status
+from ..safeio import subproc
+from ..safeio.atomic import make_dirs
+from ..core.exitcodes import BUSY as BUSY_EXIT, FAIL, FLAGGED as FLAGGED_EXIT, OK  # noqa: F401 - the one table (BUSY_EXIT for cli/sweep)
+from ..core.model import Finding, Status
 from ..slurm.reasons import is_ours
 from . import state as st
 from .decide import Decisions, NodeResult, decide
@@ -88,7 +88,7 @@ class Sweeper:
         if reservation:
             argv += [f"--reservation={reservation}"]
         template = s.template or default_template("burnin-array.sbatch")
-        from ..safety import check_trusted, running_as_root
+        from ..safeio.trust import check_trusted, running_as_root
 
         if running_as_root():  # Slurm runs it as root on the nodes: it must be root's alone (UntrustedFile)
             check_trusted(template, "sbatch template")
@@ -272,7 +272,7 @@ class Sweeper:
         return out, records
 
     def _conclude(self, state: st.SweepState, cands: list[Candidate], out: SweepOutcome) -> None:
-        from ..records import new_run_id
+        from ..spool.entries import new_run_id
 
         results, records = self._results(state, cands)
         out.results = {n: r.status.value for n, r in results.items()}
@@ -327,9 +327,9 @@ class Sweeper:
     def _record(self, state: st.SweepState, results: dict[str, NodeResult], out: SweepOutcome, run_id: str) -> None:
         """The nodes' burn-in records and the sweep's actions, to this host's spool (the history ingests
         them; re-ingesting a node's own spool later is a no-op by run id)."""
-        from ..records import action_record
-        from ..judge import utc_now_iso
-        from ..spool import SpoolError, append
+        from ..spool.entries import action_record
+        from ..pipeline.judge import utc_now_iso
+        from ..spool.store import SpoolError, append
 
         spool = self.config.slurm.spool_dir
         records = []
@@ -353,6 +353,6 @@ class Sweeper:
 
 
 def _write_json(path: str, data: dict) -> None:
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     atomic_write(path, json.dumps(data, indent=1, default=str), 0o644)

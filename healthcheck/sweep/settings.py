@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from ..record import record as dataclass, fields, replace
+from ..core.struct import record as dataclass, fields, replace
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Mapping  # noqa: F401
 

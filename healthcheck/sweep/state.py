@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..safety import make_private
+from ..safeio.trust import make_private
 
 STATE_FILE = "sweep-state.json"
 LOCK_FILE = "sweep.lock"
@@ -85,7 +85,7 @@ def load(state_dir: str) -> SweepState | None:
 def save(state_dir: str, state: SweepState) -> None:
     make_private(state_dir)
     path = os.path.join(state_dir, STATE_FILE)
-    from ..atomicio import atomic_write
+    from ..safeio.atomic import atomic_write
 
     atomic_write(path, json.dumps(state.to_dict(), indent=1), 0o600, private_dir=True)
 

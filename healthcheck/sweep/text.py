@@ -1,7 +1,7 @@
 """The sweep's outcome as text for a terminal or a cron mail."""
 from __future__ import annotations
 
-from ..output import clean
+from ..output.render import clean
 
 
 def render(outcome) -> str:

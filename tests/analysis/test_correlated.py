@@ -16,7 +16,7 @@ from healthcheck.burnin.judge_compute import judge_telemetry
 from healthcheck.burnin.telemetry import TelemetrySummary
 from healthcheck.history.queries import FRAME_COLUMNS
 from healthcheck.parsers import ParseError
-from healthcheck.topology import node_groups
+from healthcheck.config.topology import node_groups
 from tests.checks.gpu_builders import h100, run, snapshot
 from tests.conftest import FIXTURES, corpus_params
 

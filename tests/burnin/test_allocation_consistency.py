@@ -10,7 +10,7 @@ from healthcheck.burnin.allocation import (MAX_PAIR_FINDINGS, compare_software, 
                                            read_results, run_allocation)
 from healthcheck.burnin.settings import resolve
 from healthcheck.fabric.software import validate as software_validate
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.fabric.test_rdma_allocation_phase import FAST, NODES, Perfquery, allocation
 from tests.fabric.test_rdma_phase import Fleet
 

@@ -7,7 +7,7 @@ from healthcheck.burnin.judge_nccl import CHECK, CHECK_FIT
 from healthcheck.burnin.references import load, merge
 from healthcheck.burnin.settings import resolve
 from healthcheck.burnin.summary import allocation_text
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.burnin.test_nccl_phase import ENV_LAUNCHER, _results, double  # noqa: F401 - double is a fixture
 
 

@@ -8,7 +8,7 @@ import pytest
 from healthcheck.burnin import references as R
 from healthcheck.burnin.judge_nccl import CHECK, CHECK_FIT, judge_fit, judge_run, judge_runs
 from healthcheck.burnin.nccl_run import NcclRun
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.parsers import nccl_tests
 from healthcheck.parsers.nccl_tests import NcclParseError, NcclRank, NcclResult, NcclRow, NcclSide
 from healthcheck.burnin.summary import node_text

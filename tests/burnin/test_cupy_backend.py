@@ -15,7 +15,7 @@ from healthcheck.burnin.gemm import make_inputs, run_gemm
 from healthcheck.burnin.judge_compute import judge_bandwidth, judge_gemm
 from healthcheck.burnin.node_run import PHASES, NodeContext
 from healthcheck.burnin.settings import resolve
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.fakes.fake_cupy import DeviceArray, FakeCupy, FakeGpu, flip_bit, h100_node, install
 
 UUID0 = "GPU-4f6c2a1e-7b3d-4c55-9e2a-000000000000"

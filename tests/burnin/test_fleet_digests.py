@@ -147,7 +147,7 @@ def _ingest(tmp_path, db: str) -> None:
 
 def _corrupt_spool(tmp_path, node: str, source: dict) -> None:
     """A spooled run of ``node`` whose GEMM product differs (what a GPU with SDC would record)."""
-    from healthcheck import spool
+    from healthcheck.spool import store as spool
 
     rec = json.loads(json.dumps(source))
     rec.update(node=node, run_id="ff" * 16, record_id="fe" * 16)

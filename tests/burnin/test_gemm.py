@@ -14,7 +14,7 @@ from healthcheck.burnin.backends import DeviceInfo, NumpyBackend
 from healthcheck.burnin.gemm import (TOLERANCE, digest48, make_inputs, plain_matmul_tflops, reference_rows,
                                      relative_error, round_to, run_gemm, sample_rows)
 from healthcheck.burnin.judge_compute import judge_gemm
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 
 N = 128
 

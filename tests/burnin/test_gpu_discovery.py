@@ -10,7 +10,7 @@ from healthcheck.burnin import backends, node_run, references
 from healthcheck.burnin.backends import BackendUnavailable
 from healthcheck.burnin.node_run import NodeContext, PHASES
 from healthcheck.burnin.settings import resolve
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 
 BUS = [f"0000:{b:02x}:00.0" for b in (0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from healthcheck.burnin import node_run, references
 from healthcheck.burnin.node_run import NodeContext, run_node
 from healthcheck.burnin.settings import resolve
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 
 ROOT = Path(__file__).resolve().parents[2]
 

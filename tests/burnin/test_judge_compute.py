@@ -14,7 +14,7 @@ from healthcheck.burnin.gemm import GemmResult
 from healthcheck.burnin.judge_compute import fleet_key, judge_bandwidth, judge_gemm, judge_telemetry
 from healthcheck.burnin.references import Reference, Sku
 from healthcheck.burnin.telemetry import TelemetrySummary
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 
 H100 = "NVIDIA H100 80GB HBM3"
 GOOD, BAD, OTHER = "a1" * 16, "b2" * 16, "c3" * 16

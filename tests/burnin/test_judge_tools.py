@@ -6,7 +6,7 @@ import pytest
 from healthcheck.burnin.judge_tools import judge_dcgm, judge_storage
 from healthcheck.burnin.references import Reference
 from healthcheck.burnin.tools_run import ToolRun, dcgm_diag, fio_job
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.parsers import dcgmi, fio
 from tests.conftest import CORPUS, FIXTURES, corpus_params
 

@@ -11,7 +11,7 @@ from healthcheck.burnin import allocation, nccl_run
 from healthcheck.burnin.judge_nccl import judge_run, large_busbw
 from healthcheck.burnin.references import Reference, load, merge
 from healthcheck.burnin.settings import resolve
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.parsers import nccl_tests
 from tests.burnin import nccl_double
 from tests.conftest import FIXTURES
@@ -41,7 +41,7 @@ def test_run_on_node_scales_by_the_node_and_keeps_the_step_context_out(double):
 
 
 def test_node_env_drops_the_enclosing_step_rank():
-    from healthcheck.subproc import node_env
+    from healthcheck.safeio.subproc import node_env
 
     env = node_env({"SLURM_JOB_ID": "7", "SLURM_PROCID": "3", "PMIX_RANK": "3", "SLURM_STEP_ID": "0",
                     "NCCL_DEBUG": "WARN", "LD_PRELOAD": "/evil.so", "SLURMD_NODENAME": "n1"})

@@ -20,7 +20,7 @@ from healthcheck.burnin.references import load
 from healthcheck.burnin.settings import PHASES, resolve
 from healthcheck.cli import cli
 from healthcheck.cli.burnin import SHARED_CAUSE_EXIT
-from healthcheck.model import Finding, Status, Verdict
+from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.parsers import nccl_tests
 from tests.conftest import FIXTURES, corpus_params
 

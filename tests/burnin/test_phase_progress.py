@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from healthcheck.burnin import node_run
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from tests.burnin.test_phase_paths import LOST, _ctx
 
 

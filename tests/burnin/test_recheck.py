@@ -12,7 +12,7 @@ from healthcheck.burnin.references import load
 from healthcheck.burnin.settings import resolve
 from healthcheck.burnin.telemetry import TelemetrySummary
 from healthcheck.config import default_expectations
-from healthcheck.model import Finding, KernelEvent, NvLink, Snapshot, Status
+from healthcheck.core.model import Finding, KernelEvent, NvLink, Snapshot, Status
 
 from tests.checks.gpu_builders import h100
 

@@ -9,7 +9,7 @@ import pytest
 
 from healthcheck.burnin.judge_soak import (COUNTERS, THRESHOLDS, SoakPoint, SoakSeries, Threshold, hinge,
                                            judge_soak, slope)
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 
 STEP = 360.0  # one point every 6 minutes
 POINTS = 40   # a 4-hour soak

@@ -17,7 +17,7 @@ from healthcheck.burnin.judge_soak import judge_soak
 from healthcheck.burnin.references import load
 from healthcheck.burnin.settings import PHASES, SettingsError, resolve
 from healthcheck.burnin.soak import nvml_counters, run_soak
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from healthcheck.burnin.judge_compute import judge_telemetry
 from healthcheck.burnin.telemetry import Sample, Sampler, summarize
-from healthcheck.model import THROTTLE_REASONS, Status
+from healthcheck.core.model import THROTTLE_REASONS, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from tests.conftest import FIXTURES, corpus_params

@@ -13,7 +13,7 @@ from healthcheck.burnin import backends  # noqa: E402
 from healthcheck.burnin.bandwidth import run_hbm_copy, run_pcie  # noqa: E402
 from healthcheck.burnin.gemm import run_gemm  # noqa: E402
 from healthcheck.burnin.judge_compute import judge_bandwidth, judge_gemm  # noqa: E402
-from healthcheck.model import Status  # noqa: E402
+from healthcheck.core.model import Status  # noqa: E402
 
 
 class CpuTorch(backends.TorchBackend):

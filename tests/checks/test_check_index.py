@@ -34,9 +34,9 @@ def test_a_node_without_gpus_imports_only_the_gpu_modules_that_judge_absence():
     checks that judge absence themselves (gpu.count, gpu.responsive: handles_missing)."""
     code = """
 import sys
-from healthcheck.model import Snapshot, HostInfo
-from healthcheck.expectations import Expectations
-from healthcheck.judge import judge
+from healthcheck.core.model import Snapshot, HostInfo
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.pipeline.judge import judge
 snap = Snapshot(node="n1", taken_at="2026-12-03T00:00:00+00:00", host=HostInfo(hostname="n1"))
 verdict = judge(snap, Expectations(), "prolog")
 assert any(f.check.startswith("gpu.") and f.status.value == "skip" for f in verdict.findings)

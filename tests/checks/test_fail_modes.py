@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from healthcheck.catalog_doc import FAIL_MODES, fail_mode
+from healthcheck.checks.catalog_doc import FAIL_MODES, fail_mode
 from healthcheck.checks.registry import load_all
 from healthcheck.cli import cli
 from healthcheck.config import default_expectations, loads
-from healthcheck.generate import generate_toml
-from healthcheck.model import GpuInfo, HostInfo, IbPort, Mount, PcieLink, Snapshot, Status
-from healthcheck.judge import judge
+from healthcheck.config.generate import generate_toml
+from healthcheck.core.model import GpuInfo, HostInfo, IbPort, Mount, PcieLink, Snapshot, Status
+from healthcheck.pipeline.judge import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checks of this examples: informational until configured.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.config import loads
-from healthcheck.expectations import GpuModelExpect, PcieExpect
-from healthcheck.generate import expectations_of, generate_toml
-from healthcheck.model import GpuInfo, NvLink, PcieLink, Snapshot, Status
-from healthcheck.judge import judge
+from healthcheck.pipeline.expectations import GpuModelExpect, PcieExpect
+from healthcheck.config.generate import expectations_of, generate_toml
+from healthcheck.core.model import GpuInfo, NvLink, PcieLink, Snapshot, Status
+from healthcheck.pipeline.judge import judge
 
 H100, L4 = "NVIDIA H100 80GB HBM3", "NVIDIA L4"
 GPU_CHECKS = ["gpu.count", "gpu.nvlink.state", "gpu.pcie.link", "pcie.hca.link"]

@@ -8,8 +8,8 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.expectations import Expectations
-from healthcheck.model import Snapshot, Status
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import Snapshot, Status
 from healthcheck.parsers import ParseError
 
 from tests.conftest import corpus_params

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from healthcheck.expectations import Expectations
-from healthcheck.model import ProbeError, Status
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import ProbeError, Status
 
 from tests.checks.gpu_builders import (
     H100_BUS_IDS, by_component, h100, only, run, snapshot, statuses, with_gpu,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from healthcheck.expectations import Expectations
-from healthcheck.model import NvLink, Status
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import NvLink, Status
 
 from tests.checks.gpu_builders import by_component, h100, nvlinks, only, run, snapshot, with_gpu
 

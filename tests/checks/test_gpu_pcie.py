@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.expectations import Expectations, PcieExpect
-from healthcheck.model import Status
+from healthcheck.pipeline.expectations import Expectations, PcieExpect
+from healthcheck.core.model import Status
 
 from tests.checks.gpu_builders import H100_BUS_IDS, by_component, h100, only, run, snapshot, with_gpu
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from healthcheck.checks import registry
-from healthcheck.expectations import Expectations
-from healthcheck.model import (
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import (
     THROTTLE_REASONS, GpuInfo, GpuProcess, HostInfo, KernelEvent, NvLink, Snapshot, Status,
 )
 

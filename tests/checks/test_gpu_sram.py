@@ -11,7 +11,7 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.model import GpuInfo, Snapshot, Status
+from healthcheck.core.model import GpuInfo, Snapshot, Status
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from healthcheck.probes.nvml import probe_gpus
 

@@ -11,7 +11,7 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.model import Snapshot, Status
+from healthcheck.core.model import Snapshot, Status
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from healthcheck.probes.nvml import probe_gpus
 
@@ -183,7 +183,7 @@ def test_nvml_gpu_is_lost_fails_gpu_lost():
 def test_nvml_field_errors_round_trip_through_json():
     import json
 
-    from healthcheck.model import GpuInfo, _from_dict
+    from healthcheck.core.model import GpuInfo, _from_dict
     gpus = h100_node(1)
     gpus[0].errors["nvmlDeviceGetEccMode"] = pynvml.NVML_ERROR_UNKNOWN
     (gpu,) = probe_gpus(FakeNvml(gpus))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from healthcheck.expectations import Expectations, XidPolicy, XidRule
-from healthcheck.model import HostInfo, KernelEvent, Status
+from healthcheck.pipeline.expectations import Expectations, XidPolicy, XidRule
+from healthcheck.core.model import HostInfo, KernelEvent, Status
 
 from tests.checks.gpu_builders import H100_BUS_IDS, by_component, only, run, snapshot, xid
 

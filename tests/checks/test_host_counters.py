@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.bundle import snapshot_from_bundle, write_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle, write_bundle
 from healthcheck.checks import registry
 from healthcheck.checks.host_counters import AER_THRESHOLDS, EDAC_THRESHOLDS, host_edac, pcie_aer
 from healthcheck.checks.infiniband import ERROR_THRESHOLDS, ib_port_errors
 from healthcheck.checks.job import counter_growth
 from healthcheck.config import default_expectations
-from healthcheck.expectations import Expectations
-from healthcheck.model import (EdacController, HostInfo, IbPort, JobInfo, PcieAer, Snapshot, Status)
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import (EdacController, HostInfo, IbPort, JobInfo, PcieAer, Snapshot, Status)
 from healthcheck.parsers import ParseError
 from healthcheck.probes.host_counters import parse_aer, pci_kind, probe_edac, probe_pcie_aer
-from healthcheck.judge import judge, sources_needed
+from healthcheck.pipeline.judge import judge, sources_needed
 from healthcheck.slurm.baseline import counters_of, growth
 from tests.fixtures.host_counters_builder import add_aer, add_edac, add_pci_function, aer_text
 from tests.fixtures.sysfs_builder import GPU_ADDRS, HCA_ADDRS, build_sysfs

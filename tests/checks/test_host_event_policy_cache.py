@@ -2,8 +2,8 @@
 the policy validated when the cache entry was written, class by class and pattern by pattern."""
 from __future__ import annotations
 
-from healthcheck import host_event_policy as hp
-from healthcheck import tomlcache
+from healthcheck.policies import host_events as hp
+from healthcheck.safeio import tomlcache
 
 
 def test_the_cached_policy_is_the_validated_one(tmp_path, monkeypatch):
@@ -34,7 +34,7 @@ def test_a_cache_entry_that_does_not_fit_is_read_afresh(tmp_path, monkeypatch):
 def test_class_names_as_the_pattern_said():
     import re
 
-    from healthcheck.host_event_policy import _is_class_name
+    from healthcheck.policies.host_events import _is_class_name
 
     for name in ["edac_ue", "a", "a" * 48, "a" * 49, "", "_x", "1x", "Ab", "aé", "a-b", "a b", "x\n", "ok_2"]:
         assert _is_class_name(name) == (re.fullmatch(r"[a-z][a-z0-9_]{0,47}", name) is not None), name

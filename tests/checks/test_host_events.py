@@ -8,11 +8,11 @@ import pytest
 from healthcheck.checks.gpu_xid import event_key
 from healthcheck.checks.host_events import host_events
 from healthcheck.config import default_expectations
-from healthcheck.host_event_policy import load_host_event_policy
-from healthcheck.model import GpuInfo, HostInfo, Snapshot, Status, worst
+from healthcheck.policies.host_events import load_host_event_policy
+from healthcheck.core.model import GpuInfo, HostInfo, Snapshot, Status, worst
 from healthcheck.parsers.host_events import parse_host_events
 from healthcheck.parsers.kernel_log import parse_kernel_log
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.conftest import CORPUS, corpus_params
 
 FAIL, WARN, PASS = Status.FAIL, Status.WARN, Status.PASS
@@ -301,7 +301,7 @@ def test_severity_by_context_applies_in_its_contexts_only():
 def test_the_runner_tells_host_events_its_context(monkeypatch):
     """judge() passes its context down (threshold key "_context"); the packaged policy is swapped for
     the example one where the check looks it up."""
-    from healthcheck import host_event_policy as hp
+    from healthcheck.policies import host_events as hp
 
     policy = load_host_event_policy(EXAMPLE_POLICY)
     monkeypatch.setattr(hp, "_default_policy", lambda: policy)
@@ -320,7 +320,7 @@ def test_packaged_policy_judges_flaps_and_fatal_mce_alike_in_every_context():
     for ctx in ("prolog", "epilog", "slurm-check", "check", "burnin"):
         assert judge(snap, default_expectations(), ctx, only=["host.events"]).status is FAIL, ctx
     import tomllib
-    from healthcheck.host_event_policy import default_policy_text
+    from healthcheck.policies.host_events import default_policy_text
 
     notes = {e["class"]: e.get("note", "") for e in tomllib.loads(default_policy_text())["event"]}
     assert all(notes[c] for c in ("mce_fatal", "edac_ce", "link_down", "link_up_repeated"))
@@ -342,7 +342,7 @@ def test_overrides_set_or_drop_severity_by_context():
     assert flaps.rule("link_down").severity_in("prolog") == "warn"
     assert flaps.rule("link_down").severity_in("slurm-check") == "fail"
     base = load_host_event_policy(EXAMPLE_POLICY)
-    from healthcheck.host_event_policy import _override
+    from healthcheck.policies.host_events import _override
 
     kept = _override(base.rule("link_down"), {"min_count": 3})
     assert kept.by_context == {"prolog": "warn", "burnin": "ignore"}
@@ -357,7 +357,7 @@ def test_the_cached_policy_keeps_severity_by_context():
     import json
     import tomllib
 
-    from healthcheck.host_event_policy import _build
+    from healthcheck.policies.host_events import _build
 
     data = json.loads(json.dumps(tomllib.loads(EXAMPLE_POLICY)))
     rule = _build(data, validated=True).rule("link_down")

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.checks.infiniband import ib_hca_firmware, ib_port_rate, ib_port_state
 from healthcheck.config import loads
-from healthcheck.expectations import Expectations, IbPortExpect
-from healthcheck.generate import generate_toml
-from healthcheck.model import IbPort, Snapshot, Status
+from healthcheck.pipeline.expectations import Expectations, IbPortExpect
+from healthcheck.config.generate import generate_toml
+from healthcheck.core.model import IbPort, Snapshot, Status
 from healthcheck.probes.infiniband import probe_ib_ports
 from healthcheck.probes.pcie import probe_pcie_links
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.conftest import CORPUS
 from tests.fixtures.sysfs_builder import SysfsFaults, build_sysfs
 

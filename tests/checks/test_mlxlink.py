@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.checks.mlxlink import THRESHOLDS, ib_mlxlink
-from healthcheck.expectations import Expectations
-from healthcheck.model import MlxlinkPort, Snapshot, Status
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import MlxlinkPort, Snapshot, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.mlxlink import parse_mlxlink
 from healthcheck.probes.mlxlink import argv, bundle_name, mlxlink_from_bundle, read_mlxlink
-from healthcheck.subproc import Result
+from healthcheck.safeio.subproc import Result
 from tests.conftest import corpus_params
 from tests.fixtures.sysfs_builder import build_sysfs
 

@@ -5,9 +5,9 @@ import pytest
 
 from healthcheck.checks.bmc import event_key, event_keys
 from healthcheck.config import default_expectations, loads
-from healthcheck.model import BmcInfo, BmcSensor, Snapshot, Status, StorageDevice
+from healthcheck.core.model import BmcInfo, BmcSensor, Snapshot, Status, StorageDevice
 from healthcheck.parsers.ipmitool import parse_sel
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 
 WHEN = "2026-12-01T00:00:00+00:00"
 
@@ -105,7 +105,7 @@ def test_nvme_count_is_validated():
 
 
 def test_config_generate_records_the_nvme_count():
-    from healthcheck.generate import generate_toml
+    from healthcheck.config.generate import generate_toml
 
     snap = Snapshot("golden", WHEN, storage=[healthy_nvme(f"nvme{i}") for i in range(4)])
     text = generate_toml(snap, "gpu", "gpu[01-10]")

@@ -1,16 +1,16 @@
 """One throttle table for every context (issue 14, item 7): the idle judge (gpu.throttle) and the
-under-load judge (burnin.telemetry) both follow healthcheck.throttle.TABLE, and no reason, hardware
+under-load judge (burnin.telemetry) both follow healthcheck.policies.throttle.TABLE, and no reason, hardware
 brakes above all, is milder under load than at idle."""
 from __future__ import annotations
 
 import pytest
 
-from healthcheck import throttle
+from healthcheck.policies import throttle
 from healthcheck.burnin.judge_compute import judge_telemetry
 from healthcheck.burnin.telemetry import TelemetrySummary
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.model import THROTTLE_REASONS, Snapshot, Status
+from healthcheck.core.model import THROTTLE_REASONS, Snapshot, Status
 
 from tests.checks.gpu_builders import h100
 

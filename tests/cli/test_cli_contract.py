@@ -84,13 +84,13 @@ def test_check_imports_nothing_heavy(tmp_path):
 
 
 def test_internal_error_exits_3_without_traceback(monkeypatch, capsys):
-    import healthcheck.judge
+    import healthcheck.pipeline.judge
     from healthcheck.cli import main
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(healthcheck.judge, "judge", broken)
+    monkeypatch.setattr(healthcheck.pipeline.judge, "judge", broken)
     monkeypatch.delenv("HEALTHCHECK_DEBUG", raising=False)
     with pytest.raises(SystemExit) as info:
         main(["check", "--bundle", str(Path(__file__).parent), "--format", "json"])
@@ -116,7 +116,7 @@ def test_parse_commands_print_facts(tmp_path):
 
 
 def test_check_records_the_run_in_a_spool(tmp_path):
-    from healthcheck.spool import read_all
+    from healthcheck.spool.store import read_all
     from tests.conftest import FIXTURES
 
     bundle = tmp_path / "b"
@@ -169,7 +169,7 @@ def test_check_skip_removes_the_checks_it_names(tmp_path):
 
 
 def test_json_output_carries_schema_version(tmp_path):
-    from healthcheck.output import SCHEMA_VERSION
+    from healthcheck.output.render import SCHEMA_VERSION
 
     result = CliRunner().invoke(cli, ["check", "--bundle", str(_bundle(tmp_path)), "--format", "json"])
     data = json.loads(result.output)

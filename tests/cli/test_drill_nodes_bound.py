@@ -10,7 +10,7 @@ import ClusterShell.NodeSet as clustershell
 from healthcheck.cli.drill import drill
 from healthcheck.drill.cluster import DrillError
 from healthcheck.drill.site import MAX_NODES, Site, parse_nodes
-from healthcheck.topology import nodeset_size_bound
+from healthcheck.config.topology import nodeset_size_bound
 
 CONF = "ClusterName=x\nSlurmctldPidFile=/run/ctld.pid\nNodeName=node1 Port=1\n"
 

@@ -1,4 +1,4 @@
-"""One exit-code table (healthcheck.exitcodes) for every command: usage errors 2 everywhere, a
+"""One exit-code table (healthcheck.core.exitcodes) for every command: usage errors 2 everywhere, a
 database that cannot be used 6 (not 2, which is usage), a schema newer than this tool 6, the sweep with
 Slurm unreachable 6 with a sentence (not an argv fragment), an empty report window 1."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from healthcheck import exitcodes
+from healthcheck.core import exitcodes
 from healthcheck.cli import cli
 
 
@@ -93,7 +93,7 @@ def test_parse_takes_format_json_and_keeps_json_as_its_alias(tmp_path):
 def test_a_command_without_its_extra_names_the_pip_line(monkeypatch):
     """The node install has no pandas/SQLAlchemy: `healthcheck report` says which extra to install (exit 2)
     instead of an internal error; --help still works."""
-    from healthcheck import extras
+    from healthcheck.core import extras
 
     monkeypatch.setattr(extras, "installed", lambda module: module not in {"pandas", "sqlalchemy"})
     result = invoke("report", "--since", "7d")

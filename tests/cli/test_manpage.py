@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck import __version__, exitcodes
+from healthcheck import __version__
+from healthcheck.core import exitcodes
 from healthcheck.cli import cli
 from healthcheck.cli.manpage import render
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from healthcheck import exitcodes
+from healthcheck.core import exitcodes
 from healthcheck.cli import cli
 from healthcheck.parsers import nccl_tests
 from tests.conftest import FIXTURES, corpus_files

@@ -184,11 +184,11 @@ def test_every_registered_validator_exists_and_gives_defaults():
 
 
 PACKAGE = Path(__file__).resolve().parents[2] / "healthcheck" / "config"
-ORDER = ["sections", "overlap", "model", "schema", "loading", "__init__"]  # each imports only those before it
+ORDER = ["topology", "generate", "sections", "overlap", "model", "schema", "loading", "__init__"]  # each imports only those before it
 
 
 def test_the_package_imports_one_way():
-    """sections, overlap <- model <- schema <- loading <- __init__: no module imports one after it (at module
+    """topology, generate, sections, overlap <- model <- schema <- loading <- __init__: no module imports one after it (at module
     level or inside a function), so there is no circle."""
     for position, name in enumerate(ORDER):
         tree = ast.parse((PACKAGE / f"{name}.py").read_text())
@@ -202,7 +202,7 @@ def test_the_package_imports_one_way():
 def test_importing_the_package_imports_no_section_module():
     code = ("import sys, healthcheck.config\n"
             "print(sorted(m for m in sys.modules if m.startswith(('healthcheck.config.', 'healthcheck.fabric', "
-            "'healthcheck.burnin', 'healthcheck.analysis', 'healthcheck.sweep', 'healthcheck.topology', 'tomllib'))))")
+            "'healthcheck.burnin', 'healthcheck.analysis', 'healthcheck.sweep', 'healthcheck.config.topology', 'tomllib'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                           cwd=str(PACKAGE.parents[1]))

@@ -18,14 +18,14 @@ import pytest
 from ClusterShell.NodeSet import NodeSet
 from click.testing import CliRunner
 
-from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.cli import cli
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from healthcheck.config import default_expectations, load
-from healthcheck.model import Status
-from healthcheck.output import render
+from healthcheck.core.model import Status
+from healthcheck.output.render import render
 from healthcheck.probes.live import LiveOptions
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.conftest import FIXTURES, ROOT
 from tests.fakes.fake_pynvml import FakeNvml, h100_node
 from tests.fixtures.proc_builder import build_proc, build_sys
@@ -48,7 +48,7 @@ KERNEL_LOG = ("[    6.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  55
 def load_as_user(path: Path):
     """The config as `load` reads it, without the as-root ownership rule (a checkout's permissions are
     not what these tests judge; tests/safety covers the rule)."""
-    with mock.patch("healthcheck.safety.running_as_root", return_value=False):
+    with mock.patch("healthcheck.safeio.trust.running_as_root", return_value=False):
         return load(str(path))
 
 
@@ -68,7 +68,7 @@ def test_example_loads_and_declares_its_hardware(path):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_passes_config_validate(path, monkeypatch):
-    monkeypatch.setattr("healthcheck.safety.running_as_root", lambda: False)
+    monkeypatch.setattr("healthcheck.safeio.trust.running_as_root", lambda: False)
     result = CliRunner().invoke(cli, ["config", "validate", str(path)])
     assert result.exit_code == 0 and "ok (" in result.output and "warning" not in result.output, result.output
 

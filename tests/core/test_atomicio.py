@@ -1,4 +1,4 @@
-"""healthcheck.atomicio: whole-or-nothing writes with an exact mode, never through a planted link; the
+"""healthcheck.safeio.atomic: whole-or-nothing writes with an exact mode, never through a planted link; the
 spool's append-only open; the private-folder rule for root; folders made with an exact mode. (The
 writers that use it are tried against planted links in tests/safety/test_planted_links.py.)"""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from healthcheck import atomicio
-from healthcheck.atomicio import UnsafePath, atomic_file, atomic_write, check_private_dir, make_dirs, open_append
+from healthcheck.safeio import atomic as atomicio
+from healthcheck.safeio.atomic import UnsafePath, atomic_file, atomic_write, check_private_dir, make_dirs, open_append
 
 
 def mode(path) -> int:
@@ -140,12 +140,13 @@ def test_make_dirs_gives_every_new_folder_the_mode(tmp_path, umask0):
 
 
 def test_cheap_enough_for_the_prolog():
-    code = ("import sys\nbefore = set(sys.modules)\nimport healthcheck.atomicio\n"
+    code = ("import sys\nbefore = set(sys.modules)\nimport healthcheck.safeio.atomic\n"
             "print(' '.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     new = set(out.stdout.split())
-    assert "healthcheck.atomicio" in new, out.stderr
-    # healthcheck.safety: os and stat only (the trusted-folder rule and make_dirs live there)
-    assert new <= {"__future__", "errno", "stat", "healthcheck", "healthcheck.atomicio", "healthcheck.safety"}, \
+    assert "healthcheck.safeio.atomic" in new, out.stderr
+    # healthcheck.safeio.trust: os and stat only (the trusted-folder rule and make_dirs live there)
+    assert new <= {"__future__", "errno", "stat", "healthcheck", "healthcheck.safeio", "healthcheck.safeio.atomic",
+                   "healthcheck.safeio.trust"}, \
         sorted(new)

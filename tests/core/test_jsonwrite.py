@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from healthcheck import jsonwrite
-from healthcheck.model import Status
+from healthcheck.core import jsonwrite
+from healthcheck.core.model import Status
 
 COMPACT = {"ensure_ascii": True, "allow_nan": False, "separators": (",", ":")}
 

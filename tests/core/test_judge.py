@@ -5,9 +5,9 @@ import json
 
 from healthcheck.checks.registry import CheckSpec, load_all
 from healthcheck.config import default_expectations
-from healthcheck.model import Finding, GpuInfo, ProbeError, Snapshot, Status
-from healthcheck.output import exit_code, prometheus, render
-from healthcheck.judge import judge, run_check
+from healthcheck.core.model import Finding, GpuInfo, ProbeError, Snapshot, Status
+from healthcheck.output.render import exit_code, prometheus, render
+from healthcheck.pipeline.judge import judge, run_check
 
 
 def _spec(func, needs=("gpus",), handles_missing=False):
@@ -80,7 +80,7 @@ def test_only_globs_and_every_registered_check_runs_once():
 def test_renderers_agree_on_content():
     findings = [Finding("gpu.ecc.uncorrected", Status.FAIL, "uncorrected ECC 2", "gpu3", {"volatile": 2}),
                 Finding("gpu.temperature", Status.PASS, "ok", "gpu0", {"temperature_c": 41})]
-    from healthcheck.model import Verdict
+    from healthcheck.core.model import Verdict
     verdict = Verdict.of("gpu017", findings, "2026-12-01T00:00:00+00:00", 0.02)
     data = json.loads(render(verdict, "json"))
     assert data["node"] == "gpu017" and data["status"] == "fail"
@@ -96,7 +96,7 @@ def test_renderers_agree_on_content():
 
 
 def test_prometheus_escapes_label_values():
-    from healthcheck.model import Verdict
+    from healthcheck.core.model import Verdict
     verdict = Verdict.of('n"1\n', [Finding("x", Status.PASS, "ok", 'a"b')], "2026-12-01T00:00:00", 0.0)
     prom = prometheus(verdict)
     assert 'node="n\\"1\\n"' in prom and 'component="a\\"b"' in prom

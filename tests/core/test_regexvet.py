@@ -1,4 +1,4 @@
-"""The one vetting of patterns matched against others' text (healthcheck/regexvet.py): the host-event
+"""The one vetting of patterns matched against others' text (healthcheck/policies/regexvet.py): the host-event
 policy's patterns (kernel messages) and a fabric design's hca_regex (node descriptions) refuse the same
 exponential shapes, and accept what real policies write."""
 import re
@@ -6,8 +6,8 @@ import re
 import pytest
 
 from healthcheck.fabric.hcaregex import hca_regex_problem
-from healthcheck.host_event_policy import load_host_event_policy
-from healthcheck.regexvet import choice_points, nested_quantifier, repeated_alternation, vet_regex
+from healthcheck.policies.host_events import load_host_event_policy
+from healthcheck.policies.regexvet import choice_points, nested_quantifier, repeated_alternation, vet_regex
 
 
 @pytest.mark.parametrize("pattern, refused", [

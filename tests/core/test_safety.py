@@ -6,7 +6,7 @@ import os
 import pytest
 
 from healthcheck.config import ConfigError, load
-from healthcheck.safety import UntrustedFile, check_trusted
+from healthcheck.safeio.trust import UntrustedFile, check_trusted
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="ownership rules apply when running as root")
 
@@ -57,7 +57,7 @@ def test_symlink_is_judged_by_its_target(tmp_path):
 
 
 def test_xid_policy_file_others_can_write_is_refused(tmp_path, monkeypatch):
-    import healthcheck.xid_policy as xp
+    import healthcheck.policies.xid as xp
 
     copy = tmp_path / "xid_policy.toml"
     copy.write_text(xp.default_policy_text())

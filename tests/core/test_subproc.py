@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from healthcheck import subproc
+from healthcheck.safeio import subproc
 
 
 def test_child_environment_is_fixed_not_inherited(monkeypatch):

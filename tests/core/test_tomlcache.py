@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from healthcheck import tomlcache
+from healthcheck.safeio import tomlcache
 from healthcheck.config import load
 
 
@@ -114,7 +114,7 @@ def test_the_cached_load_builds_the_config_without_the_schema(tmp_path, cache):
             f"c = load({str(path)!r}, use_cache=True)\n"
             "print(c.slurm.prolog_budget_s, c.expectations_for('gpu2').gpu_count, sorted(c.deferred))\n"
             "print(sorted(m for m in sys.modules if m.startswith(('healthcheck.config.', 'healthcheck.burnin', "
-            "'healthcheck.topology', 'healthcheck.analysis'))))\n"
+            "'healthcheck.config.topology', 'healthcheck.analysis'))))\n"
             "print(c.burnin, c.topology, c.section('fleet').persist_k)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, tomlcache.CACHE_ENV: str(cache)})

@@ -1,4 +1,4 @@
-"""healthcheck.topology: the [topology] table, validation errors, node -> group lookups."""
+"""healthcheck.config.topology: the [topology] table, validation errors, node -> group lookups."""
 from __future__ import annotations
 
 import tomllib
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.topology import (MAX_GROUP_NODES, TopologyError, group_sizes, groups_of, members,
+from healthcheck.config.topology import (MAX_GROUP_NODES, TopologyError, group_sizes, groups_of, members,
                                   node_groups, validate)
 from tests.conftest import FIXTURES
 

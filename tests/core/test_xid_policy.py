@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.expectations import XidPolicy, XidRule
-from healthcheck.xid_policy import ACTIONS
-from healthcheck.xid_policy import default_policy_text, describe, load_xid_policy
+from healthcheck.pipeline.expectations import XidPolicy, XidRule
+from healthcheck.policies.xid import ACTIONS
+from healthcheck.policies.xid import default_policy_text, describe, load_xid_policy
 
 REQUIRED = [8, 13, 31, 32, 38, 43, 44, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120,
             121, 122, 123, 136, 140, 143, *range(144, 151), 154, 155]

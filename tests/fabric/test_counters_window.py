@@ -7,7 +7,7 @@ import pytest
 from healthcheck.fabric.counters import (CounterSettingsError, PortKey, Sample, counter_delta, defaults,
                                          judge_window, parse_thresholds, peers_from_ibqueryerrors,
                                          samples_from_ibqueryerrors, samples_from_perfquery, validate)
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.parsers.perfquery import parse_ibqueryerrors, parse_perfquery
 from tests.conftest import CORPUS, FIXTURES
 

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from healthcheck.fabric import nodetopo, p2p
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.parsers.nvbandwidth import parse_nvbandwidth
 from healthcheck.parsers.nvidia_smi_topo import parse_topo_m, parse_topo_p2p
 from healthcheck.parsers.nvlink import parse_nvlink_status

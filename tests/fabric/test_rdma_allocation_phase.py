@@ -12,7 +12,7 @@ from healthcheck.burnin.rdma import validate as rdma_validate
 from healthcheck.burnin.references import load as load_references
 from healthcheck.burnin.settings import ALL_PHASES, PHASES, resolve
 from healthcheck.fabric.sampler import CounterSampler, perfquery_argv
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.fabric.test_rdma_phase import Fleet
 
 NODES = [f"gpu0{i}" for i in range(1, 7)]

@@ -11,7 +11,7 @@ import pytest
 from healthcheck.burnin.rdma import (PairCommand, PairOutput, RdmaSettings, RdmaSettingsError, SubprocPairRunner,
                                      defaults, pair_command, run_rdma_phase, validate)
 from healthcheck.fabric.counters import PortKey, Sample
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.conftest import FIXTURES
 
 PERF = FIXTURES / "fabric" / "perf"

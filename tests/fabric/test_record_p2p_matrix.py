@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from healthcheck.cli.fabric import fabric
 from healthcheck.fabric.record import MAX_P2P_CELLS, P2P_PAIR, p2p_matrix_findings
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.parsers.nvbandwidth import NvbResult, NvbTest
-from healthcheck.spool import read_all
+from healthcheck.spool.store import read_all
 from tests.conftest import FIXTURES
 
 NODE = FIXTURES / "fabric" / "node"

@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from healthcheck.checks.host import versions as versions_check
 from healthcheck.cli.fabric_node import consistency
-from healthcheck.expectations import Expectations
-from healthcheck.model import Snapshot, Verdict
-from healthcheck.output import render
+from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.model import Snapshot, Verdict
+from healthcheck.output.render import render
 
 BASE = {"driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5", "kernel": "5.15.0-105-generic"}
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from healthcheck.checks.host import versions as versions_check
-from healthcheck.expectations import Expectations
+from healthcheck.pipeline.expectations import Expectations
 from healthcheck.fabric import software
 from healthcheck.fabric.software import NodeFacts, Settings, check_consistency, node_facts
-from healthcheck.model import Snapshot, Verdict
-from healthcheck.output import render
+from healthcheck.core.model import Snapshot, Verdict
+from healthcheck.output.render import render
 
 BASE = {"driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5", "ofed": "24.04-0.7.0.0",
         "hca_firmware": "28.39.1002", "vbios": "96.00.89.00.01", "kernel": "5.15.0-105-generic"}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from healthcheck.checks._index import CHECKS
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from tests.faults.matrix import FAULTS, Fault
 
 DATA = Path(__file__).with_name("failure_classes.toml")

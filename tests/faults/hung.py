@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 
 BUDGET_S = 1.0
 # The hook must answer within its budget plus interpreter start-up, never wait for the hang.

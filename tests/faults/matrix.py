@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import pynvml
 
-from healthcheck.model import Finding, Snapshot, Status
-from healthcheck.xid_policy import load_xid_policy
+from healthcheck.core.model import Finding, Snapshot, Status
+from healthcheck.policies.xid import load_xid_policy
 from tests.fakes.fake_pynvml import old_gpu
 from tests.fixtures.host_counters_builder import add_aer, add_edac, add_pci_function
 from tests.fixtures.proc_builder import DEFAULT_MOUNTS, GIB

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from healthcheck.model import JobInfo, Snapshot, StorageDevice
+from healthcheck.core.model import JobInfo, Snapshot, StorageDevice
 from healthcheck.probes.bmc import bmc_from_files
 from healthcheck.probes.host import probe_host
 from healthcheck.probes.jobprocs import find_job_processes

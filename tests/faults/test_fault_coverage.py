@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 
 from healthcheck.config import default_expectations
-from healthcheck.model import Status
-from healthcheck.judge import judge
-from healthcheck.xid_policy import load_xid_policy
+from healthcheck.core.model import Status
+from healthcheck.pipeline.judge import judge
+from healthcheck.policies.xid import load_xid_policy
 from tests.conftest import CORPUS, ROOT
 from tests.faults import coverage as C
 from tests.faults import node as N

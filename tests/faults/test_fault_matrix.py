@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.bundle import snapshot_from_bundle
+from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.config import default_expectations, loads
-from healthcheck.model import Finding, Snapshot, Status, Verdict
+from healthcheck.core.model import Finding, Snapshot, Status, Verdict
 from healthcheck.parsers.ibstat import parse_ibstat
 from healthcheck.parsers.kernel_log import parse_kernel_log
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from healthcheck.slurm.policy import decide
 from healthcheck.slurm.settings import SlurmSettings
-from healthcheck.xid_policy import load_xid_policy
+from healthcheck.policies.xid import load_xid_policy
 from tests.checks import gpu_builders
 from tests.conftest import CORPUS, FIXTURES, ROOT, corpus_params
 from tests.faults import node as N

@@ -21,7 +21,7 @@ from healthcheck.burnin.bandwidth import run_hbm_copy, run_pcie  # noqa: E402
 from healthcheck.burnin.gemm import plain_matmul_tflops, run_gemm  # noqa: E402
 from healthcheck.burnin.judge_compute import judge_bandwidth, judge_gemm, judge_telemetry  # noqa: E402
 from healthcheck.burnin.telemetry import Sampler  # noqa: E402
-from healthcheck.model import Status  # noqa: E402
+from healthcheck.core.model import Status  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device for torch")]

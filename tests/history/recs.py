@@ -33,7 +33,7 @@ def action_record(node: str, i: int, action: str = "drain") -> dict:
 
 
 def write_spool(spool_dir, records) -> None:
-    from healthcheck import spool
+    from healthcheck.spool import store as spool
 
     for rec in records:
         spool.append(spool_dir, rec)

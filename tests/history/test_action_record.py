@@ -1,4 +1,4 @@
-"""One "action" record shape (healthcheck.records.action_record), written by the hooks, the queue, the
+"""One "action" record shape (healthcheck.spool.entries.action_record), written by the hooks, the queue, the
 sweep and the burn-in job step, and accepted as it is by the history's ingest."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from healthcheck import records, spool
+from healthcheck.spool import entries as records
+from healthcheck.spool import store as spool
 from healthcheck.history.records import ACTIONS, RecordInvalid, action_row
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.bundle import BundleError, snapshot_from_bundle
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.archive import BundleError, snapshot_from_bundle
+from healthcheck.bundles.collect import collect_bundle
 from healthcheck.config import default_expectations, loads
-from healthcheck.generate import generate_toml
-from healthcheck.model import Status
+from healthcheck.config.generate import generate_toml
+from healthcheck.core.model import Status
 from healthcheck.probes.live import LiveOptions, snapshot_live
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.conftest import FIXTURES, corpus_params
 from tests.fakes.fake_pynvml import FakeNvml, h100_node
 from tests.fixtures.proc_builder import build_proc, build_sys

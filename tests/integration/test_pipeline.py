@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from tests.integration.test_bundles import make_node
 
 

@@ -1,4 +1,4 @@
-"""The Prometheus exposition (healthcheck/prometheus.py) passes `promtool check metrics` and keeps the
+"""The Prometheus exposition (healthcheck/output/prometheus.py) passes `promtool check metrics` and keeps the
 promises of docs/prometheus.md: on a healthy 8-GPU node, a failing node, recorded nvidia-smi outputs
 and a run with every check of the catalog; HELP from the catalog; base units; counters as counters;
 status as a value; gpu/UUID labels as dcgm-exporter names them; the alert rules pass promtool."""
@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from healthcheck.checks.registry import index, spec
 from healthcheck.config import default_expectations
-from healthcheck.model import Finding, Snapshot, Status, Verdict
-from healthcheck.output import render
+from healthcheck.core.model import Finding, Snapshot, Status, Verdict
+from healthcheck.output.render import render
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
-from healthcheck.prometheus import (FAMILIES, NOT_EXPORTED, STATUS_CODE, _BY_KEY, _PATTERNS, fallback_family,
+from healthcheck.output.prometheus import (FAMILIES, NOT_EXPORTED, STATUS_CODE, _BY_KEY, _PATTERNS, fallback_family,
                                     family_of, prometheus)
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.checks import gpu_builders
 from tests.conftest import FIXTURES, ROOT, corpus_params
 from tests.integrations.promtext import lint_names, parse, promtool, promtool_check_metrics
@@ -302,8 +302,8 @@ def test_hostile_strings_stay_inside_their_quotes():
 
 
 def test_the_slurm_hooks_never_import_the_renderer():
-    code = ("import sys, healthcheck.output, healthcheck.slurm.hooks; "
-            "sys.exit('healthcheck.prometheus' in sys.modules)")
+    code = ("import sys, healthcheck.output.render, healthcheck.slurm.hooks; "
+            "sys.exit('healthcheck.output.prometheus' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
 

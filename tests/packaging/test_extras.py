@@ -1,4 +1,4 @@
-"""Dependencies by need (issue 18): pyproject.toml's dependencies and extras, healthcheck.extras' table
+"""Dependencies by need (issue 18): pyproject.toml's dependencies and extras, healthcheck.core.extras' table
 of what each extra provides and which command needs it, constraints.txt, and the clear error a command
 gives when its extra is missing."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck import extras
-from healthcheck.extras import EXTRAS, MissingExtra
+from healthcheck.core import extras
+from healthcheck.core.extras import EXTRAS, MissingExtra
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -65,7 +65,7 @@ def test_the_node_install_is_click_nvml_and_clustershell():
 def test_every_library_the_code_imports_is_the_nodes_or_in_an_extra():
     imported = _third_party_imports()
     declared = set(NODE) | {m for modules in EXTRAS.values() for m in modules} | {"cupyx"}
-    assert imported - declared == set(), "imported but in no extra (healthcheck/extras.py, pyproject.toml)"
+    assert imported - declared == set(), "imported but in no extra (healthcheck/core/extras.py, pyproject.toml)"
     assert "psutil" not in imported  # dropped: nothing imports it (the probes read /proc themselves)
 
 
@@ -122,10 +122,10 @@ def _blocked(code: str, *modules: str, cwd: Path) -> subprocess.CompletedProcess
 
 
 def test_require_sees_a_library_refused_by_the_import_system(tmp_path):
-    proc = _blocked("from healthcheck.extras import require\nrequire('history', 'healthcheck report')\n",
+    proc = _blocked("from healthcheck.core.extras import require\nrequire('history', 'healthcheck report')\n",
                     "pandas", "sqlalchemy", cwd=tmp_path)
     assert proc.returncode == 1
-    assert ("healthcheck.extras.MissingExtra: healthcheck report needs the [history] extra: pip install "
+    assert ("healthcheck.core.extras.MissingExtra: healthcheck report needs the [history] extra: pip install "
             "'healthcheck[history]' (not installed: sqlalchemy, pandas)") in proc.stderr
 
 

@@ -142,7 +142,7 @@ def test_mlxlink_twenty_digit_count_is_exact():
 
 
 def test_host_event_count_of_a_site_pattern_is_capped_not_a_crash():
-    from healthcheck.host_event_policy import default_policy_text, load_host_event_policy
+    from healthcheck.policies.host_events import default_policy_text, load_host_event_policy
     from healthcheck.parsers.host_events import parse_host_events
 
     text = default_policy_text()

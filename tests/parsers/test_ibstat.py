@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import IbPort
+from healthcheck.core.model import IbPort
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.ibstat import IbstatResult, parse_ibstat
 from tests.conftest import CORPUS, FIXTURES, corpus_files, corpus_params

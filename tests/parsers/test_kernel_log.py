@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import KernelEvent
+from healthcheck.core.model import KernelEvent
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.kernel_log import MAX_LINE_CHARS, parse_kernel_log
 from tests.conftest import CORPUS, FIXTURES, corpus_files, corpus_params

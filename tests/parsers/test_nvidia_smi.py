@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.model import GpuInfo
+from healthcheck.core.model import GpuInfo
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.nvidia_smi import SUMMARY_MESSAGE, parse_nvidia_smi
 from tests.conftest import CORPUS, FIXTURES, corpus_params

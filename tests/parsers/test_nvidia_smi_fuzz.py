@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import GpuInfo
+from healthcheck.core.model import GpuInfo
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from tests.conftest import FIXTURES

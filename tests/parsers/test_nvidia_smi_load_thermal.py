@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import GpuInfo, Snapshot
+from healthcheck.core.model import GpuInfo, Snapshot
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi, to_pstate
 from tests.conftest import CORPUS, FIXTURES
 from tests.parsers.test_nvidia_smi import line, replace_in_gpu

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import GpuInfo, NvLink
+from healthcheck.core.model import GpuInfo, NvLink
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.nvidia_smi import parse_nvidia_smi
 from healthcheck.parsers.nvlink import (

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from healthcheck.config import default_expectations
-from healthcheck.model import BmcInfo, Snapshot, Status
+from healthcheck.core.model import BmcInfo, Snapshot, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.ipmitool import parse_sdr, parse_sel, sensor_type_of
 from healthcheck.parsers.smart import merge, parse_storage_health
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 from tests.conftest import CORPUS
 
 # ------------------------------------------------------------------------------------- corpus

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import HostInfo, Mount, Snapshot
+from healthcheck.core.model import HostInfo, Mount, Snapshot
 from healthcheck.probes.host import (is_real_filesystem, parse_cpu_list, parse_mounts, probe_host,
                                      unescape_mount_field)
 from tests.fixtures.proc_builder import (DEFAULT_MOUNTS, FakeProcess, build_proc, build_sys,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import Snapshot
+from healthcheck.core.model import Snapshot
 from healthcheck.parsers import ParseError
 from healthcheck.probes.infiniband import (
     parse_counter,
@@ -189,7 +189,7 @@ def test_pci_address_from_uevent_when_link_is_a_folder(tmp_path):
 
 def test_probe_over_bundle_copy(tmp_path):
     """Bundles hold plain files, no `device` link: the PCI address comes from bus/pci/devices/*/infiniband."""
-    bundle_files = pytest.importorskip("healthcheck.bundle_files")
+    bundle_files = pytest.importorskip("healthcheck.bundles.files")
     faults = SysfsFaults(port_down=frozenset({5}), symbol_errors={2: 99})
     build_sysfs(tmp_path / "live", eth_ports=2, faults=faults)
     bundle_files.copy_sys(tmp_path / "live", tmp_path / "bundle")

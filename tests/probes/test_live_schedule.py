@@ -6,7 +6,7 @@ from __future__ import annotations
 import _thread
 import time
 
-from healthcheck.model import Snapshot
+from healthcheck.core.model import Snapshot
 from healthcheck.probes import live
 
 

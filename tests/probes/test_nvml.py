@@ -8,7 +8,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from healthcheck.model import THROTTLE_REASONS, GpuInfo, Snapshot
+from healthcheck.core.model import THROTTLE_REASONS, GpuInfo, Snapshot
 from healthcheck.probes.nvml import NvmlUnavailable, nvidia_gpu_present, probe_gpus
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml, h100_node, old_gpu
 
@@ -439,7 +439,7 @@ def test_live_probe_closes_the_session_unless_told_the_process_exits_right_after
 
 
 def test_snapshot_for_hands_nvml_close_to_the_live_probes(monkeypatch):
-    from healthcheck import acquire
+    from healthcheck.pipeline import acquire
     from healthcheck.config.model import default_expectations
     from healthcheck.probes import live
 

@@ -10,7 +10,7 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.model import Snapshot, Status
+from healthcheck.core.model import Snapshot, Status
 from healthcheck.probes.nvml import probe_gpus
 from tests.fakes.fake_pynvml import FakeNvml, h100_node, old_gpu
 

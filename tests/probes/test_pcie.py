@@ -203,7 +203,7 @@ def test_resolve_in_root_stays_inside(tmp_path):
 
 def test_probe_over_bundle_copy(tmp_path):
     """A bundle holds plain files (no links): the probe reads it the same way."""
-    bundle_files = pytest.importorskip("healthcheck.bundle_files")
+    bundle_files = pytest.importorskip("healthcheck.bundles.files")
     build_sysfs(tmp_path / "live", vfs=1, faults=SysfsFaults(hca_width_x8=frozenset({3})))
     bundle_files.copy_sys(tmp_path / "live", tmp_path / "bundle")
     live = probe_pcie_links(str(tmp_path / "live"))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck import subproc
+from healthcheck.safeio import subproc
 from healthcheck.config import default_expectations
-from healthcheck.model import Status
+from healthcheck.core.model import Status
 from healthcheck.probes import bmc as bmc_probe
 from healthcheck.probes.live import LiveOptions, snapshot_live
 from healthcheck.probes.storage import list_devices, probe_storage
-from healthcheck.judge import judge
+from healthcheck.pipeline.judge import judge
 
 NVME_OK = {"critical_warning": 0, "temperature": 310, "avail_spare": 100, "spare_thresh": 10, "percent_used": 2,
            "media_errors": 0, "num_err_log_entries": 0}
@@ -106,7 +106,7 @@ def test_a_tool_that_fails_leaves_the_device_unread_with_its_words(node):
 
 
 def judge_storage_bmc(storage, bmc):
-    from healthcheck.model import Snapshot
+    from healthcheck.core.model import Snapshot
 
     snap = Snapshot("n", "2026-12-01T00:00:00+00:00", storage=storage, bmc=bmc)
     return judge(snap, default_expectations(), "slurm-check", only=["storage.*", "bmc.*"]).findings
@@ -151,7 +151,7 @@ def test_a_hung_bmc_costs_its_deadline_not_more(node):
 
 
 def test_live_probes_storage_and_bmc_only_when_their_checks_run(node):
-    from healthcheck.judge import sources_needed
+    from healthcheck.pipeline.judge import sources_needed
 
     opts = LiveOptions(node["sys"], str(node["tmp"] / "proc"), dev_root=node["dev"])
     prolog = snapshot_live(opts, "2026-12-01T00:00:00+00:00", sources_needed(default_expectations(), "prolog"))
@@ -163,8 +163,8 @@ def test_live_probes_storage_and_bmc_only_when_their_checks_run(node):
 
 
 def test_collect_records_the_new_inputs_and_the_bundle_is_judged_like_the_node(node):
-    from healthcheck.bundle import snapshot_from_bundle
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.archive import snapshot_from_bundle
+    from healthcheck.bundles.collect import collect_bundle
 
     opts = LiveOptions(node["sys"], str(node["tmp"] / "proc"), dev_root=node["dev"], node="gpu01")
     live = snapshot_live(opts, "2026-12-01T00:00:00+00:00")
@@ -186,8 +186,8 @@ def test_collect_records_the_new_inputs_and_the_bundle_is_judged_like_the_node(n
 
 
 def test_collect_without_a_bmc_notes_why_and_the_bundle_skips_with_it(node):
-    from healthcheck.bundle import snapshot_from_bundle
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.archive import snapshot_from_bundle
+    from healthcheck.bundles.collect import collect_bundle
 
     os.unlink(Path(node["dev"]) / "ipmi0")
     opts = LiveOptions(node["sys"], str(node["tmp"] / "proc"), dev_root=node["dev"], node="gpu01")
@@ -200,7 +200,7 @@ def test_collect_without_a_bmc_notes_why_and_the_bundle_skips_with_it(node):
 
 def test_a_bundle_of_recordings_alone_is_judged(tmp_path):
     """Files named as collect names them, without the device list (a support ticket's attachments)."""
-    from healthcheck.bundle import snapshot_from_bundle
+    from healthcheck.bundles.archive import snapshot_from_bundle
 
     (tmp_path / "meta.json").write_text(json.dumps({"hostname": "gpu07", "time": "2026-12-01T00:00:00+00:00"}))
     (tmp_path / "nvme-smart-log-nvme0.json").write_text(json.dumps(NVME_BAD))
@@ -216,7 +216,7 @@ def test_a_bundle_of_recordings_alone_is_judged(tmp_path):
 
 
 def test_a_bundle_with_an_unreadable_recording_is_an_error_not_a_pass(tmp_path):
-    from healthcheck.bundle import snapshot_from_bundle
+    from healthcheck.bundles.archive import snapshot_from_bundle
 
     (tmp_path / "meta.json").write_text(json.dumps({"hostname": "gpu07", "time": "2026-12-01T00:00:00+00:00"}))
     (tmp_path / "smartctl-nvme0.json").write_text("{cut")

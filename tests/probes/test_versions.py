@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck import subproc
-from healthcheck.model import GpuInfo
+from healthcheck.safeio import subproc
+from healthcheck.core.model import GpuInfo
 from healthcheck.probes.versions import library_names, nccl_version, probe_versions, rdma_core_version
 from tests.fixtures.proc_builder import build_lib_dir, build_proc, build_sys
 

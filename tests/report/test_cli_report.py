@@ -93,7 +93,7 @@ def test_bad_config_is_a_clean_error(frames, tmp_path):
 
 
 def test_parse_since():
-    from healthcheck.timespec import parse_since
+    from healthcheck.core.timespec import parse_since
 
     now = datetime(2024, 5, 31, tzinfo=timezone.utc)
     assert parse_since("30d", now) == datetime(2024, 5, 1, tzinfo=timezone.utc)

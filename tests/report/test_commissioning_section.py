@@ -11,7 +11,7 @@ import pytest
 from healthcheck.drill.model import DrillResult
 from healthcheck.fabric.compare import CheckResult, Deviation, TierSummary
 from healthcheck.fabric.record import fabric_record, topology_findings
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.report.commissioning import from_frames
 from tests.report.history import write_spool
 

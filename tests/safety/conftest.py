@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from tests.integration.test_bundles import make_node
 
 

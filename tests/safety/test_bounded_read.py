@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-from healthcheck import bundle, bundle_files, safety
+from healthcheck.bundles import archive as bundle
+from healthcheck.bundles import files as bundle_files
+from healthcheck.safeio import trust as safety
 
 
 def _fd(path):

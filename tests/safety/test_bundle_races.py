@@ -17,9 +17,9 @@ from typing import Callable
 
 import pytest
 
-from healthcheck import bundle as bundle_mod
-from healthcheck import bundle_files
-from healthcheck.bundle import BundleError, snapshot_from_bundle
+from healthcheck.bundles import archive as bundle_mod
+from healthcheck.bundles import files as bundle_files
+from healthcheck.bundles.archive import BundleError, snapshot_from_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "root:$6$SECRETHASH:19000::::::"

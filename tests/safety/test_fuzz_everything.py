@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from healthcheck.burnin import references, settings as burnin_settings
 from healthcheck.config import ConfigError, loads
-from healthcheck.model import GpuInfo, IbPort, KernelEvent, NvLink
+from healthcheck.core.model import GpuInfo, IbPort, KernelEvent, NvLink
 from healthcheck.parsers import ParseError, dcgmi, fio, ibstat, kernel_log, nccl_tests, nvidia_smi, nvlink
 from healthcheck.slurm import nodestate
 from healthcheck.sweep import settings as sweep_settings

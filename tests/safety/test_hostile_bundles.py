@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck import bundle as bundle_mod
-from healthcheck.bundle import BundleError, snapshot_from_bundle
+from healthcheck.bundles import archive as bundle_mod
+from healthcheck.bundles.archive import BundleError, snapshot_from_bundle
 from tests.conftest import FIXTURES
 
 HEALTHY_XML = FIXTURES / "nvidia-smi" / "q-x-h100-sxm-8gpu-565.57.01-healthy.xml"
@@ -293,7 +293,7 @@ def test_control_characters_in_the_node_name_never_reach_the_terminal(tmp_path):
 
 
 def test_clean_escapes_every_non_printable_and_keeps_the_rest():
-    from healthcheck.output import clean
+    from healthcheck.output.render import clean
 
     assert clean("gpu017 ok: Ünïcode µs") == "gpu017 ok: Ünïcode µs"
     assert clean("a\x1b[2Jb\nc\td\x00\u202e") == "a\\x1b[2Jb\\nc\\td\\x00\\u202e"

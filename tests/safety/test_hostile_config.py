@@ -117,7 +117,7 @@ def test_the_prolog_refuses_an_oversized_config_quickly(tmp_path):
 
 
 def _cache_entry(tmp_path, monkeypatch) -> tuple[Path, Path]:
-    from healthcheck import tomlcache
+    from healthcheck.safeio import tomlcache
 
     config = tmp_path / "site.toml"
     config.write_text(GOOD)
@@ -127,7 +127,7 @@ def _cache_entry(tmp_path, monkeypatch) -> tuple[Path, Path]:
 
 
 def test_a_fifo_in_the_parse_cache_is_a_miss_not_a_hang(tmp_path, monkeypatch):
-    from healthcheck import tomlcache
+    from healthcheck.safeio import tomlcache
 
     config, entry = _cache_entry(tmp_path, monkeypatch)
     os.mkfifo(entry, 0o600)
@@ -136,7 +136,7 @@ def test_a_fifo_in_the_parse_cache_is_a_miss_not_a_hang(tmp_path, monkeypatch):
 
 
 def test_an_oversized_parse_cache_entry_is_a_miss(tmp_path, monkeypatch):
-    from healthcheck import tomlcache
+    from healthcheck.safeio import tomlcache
 
     config, entry = _cache_entry(tmp_path, monkeypatch)
     tomlcache.put(str(config), {"defaults": {"gpu_count": 8}})
@@ -147,7 +147,7 @@ def test_an_oversized_parse_cache_entry_is_a_miss(tmp_path, monkeypatch):
 
 
 def test_a_deeply_nested_parse_cache_entry_is_a_miss(tmp_path, monkeypatch):
-    from healthcheck import tomlcache
+    from healthcheck.safeio import tomlcache
 
     config, entry = _cache_entry(tmp_path, monkeypatch)
     entry.write_text('{"key": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -165,7 +165,7 @@ def test_a_fifo_references_file_is_refused(tmp_path):
 
 
 def test_read_regular_refuses_what_is_not_a_regular_file(tmp_path):
-    from healthcheck.safety import NotARegularFile, read_regular
+    from healthcheck.safeio.trust import NotARegularFile, read_regular
 
     with pytest.raises(NotARegularFile, match="is a directory"):
         read_regular(str(tmp_path), "config")
@@ -323,7 +323,7 @@ def test_check_bundle_root_is_a_usage_error_not_an_internal_one():
 
 
 def test_an_unreadable_symlink_in_a_bundle_folder_is_refused_with_its_name(tmp_path, monkeypatch):
-    from healthcheck import bundle_files
+    from healthcheck.bundles import files as bundle_files
 
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cwd").symlink_to("/nowhere")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck import spool as spoolmod
-from healthcheck.spoolwrite import SpoolError
+from healthcheck.spool import store as spoolmod
+from healthcheck.spool.append import SpoolError
 from tests.safety._hookrun import hook, write_config
 
 PRECIOUS = "root's precious file\n"
@@ -164,7 +164,7 @@ def test_a_state_folder_others_could_write_gets_no_baseline_and_the_verdict_stan
 
 
 def _cache(tmp_path, monkeypatch):
-    from healthcheck import tomlcache
+    from healthcheck.safeio import tomlcache
 
     cache = private_dir(tmp_path / "cache")
     monkeypatch.setenv(tomlcache.CACHE_ENV, str(cache))
@@ -285,7 +285,7 @@ def live_node(tmp_path_factory):
 
 
 def test_collect_never_writes_through_a_planted_partial_or_output_link(tmp_path, victim, live_node):
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.collect import collect_bundle
 
     out = private_dir(tmp_path / "out") / "node.tar.gz"
     partial = out.with_name(out.name + ".partial")
@@ -300,8 +300,8 @@ def test_collect_never_writes_through_a_planted_partial_or_output_link(tmp_path,
 
 
 def test_collect_refuses_an_output_folder_that_is_a_link(tmp_path, live_node):
-    from healthcheck.bundle import BundleError
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.archive import BundleError
+    from healthcheck.bundles.collect import collect_bundle
 
     elsewhere = private_dir(tmp_path / "elsewhere")
     link = tmp_path / "bundle"
@@ -337,7 +337,7 @@ def umask0():
 
 
 def test_collect_under_umask_0_writes_nothing_others_may_write(tmp_path, live_node, umask0):
-    from healthcheck.collect import collect_bundle
+    from healthcheck.bundles.collect import collect_bundle
 
     out = tmp_path / "out"
     tarball, _ = collect_bundle(str(out / "new" / "node.tar.gz"), options=live_node)

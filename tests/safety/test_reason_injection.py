@@ -20,12 +20,12 @@ from healthcheck.burnin.nccl_run import NcclRun
 from healthcheck.burnin.settings import BurninSettings
 from healthcheck.burnin.tools_run import ToolRun
 from healthcheck.config import Config
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.parsers import dcgmi, nccl_tests
 from healthcheck.slurm.backend import ScontrolBackend
 from healthcheck.slurm.reasons import MAX_REASON, REASON_PREFIX
 from healthcheck.slurm.settings import SlurmSettings
-from healthcheck.subproc import Result
+from healthcheck.safeio.subproc import Result
 from healthcheck.sweep.decide import NodeResult, decide
 from healthcheck.sweep.run import Sweeper
 from healthcheck.sweep.settings import SweepSettings

@@ -17,7 +17,7 @@ import pytest
 
 from healthcheck.burnin.judge_nccl import large_busbw
 from healthcheck.burnin.nccl_run import NcclRun
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from healthcheck.parsers import nccl_tests
 from tests.burnin import nccl_double
 from tests.conftest import CORPUS, FIXTURES

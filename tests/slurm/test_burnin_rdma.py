@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from tests.integration.test_bundles import make_node
 
 pytestmark = pytest.mark.slurm

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from healthcheck.slurm.nodestate import parse_scontrol_nodes
 from tests.integration.test_bundles import make_node
 

@@ -214,7 +214,7 @@ def test_a_changed_package_makes_the_agent_exit_for_a_restart_and_the_hooks_run_
     proc, sock = start_agent(tmp_path, config, argv_prefix=run_copy)
     try:
         first, _ = client("prolog", config, sock, env_for(tmp_path, job="1"))
-        judge = copy / "healthcheck" / "judge.py"
+        judge = copy / "healthcheck" / "pipeline" / "judge.py"
         judge.write_text(judge.read_text() + "\n")  # an upgrade under the running agent
         status = proc.wait(timeout=30)  # it notices within a second
         second, _ = client("prolog", config, sock, env_for(tmp_path, job="2"), extra=["-X", "importtime"])

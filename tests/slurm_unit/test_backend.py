@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from healthcheck import subproc
+from healthcheck.safeio import subproc
 from healthcheck.slurm.backend import (ScontrolBackend, SlurmBackend, SlurmError, SlurmUnreachable,
                                        backend_from_name, child_env)
 from tests.conftest import FIXTURES

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from healthcheck import subproc
+from healthcheck.safeio import subproc
 from healthcheck.slurm import backend, backend_base, pyslurm_backend
 from healthcheck.sweep.jobs import SlurmJobs
 

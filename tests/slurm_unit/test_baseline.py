@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.model import GpuInfo, IbPort, KernelEvent, NvLink, Snapshot
+from healthcheck.core.model import GpuInfo, IbPort, KernelEvent, NvLink, Snapshot
 from healthcheck.slurm import baseline
 
 IB_COUNTERS = {

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from healthcheck.model import Finding, Status, Verdict
+from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.slurm import actions, ledger, pending
 from healthcheck.slurm.backend import SlurmError, SlurmUnreachable
 from healthcheck.slurm.nodestate import NodeState

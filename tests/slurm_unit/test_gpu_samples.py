@@ -11,8 +11,8 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.model import GpuInfo, GpuProcess, GpuSample, Snapshot, Status
-from healthcheck.judge import judge
+from healthcheck.core.model import GpuInfo, GpuProcess, GpuSample, Snapshot, Status
+from healthcheck.pipeline.judge import judge
 from healthcheck.slurm import gpu_samples
 
 from tests.checks.gpu_builders import h100

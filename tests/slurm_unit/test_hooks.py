@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.collect import collect_bundle
+from healthcheck.bundles.collect import collect_bundle
 from tests.integration.test_bundles import make_node
 
 HEAVY = ("pandas", "sqlalchemy", "numpy", "rich", "click")
@@ -129,7 +129,7 @@ def test_prolog_path_imports_nothing_heavy(tmp_path, bundles):
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, _ = hook("prolog", config, extra=["-X", "importtime"])
     modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "healthcheck.slurm.hooks" in modules or "healthcheck.judge" in modules
+    assert "healthcheck.slurm.hooks" in modules or "healthcheck.pipeline.judge" in modules
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
 
@@ -196,7 +196,7 @@ def test_on_decided_comes_after_the_action_and_before_the_bookkeeping(tmp_path, 
 def test_the_hooks_child_leaves_nvmls_session_to_its_exit(tmp_path, monkeypatch):
     """The child that probes exits once it has answered: NVML's session is not closed in it (that close
     overlaps the hook's next steps as part of the child's exit)."""
-    from healthcheck import acquire
+    from healthcheck.pipeline import acquire
     from healthcheck.config.model import default_expectations
     from healthcheck.slurm import hooks
 

@@ -204,7 +204,7 @@ class FakeSystemctl:
         self.calls, self.fail, self.missing = [], fail, missing
 
     def __call__(self, argv, timeout):
-        from healthcheck.subproc import Result, ToolNotFound
+        from healthcheck.safeio.subproc import Result, ToolNotFound
 
         if self.missing:
             raise ToolNotFound("systemctl: not found in /usr/sbin:/usr/bin")

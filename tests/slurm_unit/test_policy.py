@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.model import Finding, Status, Verdict
+from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.slurm.nodestate import NodeState
 from healthcheck.slurm.policy import decide
 from healthcheck.slurm.reasons import is_ours, make_reason_multi

@@ -22,29 +22,32 @@ OURS = {
     "healthcheck", "healthcheck.slurm", "healthcheck.slurm.hooks", "healthcheck.slurm.gate",
     "healthcheck.slurm.settings", "healthcheck.slurm.actions", "healthcheck.slurm.ledger",
     "healthcheck.slurm.policy", "healthcheck.slurm.reasons", "healthcheck.slurm.watchdog",
-    "healthcheck.slurm.baseline", "healthcheck.record", "healthcheck.model", "healthcheck.records",
-    "healthcheck.judge", "healthcheck.expectations", "healthcheck.config",
+    "healthcheck.slurm.baseline", "healthcheck.core.struct", "healthcheck.core.model", "healthcheck.spool.entries",
+    "healthcheck.pipeline.judge", "healthcheck.pipeline.expectations", "healthcheck.config",
     "healthcheck.config.model", "healthcheck.config.loading",  # not its schema: the cache holds the file validated
-    "healthcheck.safety", "healthcheck.tomlcache", "healthcheck.xid_policy", "healthcheck.host_event_policy",
-    "healthcheck.policyfile",
+    "healthcheck.safeio.trust", "healthcheck.safeio.tomlcache", "healthcheck.policies.xid", "healthcheck.policies.host_events",
+    "healthcheck.policies.loader",
     "healthcheck.checks", "healthcheck.checks.registry", "healthcheck.checks._index",
     "healthcheck.checks.host", "healthcheck.checks.host_events", "healthcheck.checks.infiniband",
     "healthcheck.checks.gpu_xid", "healthcheck.checks.gpu_inventory", "healthcheck.checks.gpu_responsive",
-    "healthcheck.throttle", "healthcheck.acquire", "healthcheck.probes", "healthcheck.probes.live",
+    "healthcheck.policies.throttle", "healthcheck.pipeline.acquire", "healthcheck.probes", "healthcheck.probes.live",
     "healthcheck.probes.pcibus", "healthcheck.probes.host", "healthcheck.probes.infiniband",
     "healthcheck.probes.pcie", "healthcheck.parsers", "healthcheck.parsers.kernel_log",
-    "healthcheck.parsers.host_events", "healthcheck.lazylog", "healthcheck.atomicio",
-    "healthcheck.spoolwrite", "healthcheck.spool", "healthcheck.output", "healthcheck.paths",
+    "healthcheck.parsers.host_events", "healthcheck.core.lazylog", "healthcheck.safeio.atomic",
+    "healthcheck.spool.append", "healthcheck.spool.store", "healthcheck.output.render", "healthcheck.core.strpath",
     # issue 21: the EDAC and AER counters (os-only sysfs reads; uncorrectable errors since boot FAIL before
     # a job) and the HCA PCIe link, judged in the prolog; their check modules where there is data
     "healthcheck.probes.host_counters", "healthcheck.checks.host_counters", "healthcheck.checks.pcie",
     # patterns compiled on first use: a healthy node compiles none of the kernel-log parser's
-    "healthcheck.lazyre",
+    "healthcheck.core.lazyre",
     # the spool record and the baseline written without json; probe deadlines without threading; the
     # kernel log read from /dev/kmsg and parsed only when something that could be an event was logged
-    "healthcheck.jsonwrite", "healthcheck.probes.bounded", "healthcheck.probes.kmsg", "healthcheck.probes.kernel_cache",
+    "healthcheck.core.jsonwrite", "healthcheck.probes.bounded", "healthcheck.probes.kmsg", "healthcheck.probes.kernel_cache",
     # the wrappers' entry: it tries the node's warm agent first (none here: the hook runs in this process)
     "healthcheck.slurm.agentclient",
+    # issue 31: the ground floor's packages (each __init__ a docstring only)
+    "healthcheck.core", "healthcheck.safeio", "healthcheck.spool", "healthcheck.policies", "healthcheck.pipeline",
+    "healthcheck.output",
 }
 # The standard library beyond start-up: the C JSON string escaper (jsonwrite), the C SHA-256 (config
 # hash), errno, fcntl (the spool's lock), math (finite-number checks), select (the watchdog), _socket (the
@@ -89,7 +92,7 @@ def test_the_prolog_imports_only_its_allow_list(tmp_path):
     allowed_ours, allowed_std, forbidden = set(OURS), set(STDLIB), set(FORBIDDEN)
     if not os.access("/dev/kmsg", os.R_OK):  # the kernel log then comes from a dmesg process
         forbidden -= DMESG_FALLBACK
-        allowed_ours |= {"healthcheck.subproc"}
+        allowed_ours |= {"healthcheck.safeio.subproc"}
         allowed_std |= {m for m in extra if m in DMESG_FALLBACK or m.startswith("re.")}
     from healthcheck.probes.pcibus import nvidia_gpu_present
 

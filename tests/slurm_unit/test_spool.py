@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck import spool
-from healthcheck.spool import CorruptLine, SpoolError
+from healthcheck.spool import store as spool
+from healthcheck.spool.store import CorruptLine, SpoolError
 
 
 def _run(node: str = "gpu01", **extra) -> dict:
@@ -292,7 +292,7 @@ def test_oversized_line_in_file_is_skipped(tmp_path):
 
 def test_default_report_is_a_log_warning(tmp_path, caplog):
     (tmp_path / "records.jsonl").write_bytes(b"nope\n")
-    with caplog.at_level("WARNING", logger="healthcheck.spool"):
+    with caplog.at_level("WARNING", logger="healthcheck.spool.store"):
         assert list(spool.read(tmp_path)) == []
     assert "line 1 skipped" in caplog.text
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from healthcheck import subproc
+from healthcheck.safeio import subproc
 from healthcheck.checks.gpu_xid import event_key
-from healthcheck.model import Finding, Status, Verdict
+from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.slurm import actions, ledger
 from healthcheck.slurm.backend import ScontrolBackend, SlurmUnreachable
 from healthcheck.slurm.draincap import cap_for, held_back
@@ -316,7 +316,7 @@ def test_a_drain_reason_counts_the_checks_that_could_not_judge():
                                                    (Status.FAIL, "none", True), (Status.ERROR, "none", True),
                                                    (Status.PASS, "resume", True)])
 def test_only_failures_and_actions_are_fsynced(tmp_path, monkeypatch, status, action, synced):
-    from healthcheck import spoolwrite
+    from healthcheck.spool import append as spoolwrite
     from healthcheck.slurm.policy import Decision
 
     calls = []

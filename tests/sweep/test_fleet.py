@@ -3,7 +3,7 @@ facility issue (its nodes not drained one by one for it)."""
 from __future__ import annotations
 
 from healthcheck.config import loads
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.sweep.decide import NodeResult, decide
 from healthcheck.sweep.fleet import fleet_view
 from healthcheck.sweep.settings import resolve

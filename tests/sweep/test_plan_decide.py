@@ -6,7 +6,7 @@ import multiprocessing
 
 import pytest
 
-from healthcheck.model import Finding, Status
+from healthcheck.core.model import Finding, Status
 from healthcheck.slurm.nodestate import NodeState
 from healthcheck.sweep import state as st
 from healthcheck.sweep.decide import NodeResult, cap_for, decide

@@ -28,8 +28,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .model import GpuInfo, ProbeError, Snapshot
-from .safety import NotARegularFile, read_regular
+from ..core.model import GpuInfo, ProbeError, Snapshot
+from ..safeio.trust import NotARegularFile, read_regular
 
 # Limits on untrusted bundles (support tickets): a bundle over any of them is refused with a
 # BundleError (exit 2), before its contents are extracted or parsed.
@@ -106,7 +106,7 @@ def _vet_directory(root: Path) -> bool:
     MAX_FILE_BYTES, more than MAX_MEMBERS entries. Symlinks inside it (a sysfs-like tree with relative
     links) are accepted. True when only this user or root can change it (then it is read in place);
     otherwise it is read through a private copy (:func:`_copy_directory`)."""
-    from .bundle_files import vet_tree
+    from .files import vet_tree
 
     return vet_tree(root, max_file_bytes=MAX_FILE_BYTES, max_entries=MAX_MEMBERS, error=BundleError)
 
@@ -117,7 +117,7 @@ def _copy_directory(root: Path, target: Path) -> None:
     without following links and checked again once open (:func:`bundle_files.copy_tree_safely`): a
     folder changed while it is read gives a BundleError naming the entry, never a read of a symlink
     swapped in, a wait on a FIFO or a mix of two files."""
-    from .bundle_files import copy_tree_safely
+    from .files import copy_tree_safely
 
     copy_tree_safely(root, target, max_file_bytes=MAX_FILE_BYTES, max_total_bytes=MAX_TOTAL_BYTES,
                      max_entries=MAX_MEMBERS, error=BundleError)
@@ -170,16 +170,16 @@ def _read(root: Path, label: str, services: tuple[str, ...],
             snap.probe_errors[source] = ProbeError("error", f"{type(exc).__name__}: {exc}")
 
     if (sys_root / "bus" / "pci" / "devices").is_dir():
-        from .probes.nvml import nvidia_gpu_present
-        from .probes.pcie import probe_pcie_links
+        from ..probes.nvml import nvidia_gpu_present
+        from ..probes.pcie import probe_pcie_links
 
         guarded("gpu_pci_devices", lambda: nvidia_gpu_present(str(sys_root)))
         guarded("pcie_links", lambda: probe_pcie_links(str(sys_root)))
     guarded("gpus", lambda: _gpus(root, snap))
     dmesg = _text(root, "dmesg.txt")
     if dmesg is not None:
-        from .parsers.host_events import parse_host_events
-        from .parsers.kernel_log import parse_kernel_log
+        from ..parsers.host_events import parse_host_events
+        from ..parsers.kernel_log import parse_kernel_log
 
         guarded("kernel_events", lambda: parse_kernel_log(dmesg) + parse_host_events(dmesg))
     guarded("ib_ports", lambda: _ib_ports(root, sys_root))
@@ -206,10 +206,10 @@ def _gpus(root: Path, snap: Snapshot):
         if not isinstance(data, list):
             raise BundleError("nvml.json must hold a list of GPUs")
         snap.gpu_source = "nvml"
-        from .model import _from_dict
+        from ..core.model import _from_dict
 
         return [_from_dict(GpuInfo, g) for g in data]
-    from .parsers.nvidia_smi import parse_nvidia_smi
+    from ..parsers.nvidia_smi import parse_nvidia_smi
 
     for name, source in (("nvidia-smi-q-x.xml", "nvidia-smi-xml"), ("nvidia-smi-q.txt", "nvidia-smi-text")):
         text = _text(root, name)
@@ -229,8 +229,8 @@ NVLINK_FILES = ("nvidia-smi-nvlink-status.txt", "nvidia-smi-nvlink-e.txt")
 def _with_nvlinks(root: Path, snap: Snapshot, gpus: list[GpuInfo]) -> list[GpuInfo]:
     """`nvidia-smi -q` carries no NVLink state: take it from the `nvlink --status` / `-e` recordings.
     A recording that does not parse is reported under ``gpus.nvlink`` (the NVLink checks say error)."""
-    from .parsers import ParseError
-    from .parsers.nvlink import apply_to_gpus, merge_nvlinks, parse_nvlink_errors, parse_nvlink_status
+    from ..parsers import ParseError
+    from ..parsers.nvlink import apply_to_gpus, merge_nvlinks, parse_nvlink_errors, parse_nvlink_status
 
     parsed = []
     for name, parse in zip(NVLINK_FILES, (parse_nvlink_status, parse_nvlink_errors)):
@@ -247,20 +247,20 @@ def _with_nvlinks(root: Path, snap: Snapshot, gpus: list[GpuInfo]) -> list[GpuIn
 
 def _ib_ports(root: Path, sys_root: Path):
     if (sys_root / "class" / "infiniband").is_dir() or (sys_root / "bus").is_dir():
-        from .probes.infiniband import probe_ib_ports
+        from ..probes.infiniband import probe_ib_ports
 
         return probe_ib_ports(str(sys_root))
     text = _text(root, "ibstat.txt")
     if text is None:
         return None
-    from .parsers.ibstat import parse_ibstat
+    from ..parsers.ibstat import parse_ibstat
 
     result = parse_ibstat(text)
     return getattr(result, "ports", result)
 
 
 def _host(root: Path, proc_root: Path, sys_root: Path, services, node: str):
-    from .probes.host import probe_host
+    from ..probes.host import probe_host
 
     figures = json.loads(_text(root, "statvfs.json") or "{}")
 
@@ -291,7 +291,7 @@ def _versions(root: Path, sys_root: Path, proc_root: Path, snap: Snapshot):
         return {str(k): str(v) for k, v in data.items()}
     if not (sys_root.is_dir() or proc_root.is_dir()):
         return None
-    from .probes.versions import probe_versions
+    from ..probes.versions import probe_versions
 
     return probe_versions(sys_root=str(sys_root), proc_root=str(proc_root), lib_dirs=(), gpus=snap.gpus)
 
@@ -299,8 +299,8 @@ def _versions(root: Path, sys_root: Path, proc_root: Path, snap: Snapshot):
 def _storage_and_bmc(root: Path, meta: dict, guarded) -> None:
     """smartctl-<dev>.json / nvme-smart-log-<dev>.json (+ storage-devices.json) and ipmitool-sel.txt /
     ipmitool-sdr.txt: read like the live probes' outputs (healthcheck.probes.storage / .bmc)."""
-    from .probes.bmc import bmc_from_bundle
-    from .probes.storage import storage_from_bundle
+    from ..probes.bmc import bmc_from_bundle
+    from ..probes.storage import storage_from_bundle
 
     names = [p.name for p in root.iterdir() if p.is_file()]
     guarded("storage", lambda: storage_from_bundle(names, lambda name: _text(root, name)))
@@ -311,8 +311,8 @@ def _host_counters(root: Path, sys_root: Path, guarded) -> None:
     """EDAC and AER sysfs files (sys/devices/system/edac, sys/bus/pci/devices/*/aer_dev_*) and the
     mlxlink-<dev>.txt outputs: read like the live probes (healthcheck.probes.host_counters / .mlxlink).
     A bundle without them (older, or a node without EDAC/AER) leaves the source absent."""
-    from .probes.host_counters import EDAC_MC, probe_edac, probe_pcie_aer
-    from .probes.mlxlink import mlxlink_from_bundle
+    from ..probes.host_counters import EDAC_MC, probe_edac, probe_pcie_aer
+    from ..probes.mlxlink import mlxlink_from_bundle
 
     if (sys_root / EDAC_MC).is_dir():
         guarded("edac", lambda: probe_edac(str(sys_root)))
@@ -333,7 +333,7 @@ def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
     """Write a bundle from a live snapshot plus the raw tool outputs ``raw`` (file name -> text).
 
     Built in a private (0700) folder, then published whole: a tarball through
-    :class:`healthcheck.atomicio.atomic_file` (a link planted at the output or at any temporary name is
+    :class:`healthcheck.safeio.atomic.atomic_file` (a link planted at the output or at any temporary name is
     replaced or never opened, not written through), a folder by renaming the private one into place.
     Files are 0644 and folders 0755 whatever the umask; missing parent folders are created 0755."""
     out = Path(os.path.abspath(os.fspath(output)))
@@ -342,7 +342,7 @@ def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
     import tarfile
     import tempfile
 
-    from .atomicio import atomic_file, make_dirs
+    from ..safeio.atomic import atomic_file, make_dirs
 
     if not tarball and (out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir())))):
         raise BundleError(f"{out}: exists and is not an empty folder; choose a new path")
@@ -372,10 +372,10 @@ def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
 def _fill_bundle(folder: Path, snap: Snapshot, raw: dict[str, str], sysfs_root: str, proc_root: str,
                  statvfs, meta_extra: dict | None) -> None:
     folder.mkdir()
-    from .bundle_files import copy_proc, copy_sys
+    from .files import copy_proc, copy_sys
 
     copy_sys(Path(sysfs_root), folder / "sys")
-    from .probes.host_counters import copy_for_bundle
+    from ..probes.host_counters import copy_for_bundle
 
     copy_for_bundle(Path(sysfs_root), folder / "sys")  # EDAC and AER counters
     copy_proc(Path(proc_root), folder / "proc")

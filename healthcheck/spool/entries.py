@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .model import Verdict
+from ..core.model import Verdict
 
 
 SCHEMA_VERSION = 1  # of the spool records; the history ingest skips versions it does not know
@@ -20,7 +20,7 @@ def new_run_id() -> str:
 def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: str | None,
                job_nodes: str | None = None) -> dict:
     """``job_nodes``: the job's node list (Slurm hostlist form), for runs that belong to a multi-node job."""
-    from . import __version__
+    from .. import __version__
 
     record = {"kind": "run", "schema_version": SCHEMA_VERSION, "run_id": run_id, "node": verdict.node, "context": verdict.context,
             "job_id": job_id, "started_at": verdict.started_at, "duration_s": round(verdict.duration_s, 6),

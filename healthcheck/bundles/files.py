@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from .safety import read_bounded  # the one bounded read loop
+from ..safeio.trust import read_bounded  # the one bounded read loop
 
 MAX_FILE_BYTES = 1024 * 1024
 # PCI vendors whose devices the probes look at: NVIDIA, Mellanox/NVIDIA networking.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 
-from .policyfile import once, packaged, parse
+from .loader import once, packaged, parse
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
@@ -30,7 +30,7 @@ _OVERRIDE_KEYS = {"severity", "severity_by_context", "min_count", "warn_count", 
 _GROUPS = {"pci", "dev", "driver", "n", "status"}
 _MAX_PATTERN = 1000
 
-DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(__file__), "data", "host_events.toml")
+DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "host_events.toml")
 
 
 class HostEventRule:
@@ -271,7 +271,7 @@ def _severity(value: Any, where: str) -> str:
 
 def _by_context(value: Any, where: str) -> dict[str, str]:
     """``severity_by_context``: a table of known contexts to severities."""
-    from .checks.registry import CONTEXTS
+    from ..checks.registry import CONTEXTS
 
     if not isinstance(value, dict):
         raise ValueError(f"host-event policy: {where}: key 'severity_by_context' must be a table of "

@@ -1,6 +1,6 @@
 """The shared language of healthcheck: what probes produce and what checks judge.
 
-Plain data (records of str/int/float/bool/list/dict: ``healthcheck.record``, dataclasses to every
+Plain data (records of str/int/float/bool/list/dict: ``healthcheck.core.struct``, dataclasses to every
 caller without the cost of importing ``dataclasses`` on the hot path) that round-trips through JSON. Conventions:
 - ``None``: not known / not reported / not supported (a field an older GPU lacks); checks cannot judge it.
 - A source that is ``None`` on the Snapshot (``gpus``, ``ib_ports``, ...) was not probed at all;
@@ -9,7 +9,7 @@ caller without the cost of importing ``dataclasses`` on the hot path) that round
 """
 from __future__ import annotations
 
-from .record import asdict as _asdict, field, record
+from .struct import asdict as _asdict, field, record
 
 
 def dataclass(cls=None, /, **options):
@@ -24,7 +24,7 @@ if False:  # annotations only (strings, never evaluated here); model_codec resol
 
 def _from_dict(cls, data):
     """model_codec.from_dict, imported on first use (it needs typing: not on the prolog's path)."""
-    from .model_codec import from_dict
+    from .codec import from_dict
 
     return from_dict(cls, data)
 

@@ -1,6 +1,6 @@
 """The spool's write side, lean enough for the prolog's fast path (os, fcntl, errno and time only: no
 json, pathlib or dataclasses): the lock, rotation, and one durable append of an already encoded line.
-:mod:`healthcheck.spool` builds records on it and reads them back; the layout and the failure model
+:mod:`healthcheck.spool.store` builds records on it and reads them back; the layout and the failure model
 are described there.
 
 Planted links: the record file and the lock are opened ``O_NOFOLLOW`` (a symlink or hard link put there
@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 
-from .atomicio import check_private_dir, make_dirs, open_append
+from ..safeio.atomic import check_private_dir, make_dirs, open_append
 
 CURRENT = "records.jsonl"
 LOCK = ".lock"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 
-from .model import Status, Verdict, worst
-from .textsafe import clean
+from ..core.model import Status, Verdict, worst
+from ..core.textsafe import clean
 
 # The JSON contract's version (``--format json``): bumped when a key is removed or changes meaning;
 # added keys do not bump it. 1: node, status, context, started_at, duration_s, results[].
@@ -89,7 +89,7 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
 
 
 def prometheus(verdict: Verdict, snapshot=None) -> str:
-    """Text exposition format for node_exporter's textfile collector (:mod:`healthcheck.prometheus`,
+    """Text exposition format for node_exporter's textfile collector (:mod:`healthcheck.output.prometheus`,
     imported only here: the Slurm hooks import this module for :func:`clean` and never render it).
     One way: :mod:`prometheus` imports :mod:`textsafe`, never this module."""
     from .prometheus import prometheus as render_prometheus  # noqa: PLC0415 - off the hooks' import path
@@ -98,7 +98,7 @@ def prometheus(verdict: Verdict, snapshot=None) -> str:
 
 
 def exit_code(verdict: Verdict) -> int:
-    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail (healthcheck.exitcodes)."""
-    from .exitcodes import FAIL, OK
+    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail (healthcheck.core.exitcodes)."""
+    from ..core.exitcodes import FAIL, OK
 
     return FAIL if verdict.status is Status.FAIL else OK

@@ -1,6 +1,6 @@
 """The packaged policy files (``data/xid_policy.toml``, ``data/host_events.toml``): parsed as TOML with
 one error shape, and, for the packaged copy, refused as root unless root's alone, then read back from
-the parse cache (:mod:`healthcheck.tomlcache`) by every later run. Both policies are judged by every
+the parse cache (:mod:`healthcheck.safeio.tomlcache`) by every later run. Both policies are judged by every
 hook run, so neither may cost a TOML parse each time."""
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def parse(text: str, what: str, top_keys: set[str]) -> dict[str, Any]:
 def packaged(path: str, what: str, read: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     """The packaged policy at ``path`` as data, and whether it came from the parse cache (written only
     after ``read`` accepted the file). As root the file must be root's alone: ValueError otherwise."""
-    from . import tomlcache
-    from .safety import UntrustedFile, check_trusted, running_as_root
+    from ..safeio import tomlcache
+    from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
 
     if running_as_root():  # the policy decides what drains: as root it must be root's alone
         try:

@@ -11,7 +11,7 @@ import re
 import textwrap
 from collections import Counter, defaultdict
 
-from .model import Snapshot
+from ..core.model import Snapshot
 
 # Network / parallel filesystems worth requiring on every node of a class.
 SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "ceph", "fuse.weka", "wekafs", "glusterfs")
@@ -102,7 +102,7 @@ def _ib(ports: list) -> dict:
     """Every port as it is (CA type, firmware, link layer, active, rate when active), plus the
     node-wide count, layer and devices of the main layer's active ports (and its rate and firmware
     when they are the same on all of them)."""
-    from .checks.infiniband import is_active, port_layer
+    from ..checks.infiniband import is_active, port_layer
 
     ib: dict = {}
     active = [p for p in ports if is_active(p)]
@@ -170,8 +170,8 @@ def expectations_of(snap: Snapshot) -> dict:
 def still_informational(settings: dict) -> list[str]:
     """Checks that stay informational (never FAIL) with ``settings``: their FAIL needs a site's policy
     (a threshold), not a fact of the recorded node."""
-    from .catalog_doc import fail_mode
-    from .checks.registry import load_all
+    from ..checks.catalog_doc import fail_mode
+    from ..checks.registry import load_all
 
     def written(key: str) -> bool:
         if key.startswith("thresholds."):

@@ -1,4 +1,4 @@
-"""Plain dicts (``json.loads`` output) -> the dataclass trees of :mod:`healthcheck.model`.
+"""Plain dicts (``json.loads`` output) -> the dataclass trees of :mod:`healthcheck.core.model`.
 
 Follows the type hints of the target class (resolved once per class, never ``eval`` of input):
 ``X | None`` unions, nested dataclasses, ``list[X]``, ``dict[str, X]``, enums and ``Status`` (an

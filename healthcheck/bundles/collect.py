@@ -4,11 +4,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import subproc
-from .bundle import write_bundle
-from .checks.registry import SOURCES
-from .probes.live import DEFAULT_DEADLINES_S, LiveOptions, read_kernel_log, snapshot_live
-from .judge import utc_now_iso
+from ..safeio import subproc
+from .archive import write_bundle
+from ..checks.registry import SOURCES
+from ..probes.live import DEFAULT_DEADLINES_S, LiveOptions, read_kernel_log, snapshot_live
+from ..pipeline.judge import utc_now_iso
 
 # Raw tool outputs recorded when the tool exists: bundle file name -> (argv, timeout seconds).
 TOOLS = {
@@ -66,7 +66,7 @@ BMC_TIMEOUT_S = 60.0  # `sel elist` of a full log on a slow BMC
 def _storage(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> None:
     """Every health tool's output for every NVMe/SATA device (nvme-smart-log-<dev>.json,
     smartctl-<dev>.json) and the device list (storage-devices.json)."""
-    from .probes.storage import LISTING, judge_outputs, list_devices, listing_text, read_outputs
+    from ..probes.storage import LISTING, judge_outputs, list_devices, listing_text, read_outputs
 
     deadline = time.monotonic() + STORAGE_TIMEOUT_S
     try:
@@ -90,7 +90,7 @@ def _storage(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> 
 
 def _bmc(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str], meta_extra: dict) -> None:
     """ipmitool-sel.txt and ipmitool-sdr.txt; without a BMC or ipmitool, the reason in meta.json."""
-    from .probes.bmc import read_bmc
+    from ..probes.bmc import read_bmc
 
     info, outputs = read_bmc(BMC_TIMEOUT_S, opts.dev_root)
     raw.update(outputs)
@@ -108,7 +108,7 @@ MLXLINK_TIMEOUT_S = 60.0  # every HCA port, concurrently
 
 def _mlxlink(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> None:
     """mlxlink-<dev>.txt per HCA port where mlxlink is installed (what ib.mlxlink judges)."""
-    from .probes.mlxlink import read_mlxlink
+    from ..probes.mlxlink import read_mlxlink
 
     ports, outputs = read_mlxlink(opts.sysfs_root, MLXLINK_TIMEOUT_S)
     raw.update(outputs)

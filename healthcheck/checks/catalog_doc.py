@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from .checks.registry import CONTEXTS, CheckSpec, load_all
+from .registry import CONTEXTS, CheckSpec, load_all
 
 HEADER = """# Check catalog
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .expectations import Expectations
-from .model import Snapshot
+from ..core.model import Snapshot
 
 
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
@@ -25,18 +25,18 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
     proc_root = proc_root or exp.proc_root
     path = exp.bundle_for(node)
     if path:
-        from .bundle import snapshot_from_bundle
+        from ..bundles.archive import snapshot_from_bundle
 
         snap = snapshot_from_bundle(path, services=exp.services)
         snap.node = node
         if snap.host is None and "host" not in snap.probe_errors and (sources is None or "host" in sources):
             # a bundle of hardware only (no proc/): the host part is this machine, probed live
-            from .probes.host import probe_host
+            from ..probes.host import probe_host
 
             snap.host = probe_host(proc_root=proc_root, sys_root=sysfs_root, services=exp.services,
                                    hostname=node)
         return snap
-    from .probes.live import LiveOptions, snapshot_live
+    from ..probes.live import LiveOptions, snapshot_live
 
     opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node, processes=processes,
                        kernel_cache=kernel_cache, nvml_close=nvml_close)

@@ -17,8 +17,8 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
-from .expectations import XidPolicy, XidRule
-from .policyfile import once, packaged, parse
+from ..pipeline.expectations import XidPolicy, XidRule
+from .loader import once, packaged, parse
 
 ACTIONS = ("fail", "warn", "ignore")
 _ENTRY_KEYS = {"number", "name", "action", "window_s", "min_count", "bucket", "source", "note"}
@@ -27,7 +27,7 @@ _OVERRIDE_KEYS = {"action", "window_s", "min_count", "name"}
 _MAX_XID = 65535
 
 
-DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(__file__), "data", "xid_policy.toml")
+DEFAULT_POLICY_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "xid_policy.toml")
 
 
 def default_policy_text() -> str:

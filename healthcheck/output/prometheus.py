@@ -15,7 +15,7 @@ The metric names are a contract (docs/prometheus.md lists every family; a test k
 GPU components (``gpu3``) also carry ``gpu="3"`` and, when the snapshot is given, ``UUID="GPU-..."``:
 dcgm-exporter's label names, so ``on(UUID)`` joins its series with ours.
 
-Not on the Slurm hooks' path (they never render Prometheus): ``healthcheck.output`` imports this module
+Not on the Slurm hooks' path (they never render Prometheus): ``healthcheck.output.render`` imports this module
 only when asked for this format.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ import math
 import re
 from datetime import datetime
 
-from .model import Status, Verdict, worst
-from .textsafe import clean
+from ..core.model import Status, Verdict, worst
+from ..core.textsafe import clean
 
 # The status as a value (docs/prometheus.md): compare with ==, never aggregate with max().
 STATUS_CODE = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3, Status.SKIP: 4}
@@ -319,7 +319,7 @@ def family_of(check: str, key: str) -> tuple[Family, str | None] | None:
 
 def _describe(check: str) -> str:
     """The check's description from the catalog ('' for a check the registry does not know)."""
-    from .checks import registry
+    from ..checks import registry
 
     if check not in registry.index():
         return ""

@@ -7,7 +7,7 @@ Two contexts judge the reasons:
 - ``load``: sampled while the burn-in loads the GPUs, judged by ``burnin.telemetry``.
 
 Rules the table keeps (tests/checks/test_throttle_table.py): every reason NVML names
-(``healthcheck.model.THROTTLE_REASONS``) has a row, and no reason (hardware brakes above all) is
+(``healthcheck.core.model.THROTTLE_REASONS``) has a row, and no reason (hardware brakes above all) is
 milder under load than at idle: a brake that is a fault at rest is still one at full power.
 The reasoning per row is in docs/gpu-errors.md.
 """
@@ -17,7 +17,7 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 SEVERITY = {PASS: 0, WARN: 1, FAIL: 2}
 CONTEXTS = ("idle", "load")
 
-# reason -> (idle, load, why). Reason names as healthcheck.model.THROTTLE_REASONS.
+# reason -> (idle, load, why). Reason names as healthcheck.core.model.THROTTLE_REASONS.
 TABLE: dict[str, tuple[str, str, str]] = {
     "hw_slowdown": (FAIL, FAIL, "the board's hardware brake (thermal or power-brake signal): "
                                 "a cooling, power-supply or board fault at any load"),

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-from .record import record as dataclass
+from ..core.struct import record as dataclass
 if False:  # annotations only (typing is not imported on the hot path)
     from pathlib import Path  # noqa: F401
     from typing import Any, Callable, Iterator  # noqa: F401
-from .jsonwrite import dumps
-from .lazylog import LazyLog
+from ..core.jsonwrite import dumps
+from ..core.lazylog import LazyLog
 
-from .spoolwrite import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported
+from .append import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported
                          MAX_LINE_BYTES, SpoolError, _locked, append_line, new_record_id)
 
 KINDS = ("run", "action")

@@ -1,5 +1,5 @@
 """Writes that a planted link cannot redirect and a umask cannot loosen (os, stat, errno and the os-only
-healthcheck.safety: the prolog imports this).
+healthcheck.safeio.trust: the prolog imports this).
 
 Every file the suite writes goes through here:
 
@@ -13,7 +13,7 @@ Every file the suite writes goes through here:
   file with one name, owned by us, is written (a hard link to another file is refused too).
 - :func:`check_private_dir`: as root, a folder that steers or receives root's writes (spool, state,
   cache) must be root's alone: not a symlink, owned by root, not writable by group or others, and so
-  every directory above it (a sticky root-owned one like /tmp excepted), as healthcheck.safety asks
+  every directory above it (a sticky root-owned one like /tmp excepted), as healthcheck.safeio.trust asks
   of the config.
 - :func:`make_dirs`: missing folders created with an explicit mode, not 0777 & ~umask.
 """
@@ -23,7 +23,7 @@ import errno
 import os
 import stat
 
-from .safety import UntrustedFile, check_trusted, make_dirs  # noqa: F401 - make_dirs re-exported
+from .trust import UntrustedFile, check_trusted, make_dirs  # noqa: F401 - make_dirs re-exported
 
 TEMP_SUFFIX = ".tmp"
 

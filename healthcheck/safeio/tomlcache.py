@@ -3,7 +3,7 @@
 A cache entry is keyed by the file's real path, inode, size and mtime (ns) and the tool's version, so
 an edited or replaced file is parsed afresh. Entries live in ``$HEALTHCHECK_CACHE_DIR``, else (as root)
 ``/var/cache/healthcheck``, in a 0700 directory, 0600 files; as root an entry is used only when it is
-root's alone (see :mod:`healthcheck.safety`) and read only when it is a regular file of at most
+root's alone (see :mod:`healthcheck.safeio.trust`) and read only when it is a regular file of at most
 MAX_ENTRY_BYTES. Every failure is a cache miss, never an error.
 
 Entries are in ``marshal`` format: built into the interpreter, so reading one imports nothing (``json``
@@ -34,7 +34,7 @@ def _entry(path: str) -> tuple[str, list] | None:
     folder = cache_dir()
     if folder is None:
         return None
-    from . import __version__
+    from .. import __version__
 
     try:
         real = os.path.realpath(path)
@@ -52,13 +52,13 @@ def get(path: str) -> dict[str, Any] | None:
     if entry is None:
         return None
     cache_file, key = entry
-    from .safety import MAX_TRUSTED_FILE_BYTES, read_regular
+    from .trust import MAX_TRUSTED_FILE_BYTES, read_regular
 
     if key[3] > MAX_TRUSTED_FILE_BYTES:  # a file too big to be read is never served from the cache
         return None
     try:
         if os.geteuid() == 0:
-            from .safety import check_trusted
+            from .trust import check_trusted
 
             check_trusted(cache_file, "cache entry")
         stored = marshal.loads(read_regular(cache_file, "cache entry", MAX_ENTRY_BYTES))
@@ -80,8 +80,8 @@ def put(path: str, data: dict[str, Any]) -> None:
     except (TypeError, ValueError):
         return
     try:
-        from .atomicio import atomic_write
-        from .safety import make_private
+        from .atomic import atomic_write
+        from .trust import make_private
 
         make_private(os.path.dirname(cache_file))
         atomic_write(cache_file, text, 0o600, private_dir=True)  # unique O_EXCL|O_NOFOLLOW temporary

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from .checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, matches, select, spec as load_spec
+from ..checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, matches, select, spec as load_spec
 from .expectations import Expectations
-from .model import Finding, Snapshot, Status, Verdict
+from ..core.model import Finding, Snapshot, Status, Verdict
 
 # Why a check was skipped, by missing source.
 _ABSENT = {

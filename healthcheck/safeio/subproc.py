@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess  # (imports selectors) only where a tool is run: the prolog runs none
 import time
-from .record import record as dataclass
+from ..core.struct import record as dataclass
 
 # Directories searched for tools; PATH of a slurmd child is often minimal, and root must not trust
 # a user-writable PATH. Override per call with an absolute path.
