@@ -98,7 +98,8 @@ t0 = time.perf_counter()
 from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.config import default_expectations
 from healthcheck.output.render import exit_code, render
-from healthcheck.pipeline.judge import judge, utc_now_iso
+from healthcheck.pipeline.judge import judge
+from healthcheck.core.clock import utc_now_iso
 imports = time.perf_counter() - t0
 fleet, count = sys.argv[1], int(sys.argv[2])
 names = sorted(os.listdir(fleet))[:count]

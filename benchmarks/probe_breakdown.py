@@ -36,7 +36,8 @@ if pynvml_first:
         pass
 from healthcheck.pipeline.acquire import snapshot_for
 from healthcheck.config.model import default_expectations
-from healthcheck.pipeline.judge import sources_needed, utc_now_iso
+from healthcheck.pipeline.judge import sources_needed
+from healthcheck.core.clock import utc_now_iso
 from healthcheck.probes import live
 if late:
     live.EARLY_PROBES = ()

@@ -93,7 +93,7 @@ def limits_table(models: list[str], references: Any = None, *, dtype: str = "bf1
                  thermal: Mapping[str, tuple[float, float, float]] | None = None) -> pd.DataFrame:
     """Per GPU model name: its limits (columns model, name, kind, limit, severity, rule)."""
     if references is None:
-        from ..burnin import references as refs
+        from ..policies import references as refs
 
         references = refs.load()
     rows = []

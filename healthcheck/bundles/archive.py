@@ -206,9 +206,9 @@ def _gpus(root: Path, snap: Snapshot):
         if not isinstance(data, list):
             raise BundleError("nvml.json must hold a list of GPUs")
         snap.gpu_source = "nvml"
-        from ..core.model import _from_dict
+        from ..core.model import from_dict
 
-        return [_from_dict(GpuInfo, g) for g in data]
+        return [from_dict(GpuInfo, g) for g in data]
     from ..parsers.nvidia_smi import parse_nvidia_smi
 
     for name, source in (("nvidia-smi-q-x.xml", "nvidia-smi-xml"), ("nvidia-smi-q.txt", "nvidia-smi-text")):
@@ -372,12 +372,10 @@ def write_bundle(snap: Snapshot, output: str | os.PathLike, raw: dict[str, str],
 def _fill_bundle(folder: Path, snap: Snapshot, raw: dict[str, str], sysfs_root: str, proc_root: str,
                  statvfs, meta_extra: dict | None) -> None:
     folder.mkdir()
-    from .files import copy_proc, copy_sys
+    from .files import copy_host_counters, copy_proc, copy_sys
 
     copy_sys(Path(sysfs_root), folder / "sys")
-    from ..probes.host_counters import copy_for_bundle
-
-    copy_for_bundle(Path(sysfs_root), folder / "sys")  # EDAC and AER counters
+    copy_host_counters(Path(sysfs_root), folder / "sys")  # EDAC and AER counters
     copy_proc(Path(proc_root), folder / "proc")
     for name, text in raw.items():
         (folder / name).write_text(text)

@@ -8,7 +8,7 @@ from ..safeio import subproc
 from .archive import write_bundle
 from ..checks.registry import SOURCES
 from ..probes.live import DEFAULT_DEADLINES_S, LiveOptions, read_kernel_log, snapshot_live
-from ..pipeline.judge import utc_now_iso
+from ..core.clock import utc_now_iso
 
 # Raw tool outputs recorded when the tool exists: bundle file name -> (argv, timeout seconds).
 TOOLS = {

@@ -314,3 +314,29 @@ class _TreeCopy:
             target = os.path.realpath(os.path.join(self.dst, rel))
             if os.path.commonpath([real_root, target]) != real_root:
                 raise self.fail(f"refusing symlink {rel!r} to {text!r}, outside the bundle")
+
+
+def copy_host_counters(sysfs_root, out) -> None:
+    """Record the EDAC and AER files under ``out`` (a bundle's ``sys/``) at the same relative paths,
+    and for every function with AER files its vendor, device and class (and the name folders that
+    say what sits behind it), so that a bundle is read back like the live node."""
+    from ..probes.host_counters import AER_FILES, AER_ID_FILES, EDAC_DIMM_FILES, EDAC_MC, EDAC_MC_FILES
+
+    sysfs_root, out = Path(sysfs_root), Path(out)
+    mc_base = sysfs_root / EDAC_MC
+    for mc in sorted(mc_base.glob("mc*")) if mc_base.is_dir() else []:
+        for name in EDAC_MC_FILES:
+            _copy(mc / name, out / EDAC_MC / mc.name / name)
+        for sub in sorted(list(mc.glob("dimm*")) + list(mc.glob("rank*"))):
+            for name in EDAC_DIMM_FILES:
+                _copy(sub / name, out / EDAC_MC / mc.name / sub.name / name)
+    devices = sysfs_root / "bus" / "pci" / "devices"
+    for dev in sorted(devices.glob("*")) if devices.is_dir() else []:
+        if not any((dev / name).is_file() for name in AER_FILES):
+            continue
+        target = out / "bus" / "pci" / "devices" / dev.name
+        for name in AER_FILES + AER_ID_FILES:
+            _copy(dev / name, target / name)
+        for sub in ("infiniband", "nvme", "net"):
+            for child in (dev / sub).glob("*") if (dev / sub).is_dir() else []:
+                (target / sub / child.name).mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..core.model import Finding, Status, Verdict, worst
 from .judge_nccl import judge_fit, judge_run, large_busbw
-from .references import References
+from ..policies.references import References
 from .settings import BurninSettings
 
 LOCALISE = "burnin.localise"
@@ -372,7 +372,7 @@ def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdi
 def apply_drains(outcome: AllocationOutcome, slurm_settings, backend, run_id: str,
                  log: Callable[[str], None]) -> None:
     """Drain the planned nodes, each under the ownership rules (never over an admin's reason)."""
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
     from ..slurm.backend import SlurmError
     from ..slurm.policy import decide
 

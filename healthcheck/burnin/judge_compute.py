@@ -47,7 +47,7 @@ from healthcheck.core.model import Finding, Status, worst
 
 from .bandwidth import BandwidthResult
 from .gemm import GemmResult
-from .references import Sku
+from ..policies.references import Sku
 from .telemetry import TelemetrySummary
 
 VERIFY = "burnin.gemm.verify"

@@ -34,7 +34,7 @@ from ..core.model import Finding, Status
 from . import alphabeta
 from .alphabeta import efficiency, fit
 from .nccl_run import NcclRun
-from .references import Reference, Sku
+from ..policies.references import Reference, Sku
 
 CHECK = "burnin.nccl"
 CHECK_FIT = "burnin.nccl.alphabeta"

@@ -11,7 +11,7 @@ job error FAILs; no reference: PASS with the figure (nothing to judge against).
 from __future__ import annotations
 
 from ..core.model import Finding, Status
-from .references import Reference
+from ..policies.references import Reference
 from .tools_run import ToolRun
 
 DCGM = "burnin.dcgm"

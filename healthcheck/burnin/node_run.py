@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.model import Finding, Status, Verdict
-from .references import References, Sku
+from ..policies.references import References, Sku
 from .settings import BurninSettings
 
 UNUSABLE = ("gpu.lost", "gpu.responsive", "gpu.reset_required")

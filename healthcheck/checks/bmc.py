@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import BmcEvent, BmcInfo, BmcSensor, Finding, Snapshot, Status, worst
 from .registry import check, finding
 

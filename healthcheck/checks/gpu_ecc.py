@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, GpuInfo, Snapshot, Status
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding

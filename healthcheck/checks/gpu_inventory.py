@@ -11,7 +11,7 @@ from __future__ import annotations
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Callable  # noqa: F401
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, GpuInfo, Snapshot, Status, is_gpu_fault_error, normalize_pci_bus_id
 from . import registry
 from .registry import check, finding, present_gpus, skip

@@ -15,7 +15,7 @@ Both read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, GpuInfo, Snapshot, Status
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding

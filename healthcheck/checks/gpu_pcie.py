@@ -19,7 +19,7 @@ Both read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations, PcieExpect
+from ..core.expectations import Expectations, PcieExpect
 from ..core.model import Finding, GpuInfo, Snapshot, Status, normalize_pci_bus_id
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported
 from .registry import check, finding

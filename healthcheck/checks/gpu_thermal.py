@@ -21,7 +21,7 @@ All read already-probed NVML state: every context.
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..policies import throttle
 from ..core.model import Finding, GpuInfo, Snapshot, Status
 from .gpu_inventory import ALL_CONTEXTS, each_gpu, not_reported

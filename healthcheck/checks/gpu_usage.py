@@ -13,7 +13,7 @@ left behind is judged in the epilog by ``job.stray_processes`` (killed by defaul
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, GpuInfo, GpuSample, Snapshot, Status
 from .gpu_inventory import each_gpu, not_reported
 from .registry import check, finding

@@ -1,6 +1,6 @@
 """gpu.xid: NVIDIA driver errors in the kernel log (Xid, "fallen off the bus", RmInitAdapter failed).
 
-What counts as a node problem is policy, kept as data: :class:`~healthcheck.pipeline.expectations.XidPolicy`
+What counts as a node problem is policy, kept as data: :class:`~healthcheck.core.expectations.XidPolicy`
 (per Xid: action fail/warn/ignore, time window, minimum count), loaded from the packaged
 ``healthcheck/data/xid_policy.toml`` (classified after NVIDIA's Xid catalog, sources per entry) with the
 site config's ``[xid]`` overrides; an Xid it does not list gets the policy's ``unknown_action``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 if False:  # annotations only
     from datetime import datetime  # noqa: F401
 
-from ..pipeline.expectations import Expectations, XidRule
+from ..core.expectations import Expectations, XidRule
 from ..core.model import Finding, KernelEvent, Snapshot, Status, normalize_pci_bus_id, parse_iso_utc, worst
 from .gpu_inventory import ALL_CONTEXTS
 from .registry import check, finding

@@ -5,7 +5,7 @@ component ("cpu", "memory", a mount point, a service name, a version key).
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, HostInfo, Mount, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 

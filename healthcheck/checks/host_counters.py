@@ -12,8 +12,8 @@ baseline (``healthcheck.slurm.baseline.counters_of`` includes these counters): n
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
-from ..core.model import EdacController, Finding, PcieAer, Snapshot, Status
+from ..core.expectations import Expectations
+from ..core.model import EdacController, Finding, PcieAer, Snapshot, Status, aer_total
 from .registry import CONTEXTS, check, finding, skip
 
 DAY_S = 86400.0
@@ -132,8 +132,6 @@ def pcie_aer(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     name = "pcie.aer"
     if not snap.pcie_aer:
         return skip(name, "no PCIe function exposes AER counters (no AER capability or kernel support)")
-    from ..probes.host_counters import aer_total
-
     limits = {key: _num(t.get(key)) for key in AER_THRESHOLDS}
     out, clean = [], 0
     for dev in sorted(snap.pcie_aer, key=lambda d: d.pci_bus_id):

@@ -26,7 +26,7 @@ can only make it pass, never fail. The growth during a job is judged by ``job.co
 from __future__ import annotations
 
 
-from ..pipeline.expectations import Expectations, IbPortExpect
+from ..core.expectations import Expectations, IbPortExpect
 from ..core.model import Finding, IbPort, Snapshot, Status
 from .registry import CONTEXTS, check, finding, skip
 

@@ -6,7 +6,7 @@ prolog's baseline. Only the epilog has that information, so these checks run the
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, Snapshot, Status
 from .registry import check, finding
 

@@ -19,7 +19,7 @@ range. Thresholds (data, per class overridable):
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, MlxlinkPort, Snapshot, Status
 from .registry import check, finding, skip
 

@@ -8,7 +8,7 @@ but sits in a slower slot, or is a slower card than the node class should have, 
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations, PcieExpect
+from ..core.expectations import Expectations, PcieExpect
 from ..core.model import Finding, PcieLink, Snapshot, Status, normalize_pci_bus_id
 from .registry import CONTEXTS, check, finding, skip
 

@@ -21,10 +21,9 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Callable, Iterable  # noqa: F401
 
-from ..core.model import Finding, Snapshot, Status
+from ..core.model import CONTEXTS, Finding, Snapshot, Status
 from ..core.struct import field, record as dataclass
 
-CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
 # The reserved threshold key under which the runner passes the context to every check.
 CONTEXT_KEY = "_context"
 # Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.

@@ -6,7 +6,7 @@ the thresholds), each with its source in docs/storage-bmc.md.
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, Snapshot, Status, StorageDevice, worst
 from .registry import check, finding
 

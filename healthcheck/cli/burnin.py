@@ -15,7 +15,7 @@ from .common import emit_json, exit_with, expectations_for, load_config, UsageFa
 SHARED_CAUSE_EXIT = exitcodes.FLAGGED  # the allocation failed for a cause its nodes share: nobody drained
 
 
-def _settings(config, flags: dict):
+def burnin_settings(config, flags: dict):
     from ..burnin.settings import SettingsError, resolve
 
     try:
@@ -25,7 +25,7 @@ def _settings(config, flags: dict):
 
 
 def _references(path: str):
-    from ..burnin.references import ReferencesError, load
+    from ..policies.references import ReferencesError, load
     from ..safeio.trust import UntrustedFile, check_trusted, running_as_root
 
     try:
@@ -112,7 +112,7 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
              "references": references, "results_dir": results_dir, "nccl_dir": nccl_dir}
     if no_drain:
         flags["drain"] = False
-    settings = _settings(config, flags)
+    settings = burnin_settings(config, flags)
     refs = _references(settings.references)
     if settings.fabric and settings.fabric not in refs.fabrics:  # a typo must not switch the judgement off
         raise UsageFailure(f"[burnin] fabric {settings.fabric!r} is not in the references (known: "
@@ -139,7 +139,8 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     from ..burnin.node_run import NodeContext, node_record, run_node, write_result
     from ..probes.live import short_hostname
     from ..spool.entries import new_run_id
-    from ..pipeline.judge import sources_needed, utc_now_iso
+    from ..pipeline.judge import sources_needed
+    from ..core.clock import utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
@@ -196,7 +197,7 @@ def summary_name(job_id: str | None) -> str:
 
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
     from ..burnin.allocation import run_allocation
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     if not nodes:
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
@@ -222,7 +223,7 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
     run_id = new_run_id()
     if settings.drain and outcome.drain:
         from ..slurm.actions import backend_for
-        from ..slurm.settings import SlurmSettings
+        from ..config.slurm_settings import SlurmSettings
 
         slurm_settings = config.slurm if config else SlurmSettings()
         apply_drains(outcome, slurm_settings, backend_for(slurm_settings), run_id, _log)
@@ -251,7 +252,7 @@ def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_pat
     from ..burnin.allocation import job_verdict
     from ..probes.live import short_hostname
     from ..spool.entries import action_record, run_record
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
     from ..spool.store import SpoolError, append
 
     host = os.environ.get("SLURMD_NODENAME") or short_hostname()

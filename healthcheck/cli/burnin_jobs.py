@@ -9,7 +9,7 @@ import click
 
 from ..core import exitcodes
 
-from .burnin import _settings, burnin
+from .burnin import burnin_settings, burnin
 from .common import emit_json, guard, load_config, open_history, SINCE, UsageFailure
 
 
@@ -53,7 +53,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
     from ..burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
     from ..burnin.summary import SummaryError, node_results
     from .burnin import conclude
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     if not os.path.isdir(directory):
         raise UsageFailure(f"no results directory {directory} for job {job_id} (give --results-dir)")
@@ -64,7 +64,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
     if not nodes:
         raise UsageFailure(f"{directory}: no node results for job {job_id}")
     config = load_config(config_path)
-    settings = replace(_settings(config, {}), results_dir=directory, drain=True)
+    settings = replace(burnin_settings(config, {}), results_dir=directory, drain=True)
     per_node = read_results(directory, nodes)
     outcome = AllocationOutcome(job_id, nodes, per_node)
     compare_digests(per_node)

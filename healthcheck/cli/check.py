@@ -40,7 +40,8 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
     """
     from ..checks.registry import index
     from ..output.render import exit_code, render
-    from ..pipeline.judge import SelectionError, check_patterns, judge, utc_now_iso
+    from ..pipeline.judge import SelectionError, check_patterns, judge
+    from ..core.clock import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:  # before any probing: a pattern that matches nothing is a usage error, not a PASS of 0 checks

@@ -100,7 +100,7 @@ def config_generate(bundle, nodes, class_name, sysfs_root, proc_root):
       healthcheck config generate --nodes 'gpu[001-128]' --class-name h100 > healthcheck.toml
     """
     from ..config.generate import generate_toml
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     if bundle:
         from ..bundles.archive import BundleError, snapshot_from_bundle

@@ -140,7 +140,7 @@ def check(topology, source, fmt, spool_dir):
 
     from ..fabric.compare import compare
     from ..fabric.design import DesignError, load_design
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     try:

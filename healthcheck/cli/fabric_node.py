@@ -206,7 +206,7 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
     from ..parsers.nvbandwidth import parse_nvbandwidth
     from ..parsers.nvidia_smi_topo import parse_topo_m, parse_topo_p2p
     from ..parsers.nvlink import parse_nvlink_status
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     if node_name is not None and (not node_name or "/" in node_name or node_name.startswith((".", "-"))):
@@ -299,7 +299,7 @@ def consistency(path, expect_path, ignore, spool_dir, fmt):
       healthcheck fabric consistency facts/ --expect software.toml
     """
     from ..fabric import software
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     started, t0 = utc_now_iso(), time.monotonic()
     settings_table: dict = {}

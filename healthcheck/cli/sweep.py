@@ -106,9 +106,9 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         outcome.report = ingest_and_report(config.slurm.spool_dir, outcome.results_dir, settings.db_url or None,
                                            config.path, log, drift=(outcome.fleet or {}).get("drift"))
         if outcome.report:
-            from ..sweep.run import _write_json
+            from ..sweep.run import write_json
 
-            _write_json(os.path.join(outcome.results_dir, "sweep.json"), outcome.to_dict())
+            write_json(os.path.join(outcome.results_dir, "sweep.json"), outcome.to_dict())
     if fmt == "json":
         emit_json(outcome.to_dict())
     else:

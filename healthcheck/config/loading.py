@@ -20,7 +20,7 @@ if False:  # annotations only (typing is not imported on the hot path)
 from ..safeio import tomlcache
 from ..core.struct import fields
 from ..safeio.trust import NotARegularFile, UntrustedFile, check_trusted, read_regular, running_as_root
-from ..slurm.settings import SlurmSettings
+from .slurm_settings import SlurmSettings
 from .model import Config, ConfigError, NodeClass
 
 MAX_CONFIG_BYTES = 4 << 20  # = safety.MAX_TRUSTED_FILE_BYTES; a bigger config is refused before it is read

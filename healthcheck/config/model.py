@@ -9,9 +9,9 @@ when a section is asked for.
 """
 from __future__ import annotations
 
-from ..pipeline.expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
+from ..core.expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
 from ..core.struct import record as dataclass, field
-from ..slurm.settings import SlurmSettings
+from .slurm_settings import SlurmSettings
 from ..policies.xid import load_xid_policy
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401

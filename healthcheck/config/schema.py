@@ -12,7 +12,7 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 from ..checks.registry import CONTEXTS, index, matches
 from ..core.lazyre import Pattern
-from ..slurm.settings import SlurmSettings, validate as validate_slurm
+from .slurm_settings import SlurmSettings, validate as validate_slurm
 from .topology import MAX_GROUP_NODES, nodeset_size_bound
 from ..policies.xid import load_xid_policy
 from .model import Config, ConfigError, NodeClass
@@ -414,7 +414,7 @@ def validate_section(name: str, table: Any, where: str | None = None) -> Any:
 
 
 def slurm_section(table: Any) -> SlurmSettings:
-    """[slurm]: how the hooks behave on this cluster (:mod:`healthcheck.slurm.settings`)."""
+    """[slurm]: how the hooks behave on this cluster (:mod:`healthcheck.config.slurm_settings`)."""
     if not isinstance(table, dict):
         raise ValueError("[slurm] must be a table")
     values, problem = validate_slurm(table)

@@ -22,7 +22,7 @@ if False:  # annotations only (strings, never evaluated here); model_codec resol
 
 
 
-def _from_dict(cls, data):
+def from_dict(cls, data):
     """model_codec.from_dict, imported on first use (it needs typing: not on the prolog's path)."""
     from .codec import from_dict
 
@@ -111,6 +111,10 @@ def _status_members() -> None:
 
 
 _status_members()
+# Where a verdict is reached: a command (check), the Slurm hooks (prolog, epilog, HealthCheckProgram:
+# slurm-check), a burn-in job. Checks declare theirs (checks.registry), policies may vary by them.
+CONTEXTS = ("check", "prolog", "epilog", "slurm-check", "burnin")
+
 _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
 
 
@@ -524,6 +528,17 @@ class EdacController:
         return self.name
 
 
+def aer_total(counts: dict[str, int] | None) -> int | None:
+    """The ``TOTAL_ERR_*`` line of one ``aer_dev_*`` file, else the sum of its per-type counts; None
+    when not read."""
+    if counts is None:
+        return None
+    for key, value in counts.items():
+        if key.startswith("TOTAL_ERR"):
+            return value
+    return sum(counts.values())
+
+
 @dataclass
 class PcieAer:
     """A PCI function's AER counters since boot (``aer_dev_fatal``/``aer_dev_nonfatal``/
@@ -624,7 +639,7 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Snapshot":
-        return _from_dict(cls, data)
+        return from_dict(cls, data)
 
 
 # ------------------------------------------------------------------------------- Findings, verdict

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .design import Design, HostCable, Tier, hca_identity
-from .graph import SPEED_RANK, End, Fabric, Link
+from ..core.fabricgraph import SPEED_RANK, End, Fabric, Link
 
 _SWITCH_KINDS = ("switch", "router")
 

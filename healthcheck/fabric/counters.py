@@ -207,10 +207,10 @@ def peers_from_ibqueryerrors(result: IbqueryerrorsResult) -> dict[PortKey, str]:
 
 def peers_from_fabric(fabric: object, keys: Iterable[PortKey], guids: Mapping[PortKey, str] | None = None
                       ) -> dict[PortKey, str]:
-    """The far end of each port from a parsed ``ibnetdiscover`` graph (:class:`healthcheck.fabric.graph.
+    """The far end of each port from a parsed ``ibnetdiscover`` graph (:class:`healthcheck.core.fabricgraph.
     Fabric`): the port is found by its GUID when given, else by the CA whose description is "<node>
     <hca>" (ibnetdiscover's node description, e.g. "gpu01 mlx5_0")."""
-    from .graph import End
+    from ..core.fabricgraph import End
 
     by_desc = {" ".join(d.description.split()).lower(): d.guid for d in fabric.devices.values() if d.kind == "ca"}
     out: dict[PortKey, str] = {}

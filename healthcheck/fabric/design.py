@@ -45,8 +45,8 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .graph import SPEED_RANK, Device, Fabric
-from .hcaregex import MAX_PATTERN, hca_regex_problem, match_description
+from ..core.fabricgraph import SPEED_RANK, Device, Fabric
+from .hcaregex import hca_regex_problem, match_description
 
 DEFAULT_HCA_REGEX = r"^(?P<node>\S+)\s+(?P<hca>\S+)$"
 MAX_DESIGN_CHARS = 64 * 1024 * 1024

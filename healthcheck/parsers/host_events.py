@@ -26,7 +26,7 @@ import re
 
 from ..core.model import KernelEvent, normalize_pci_bus_id
 from . import ParseError, as_text
-from .kernel_log import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, _uptime, _wall_time
+from .kernel_log import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, uptime_seconds, wall_time
 
 MAX_EVENTS = 20_000
 MAX_MESSAGE_CHARS = 400
@@ -142,8 +142,8 @@ def _event(rule, got: re.Match, message: str, line: str, prefix: str,
     driver = groups.get("driver") or ("mlx5_core" if message.startswith("mlx5_core") else None)
     text = message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + "..."
     return KernelEvent(kind="host", pci_bus_id=pci, message=text,
-                       uptime_s=kmsg_uptime if kmsg_uptime is not None else _uptime(prefix),
-                       time=_wall_time(prefix), line=line, event_class=event_class, device=device,
+                       uptime_s=kmsg_uptime if kmsg_uptime is not None else uptime_seconds(prefix),
+                       time=wall_time(prefix), line=line, event_class=event_class, device=device,
                        count=count), driver
 
 

@@ -1,4 +1,4 @@
-"""Parse ``iblinkinfo`` output into the same :class:`healthcheck.fabric.graph.Fabric` ``ibnetdiscover``
+"""Parse ``iblinkinfo`` output into the same :class:`healthcheck.core.fabricgraph.Fabric` ``ibnetdiscover``
 gives, so ``fabric check`` and ``fabric generate`` take either tool's output::
 
     Switch: 0x0002c9020040a000 MF0;leaf-1:IS5030/U1:
@@ -20,10 +20,10 @@ bounds as ``parsers.ibnetdiscover`` (MAX_INPUT_CHARS, MAX_LINES, MAX_LINE_CHARS)
 """
 from __future__ import annotations
 
-from ..fabric.graph import Device, End, Fabric, Unconnected
+from ..core.fabricgraph import Device, End, Fabric, Unconnected
 from ..core.lazyre import Pattern
 from . import ParseError, as_text
-from .ibnetdiscover import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, _Builder
+from .ibnetdiscover import MAX_INPUT_CHARS, MAX_LINE_CHARS, MAX_LINES, FabricBuilder
 
 _SWITCH = Pattern(r"^Switch:\s+0x(?P<guid>[0-9a-fA-F]{1,16})\s+(?P<desc>.*?):?\s*$")
 _CA = Pattern(r"^(?P<kind>CA|Router):\s+(?P<desc>.*?):?\s*$")
@@ -37,7 +37,7 @@ SPEEDS = {"2.5": "SDR", "5.0": "DDR", "10.0": "QDR", "10.3125": "FDR10", "14.062
 def parse_iblinkinfo(text: str | bytes) -> Fabric:
     """The fabric an ``iblinkinfo`` output shows; see the module docstring."""
     text = as_text(text, "iblinkinfo output", MAX_INPUT_CHARS, MAX_LINES)
-    builder = _Builder("iblinkinfo")
+    builder = FabricBuilder("iblinkinfo")
     by_lid: dict[int, str] = {}
     pending = []  # (local End, peer lid, peer port, lanes, speed, peer description, line)
     current: tuple[str, str, str] | None = None  # (kind, guid or "", description)

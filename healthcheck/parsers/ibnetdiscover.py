@@ -1,5 +1,5 @@
 """Parse ``ibnetdiscover`` output (the plain topology format and the ``-p`` ports report) into a
-:class:`healthcheck.fabric.graph.Fabric`: devices by GUID, links with their width and speed.
+:class:`healthcheck.core.fabricgraph.Fabric`: devices by GUID, links with their width and speed.
 
 Plain format (``ibnetdiscover``; also the ``ibdiagnet2.ibnetdiscover`` file ibdiagnet writes)::
 
@@ -21,7 +21,7 @@ Ports format (``ibnetdiscover -p``), one line per port, a linked port with its p
     CA   134  1 0x7cfe9003003b4bde 4x EDR - SW  1719 10 0x7cfe9003009ce5b0 ( 'o0001 HCA-1' - 'ib-i1l1s01' )
     SW  2052 37 0x506b4b03005c2740 4x ???                                    'ib-i4l1s01'
 
-What each result means: see :mod:`healthcheck.fabric.graph`. Every link is recorded once (both
+What each result means: see :mod:`healthcheck.core.fabricgraph`. Every link is recorded once (both
 formats print it from each end); a port printed in two different links is kept in both and named in
 ``Fabric.warnings`` (real outputs never do it; trimmed fixtures do). A device seen only as a peer (an
 output cut short) is kept with the description the peer line gives. SHARP Aggregation Nodes are CAs
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from ..fabric.graph import Device, End, Fabric, Link, Unconnected
+from ..core.fabricgraph import Device, End, Fabric, Link, Unconnected
 from . import ParseError, as_text
 
 MAX_INPUT_CHARS = 128 * 1024 * 1024
@@ -76,7 +76,7 @@ def parse_ibnetdiscover(text: str | bytes) -> Fabric:
             raise ParseError(f"ibnetdiscover output line {number}: {len(line)} characters, over the limit of "
                              f"{MAX_LINE_CHARS} (not a real tool output; refusing to parse it)")
     first = next((line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
-    builder = _Builder("ports" if _P_LINE.match(first) else "plain")
+    builder = FabricBuilder("ports" if _P_LINE.match(first) else "plain")
     if builder.fabric.format == "ports":
         _parse_ports(lines, builder)
     else:
@@ -97,7 +97,7 @@ def _described(kind: str, description: str) -> tuple[str, bool]:
     return description, kind == "ca" and "aggregation node" in description.lower()
 
 
-class _Builder:
+class FabricBuilder:
     def __init__(self, fmt: str) -> None:
         self.fabric = Fabric(format=fmt)
         self._links: dict[tuple[End, End], Link] = {}
@@ -155,7 +155,7 @@ def _quoted(comment: str | None) -> str:
     return comment[start + 1:stop] if 0 <= start < stop else ""
 
 
-def _parse_plain(lines: list[str], builder: _Builder) -> None:
+def _parse_plain(lines: list[str], builder: FabricBuilder) -> None:
     current: Device | None = None
     started = False
     for number, raw in enumerate(lines, 1):
@@ -187,7 +187,7 @@ def _parse_plain(lines: list[str], builder: _Builder) -> None:
                              f"format: {line[:120]!r}")
 
 
-def _plain_port(builder: _Builder, current: Device, port: re.Match, number: int) -> None:
+def _plain_port(builder: FabricBuilder, current: Device, port: re.Match, number: int) -> None:
     comment = port.group("comment") or ""
     local = End(current.guid, int(port.group("port")))
     labels = _PAREN.findall(port.group("local"))
@@ -209,7 +209,7 @@ def _p_rate(width: str, speed: str) -> tuple[int | None, str | None]:
     return lanes or None, None if speed.strip("?") == "" else speed
 
 
-def _parse_ports(lines: list[str], builder: _Builder) -> None:
+def _parse_ports(lines: list[str], builder: FabricBuilder) -> None:
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):

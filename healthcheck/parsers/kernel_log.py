@@ -138,16 +138,16 @@ def _nvrm_lines(text: str) -> list[_Nvrm]:
         if at < 0:
             continue
         prefix, body = line[:at], line[at + len(_NVRM):].strip()
-        records.append(_Nvrm(index, line, body, _uptime(prefix), _wall_time(prefix)))
+        records.append(_Nvrm(index, line, body, uptime_seconds(prefix), wall_time(prefix)))
     return records
 
 
-def _uptime(prefix: str) -> float | None:
+def uptime_seconds(prefix: str) -> float | None:
     found = _UPTIME.search(prefix)
     return float(found.group("up")) if found else None
 
 
-def _wall_time(prefix: str) -> str | None:
+def wall_time(prefix: str) -> str | None:
     """ISO 8601 wall time from a line prefix, or None (syslog / journal lines print no year)."""
     found = _CTIME.search(prefix)
     if found:

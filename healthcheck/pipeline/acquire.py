@@ -2,7 +2,7 @@
 "/srv/bundles/{node}"``), else live probes. Shared by `healthcheck check` and the Slurm hooks."""
 from __future__ import annotations
 
-from .expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Snapshot
 
 

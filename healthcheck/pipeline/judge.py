@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ..checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, matches, select, spec as load_spec
-from .expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Finding, Snapshot, Status, Verdict
 
 # Why a check was skipped, by missing source.
@@ -70,11 +70,6 @@ def choose(specs: dict[str, CheckSpec | IndexEntry], context: str, enabled: list
         raise SelectionError(f"{asked} leaves no check to run in context {context!r} "
                              f"(see `healthcheck checks --context {context}`)")
     return chosen
-
-
-def utc_now_iso() -> str:
-    """Now in UTC, ISO 8601 to the second (``2026-12-03T10:00:00+00:00``), without importing datetime."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def _without_its_sources(entry: CheckSpec | IndexEntry, snap: Snapshot) -> list[Finding] | None:

@@ -92,7 +92,7 @@ def default_policy_text() -> str:
 
 
 @once
-def _default_policy() -> HostEventPolicy:
+def default_policy() -> HostEventPolicy:
     """The packaged policy, read and validated once per process."""
     data, cached = packaged(DEFAULT_POLICY_FILE, "host-event policy", _read_valid)
     if cached:  # parsed and validated when the cache entry was written: patterns compiled on use
@@ -106,7 +106,7 @@ def _default_policy() -> HostEventPolicy:
 
 def load_host_event_policy(text: str | None = None, overrides: dict | None = None) -> HostEventPolicy:
     """Parse and validate a policy (the packaged default when ``text`` is None), then apply overrides."""
-    policy = _default_policy() if text is None else _build(_read(text))
+    policy = default_policy() if text is None else _build(_read(text))
     if not overrides:
         return policy
     if not isinstance(overrides, dict):
@@ -271,7 +271,7 @@ def _severity(value: Any, where: str) -> str:
 
 def _by_context(value: Any, where: str) -> dict[str, str]:
     """``severity_by_context``: a table of known contexts to severities."""
-    from ..checks.registry import CONTEXTS
+    from ..core.model import CONTEXTS
 
     if not isinstance(value, dict):
         raise ValueError(f"host-event policy: {where}: key 'severity_by_context' must be a table of "

@@ -17,7 +17,7 @@ import os
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
-from ..pipeline.expectations import XidPolicy, XidRule
+from ..core.expectations import XidPolicy, XidRule
 from .loader import once, packaged, parse
 
 ACTIONS = ("fail", "warn", "ignore")

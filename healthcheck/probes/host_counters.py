@@ -88,16 +88,6 @@ def parse_aer(text: str) -> dict[str, int]:
     return out
 
 
-def aer_total(counts: dict[str, int] | None) -> int | None:
-    """The ``TOTAL_ERR_*`` line, else the sum of the per-type counts; None when not read."""
-    if counts is None:
-        return None
-    for key, value in counts.items():
-        if key.startswith("TOTAL_ERR"):
-            return value
-    return sum(counts.values())
-
-
 def pci_kind(vendor: str | None, pci_class: str | None) -> str | None:
     """What a PCI function is, from its vendor and class: gpu, nvswitch, hca (NVIDIA/Mellanox by
     vendor), else by class: nvme, nic, bridge (a root or switch port), ...; None when unknown."""
@@ -178,34 +168,3 @@ def probe_pcie_aer(sysfs_root: str = "/sys") -> list[PcieAer]:
             kind=pci_kind(vendor, klass), name=_function_name(dev),
             fatal=counts[0], nonfatal=counts[1], correctable=counts[2]))
     return out
-
-
-# ------------------------------------------------------------------------------ bundle recording
-
-
-def copy_for_bundle(sysfs_root, out) -> None:
-    """Record the EDAC and AER files under ``out`` (a bundle's ``sys/``) at the same relative paths,
-    and for every function with AER files its vendor, device and class (and the name folders that
-    say what sits behind it), so that a bundle is read back like the live node."""
-    from pathlib import Path
-
-    from ..bundles.files import _copy
-
-    sysfs_root, out = Path(sysfs_root), Path(out)
-    mc_base = sysfs_root / EDAC_MC
-    for mc in sorted(mc_base.glob("mc*")) if mc_base.is_dir() else []:
-        for name in EDAC_MC_FILES:
-            _copy(mc / name, out / EDAC_MC / mc.name / name)
-        for sub in sorted(list(mc.glob("dimm*")) + list(mc.glob("rank*"))):
-            for name in EDAC_DIMM_FILES:
-                _copy(sub / name, out / EDAC_MC / mc.name / sub.name / name)
-    devices = sysfs_root / "bus" / "pci" / "devices"
-    for dev in sorted(devices.glob("*")) if devices.is_dir() else []:
-        if not any((dev / name).is_file() for name in AER_FILES):
-            continue
-        target = out / "bus" / "pci" / "devices" / dev.name
-        for name in AER_FILES + AER_ID_FILES:
-            _copy(dev / name, target / name)
-        for sub in ("infiniband", "nvme", "net"):
-            for child in (dev / sub).glob("*") if (dev / sub).is_dir() else []:
-                (target / sub / child.name).mkdir(parents=True, exist_ok=True)

@@ -168,14 +168,14 @@ def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | No
 # The module each probe job imports first. Imported here, in the calling thread, before the jobs'
 # threads start: five threads importing at once contend for the import locks and the GIL (about 3 ms of
 # a healthy prolog's 9 ms of probing, measured); an import cannot hang the way a probe's read can.
-_PROBE_MODULES = {"ib_ports": "infiniband", "pcie_links": "pcie", "host": "host", "storage": "storage", "bmc": "bmc",
+PROBE_MODULES = {"ib_ports": "infiniband", "pcie_links": "pcie", "host": "host", "storage": "storage", "bmc": "bmc",
                   "mlxlink": "mlxlink", "edac": "host_counters", "pcie_aer": "host_counters",
                   "kernel_events": "kernel_cache", "gpus": "nvml", "versions": "versions"}
 
 
 def _import_probes(jobs: dict) -> None:
     for name in jobs:
-        module = _PROBE_MODULES.get(name)
+        module = PROBE_MODULES.get(name)
         if module:
             try:
                 __import__(f"{__package__}.{module}")

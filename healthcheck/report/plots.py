@@ -47,7 +47,7 @@ def _n(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
-def _text(x: float, y: float, text: Any, limit: int = 40, anchor: str = "start", extra: str = "") -> str:
+def svg_text(x: float, y: float, text: Any, limit: int = 40, anchor: str = "start", extra: str = "") -> str:
     return (f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{_t(text, limit)}</text>')
 
 
@@ -86,7 +86,7 @@ class Placer:
     def fixed(self, x: float, y: float, text: Any, limit: int = 40, anchor: str = "start", size: float = 11.0,
               bold: bool = False, extra: str = "") -> str:
         self.boxes.append(text_box(x, y, label(text, limit), size, anchor, bold))
-        return _text(x, y, text, limit, anchor, extra)
+        return svg_text(x, y, text, limit, anchor, extra)
 
     def place(self, candidates: Sequence[tuple[float, float, str]], text: Any, limit: int = 40,
               size: float = 11.0, extra: str = "") -> str:
@@ -96,11 +96,11 @@ class Placer:
             b = text_box(x, y, s, size, anchor)
             if self._free(b):
                 self.boxes.append(b)
-                return _text(x, y, text, limit, anchor, extra)
+                return svg_text(x, y, text, limit, anchor, extra)
         return ""
 
 
-def _svg(height: float, body: list[str], title: str) -> str:
+def svg(height: float, body: list[str], title: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_n(height)}" width="{WIDTH}" '
             f'height="{_n(height)}" style="{FONT}"><title>{_t(title, 120)}</title>{"".join(body)}</svg>')
 
@@ -164,7 +164,7 @@ def _time_axis(lo: datetime, hi: datetime, x0: float, x1: float, y: float, top: 
         x = sx(t)
         out.append(f'<line x1="{_n(x)}" y1="{_n(top)}" x2="{_n(x)}" y2="{_n(y)}" stroke="#eaeded"/>')
         if place is None:
-            out.append(_text(x, y + 15, t.strftime(fmt), anchor="middle"))
+            out.append(svg_text(x, y + 15, t.strftime(fmt), anchor="middle"))
         else:
             out.append(place.place([(x, y + 15, "middle")], t.strftime(fmt)))
     return out, sx
@@ -254,7 +254,7 @@ def distributions_svg(distributions: list) -> str | None:
             labels.append(place.place(cands, f"{nodes[j]} {comps[j]}".strip(), 28, 10,
                                       ' style="fill:#c0392b;font-size:10px"'))
         body += [t for t in labels if t]
-    return _svg(len(shown) * PANEL + 4, body, "performance distributions")
+    return svg(len(shown) * PANEL + 4, body, "performance distributions")
 
 
 def growth_svg(points) -> str | None:
@@ -276,7 +276,7 @@ def growth_svg(points) -> str | None:
         body.append(place.fixed(left - 6, sy(v) + 4, f"{v:.6g}", anchor="end"))
     axis, sx = _time_axis(lo, hi, left, right, bottom, top, place)
     body += axis
-    body.append(_text(12, (top + bottom) / 2, "increase since window start", anchor="middle",
+    body.append(svg_text(12, (top + bottom) / 2, "increase since window start", anchor="middle",
                       extra=f' transform="rotate(-90 12 {(top + bottom) / 2})"'))
     points = points.assign(_t=times)
     for k, (keys, grp) in enumerate(points.groupby(["node", "component", "name"], sort=False, dropna=False)):
@@ -291,8 +291,8 @@ def growth_svg(points) -> str | None:
                     f'{tip(f"{name}: +{grew:g} ({span})")}</path>')
         body.append(f'<rect x="{left + 10}" y="{top + 4 + 14 * k}" width="14" height="3" fill="{color}">'
                     f'{tip(name)}</rect>')
-        body.append(_text(left + 28, top + 9 + 14 * k, name, 48, extra=' style="font-size:10px"'))
-    return _svg(height, body, "counter growth")
+        body.append(svg_text(left + 28, top + 9 + 14 * k, name, 48, extra=' style="font-size:10px"'))
+    return svg(height, body, "counter growth")
 
 
 def timeline_svg(intervals, since, now) -> str | None:
@@ -316,11 +316,11 @@ def timeline_svg(intervals, since, now) -> str | None:
     for i, node in enumerate(order):
         place.boxes.append(text_box(left - 6, top + row * i + 13, label(node, 30), 10, "end"))
     body, sx = _time_axis(lo, hi, left, right, bottom, top, place)
-    body.append(_text(left, 16, f"drained (orange: resumed since, red: still drained); the {len(order)} nodes "
+    body.append(svg_text(left, 16, f"drained (orange: resumed since, red: still drained); the {len(order)} nodes "
                                 f"drained longest of {len(hours)}", 100))
     for i, node in enumerate(order):
         y = top + row * i
-        body.append(_text(left - 6, y + 13, node, 30, anchor="end", extra=' style="font-size:10px"'))
+        body.append(svg_text(left - 6, y + 13, node, 30, anchor="end", extra=' style="font-size:10px"'))
         for s, e, still, reason in rows[node]:
             if e < s:
                 continue
@@ -329,7 +329,7 @@ def timeline_svg(intervals, since, now) -> str | None:
             body.append(f'<rect x="{_n(sx(s))}" y="{y + 3}" width="{_n(width)}" height="13" '
                         f'fill="{"#c0392b" if still else "#e67e22"}">'
                         f'{tip(f"{node}: drained {s:%Y-%m-%d %H:%M} {until}: {reason}")}</rect>')
-    return _svg(bottom + 26, body, "drain timeline")
+    return svg(bottom + 26, body, "drain timeline")
 
 
 def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> str | None:
@@ -374,4 +374,4 @@ def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> s
     for k in range(0, n, every):
         row = days.iloc[k]
         body.append(place.place([(left + (k + 0.5) * slot, bottom + 16, "middle")], f"{row['day']:%Y-%m-%d}"))
-    return _svg(bottom + 28, body, "fleet state per day")
+    return svg(bottom + 28, body, "fleet state per day")

@@ -145,7 +145,7 @@ def _color(value: float | None, top: float, low: bool) -> str:
 def matrix_svg(title: str, cells: list[dict[str, Any]], unit: str = "GB/s") -> str | None:
     """A square heatmap (rows a, columns b), a symmetric pair drawn in both cells; every cell has a hover
     title (a, b, value, low); low cells red and crossed. None when too many nodes to draw."""
-    from .plots import _svg, _text, tip
+    from .plots import svg, svg_text, tip
 
     names = sorted({x["a"] for x in cells} | {x["b"] for x in cells}, key=_natural)
     if not names or len(names) > MAX_NODES_DRAWN:
@@ -157,10 +157,10 @@ def matrix_svg(title: str, cells: list[dict[str, Any]], unit: str = "GB/s") -> s
     top = max((x["gbyte_s"] for x in cells if x["gbyte_s"] is not None), default=0.0)
     left = 14 + 7.3 * min(22, max(len(n) for n in names) + 3)  # the longest row label (cut at 22) fits
     head = 30
-    body = [_text(4, 14, title, 100)]
+    body = [svg_text(4, 14, title, 100)]
     for i, name in enumerate(names):  # row labels at the left, column labels numbered above (no overlap)
         y = head + i * CELL
-        body.append(_text(left - 4, y + CELL * 0.7, f"{i + 1} {name}", 22, "end"))
+        body.append(svg_text(left - 4, y + CELL * 0.7, f"{i + 1} {name}", 22, "end"))
         body.append(f'<text x="{left + i * CELL + CELL / 2:g}" y="{head - 4}" text-anchor="middle" '
                     f'font-size="9">{tip(name)}{i + 1}</text>')
     for i, a in enumerate(names):
@@ -178,8 +178,8 @@ def matrix_svg(title: str, cells: list[dict[str, Any]], unit: str = "GB/s") -> s
                 body.append(f'<path d="M{px + 4} {py + 4}L{px + CELL - 5} {py + CELL - 5}" stroke="#fff" '
                             f'stroke-width="2"/>')
     height = head + len(names) * CELL + 24
-    body.append(_text(left, height - 6, f"columns numbered as the rows; max {top:.1f} {unit}; red: low pair", 100))
-    return _svg(height, body, title)
+    body.append(svg_text(left, height - 6, f"columns numbered as the rows; max {top:.1f} {unit}; red: low pair", 100))
+    return svg(height, body, title)
 
 
 def _natural(name: str) -> tuple:

@@ -12,7 +12,7 @@ from .ledger import (add_events, end_ledger, read_acks, read_ledger, reconcile, 
                      slurm_mark_of_ours)
 from .policy import Decision, decide, failures, short_run
 from .reasons import make_reason_multi, reason_check
-from .settings import SlurmSettings
+from ..config.slurm_settings import SlurmSettings
 from ..safeio.trust import make_private  # noqa: F401 - used here and re-exported
 
 Log = "Callable[[str], None]"  # a log function (annotations only)
@@ -168,7 +168,7 @@ def apply_pending(backend, state_dir: str, settings: SlurmSettings, log: Log, no
 
 def _record_applied(spool_dir: str, item, log: Log) -> None:
     from ..spool.entries import action_record
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
     from ..spool.store import SpoolError, encode
     from ..spool.append import append_line
 
@@ -344,7 +344,7 @@ def _only(verdict: Verdict, held: dict) -> Verdict:
 
 def _queue(state_dir: str, node: str, decision: Decision, run_id: str, log: Log,
            events: list[str] | None = None) -> None:
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
     from .pending import PendingAction, PendingError, bounded_events, queue
 
     try:
@@ -377,7 +377,7 @@ def record(spool_dir: str, verdict: Verdict, decision: Decision, run_id: str, jo
 
     records = [run_record(verdict, run_id, job_id, config_path)]
     if decision.action != "none":
-        from ..pipeline.judge import utc_now_iso
+        from ..core.clock import utc_now_iso
 
         records.append(action_record(run_id, verdict.node, decision.action, decision.reason, time=utc_now_iso(),
                                      job_id=job_id, context=verdict.context, why=decision.why,

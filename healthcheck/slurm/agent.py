@@ -44,7 +44,7 @@ import time
 from . import agentclient, door
 from .agentclient import PROTOCOL, read_frame, send_frame
 from .hooks import CONTEXTS
-from .settings import SlurmSettings
+from ..config.slurm_settings import SlurmSettings
 
 REQUEST_S = 1.0  # a client's request must arrive within this
 REAP_EVERY_S = 1.0
@@ -71,7 +71,7 @@ def warm(config_path: str | None = None) -> list[str]:
     from ..checks import _index
     from ..probes import live
 
-    names = {f"healthcheck.probes.{m}" for m in live._PROBE_MODULES.values()}
+    names = {f"healthcheck.probes.{m}" for m in live.PROBE_MODULES.values()}
     names |= {f"healthcheck.checks.{entry[0]}" for entry in _index.CHECKS.values() if set(entry[2]) & set(CONTEXTS)}
     names |= {"healthcheck.parsers.kernel_log", "healthcheck.parsers.host_events", "healthcheck.probes.jobprocs",
               "healthcheck.parsers.ipmitool", "healthcheck.parsers.mlxlink"}  # HealthCheckProgram's BMC and HCA
@@ -81,10 +81,10 @@ def warm(config_path: str | None = None) -> list[str]:
         except Exception:  # noqa: BLE001 - recorded; the probe's job fails in the worker as it would anyway
             failed.append(name)
     from ..policies.xid import load_xid_policy
-    from ..policies.host_events import _default_policy
+    from ..policies.host_events import default_policy
 
     load_xid_policy()
-    _default_policy()
+    default_policy()
     if not agentwork.warm_nvml():
         failed.append("pynvml")
     if config_path and os.path.exists(config_path):
@@ -399,7 +399,7 @@ def _run(conn, request: dict, hook_pid: int, log, prepared=None) -> int:  # prag
     if why:
         _answer(conn, {"kind": "refused", "why": why})
         return 0
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     started = utc_now_iso()
     if prepared is not None and prepared.alive():

@@ -11,10 +11,10 @@ from .agentclient import process_context
 
 def keep_warm(path: str, node: str) -> None:
     """Load ``path`` for ``node`` now and keep it for later runs in this process and its forks (the agent)."""
-    identity = hooks._identity(path)
-    config, exp = hooks._load(path, node)
-    if identity is not None and config is not None and identity == hooks._identity(path):
-        hooks._warm[(path, node)] = (identity, config, exp)
+    identity = hooks.identity(path)
+    config, exp = hooks.load_config(path, node)
+    if identity is not None and config is not None and identity == hooks.identity(path):
+        hooks.warm_configs[(path, node)] = (identity, config, exp)
 
 
 def adopt(env: dict, cwd: str, umask: int) -> None:
@@ -37,7 +37,7 @@ def rehearse_adopt() -> None:
 
 
 def run_task(task: dict, ahead: dict | None = None):
-    """``_work`` for a task handed to a prepared child, in the environment, directory and umask of the run
+    """``work`` for a task handed to a prepared child, in the environment, directory and umask of the run
     that handed it; the config by path (the warm one while the file is unchanged, as the parent read it).
     ``ahead``: what :func:`head_start` probed for this run, used when it was probed for exactly this
     task (the same context, node, config object, state directory and start, in the same environment,
@@ -47,12 +47,12 @@ def run_task(task: dict, ahead: dict | None = None):
         ahead = None  # taken in another environment, directory or umask: the run probes for itself
     if ahead is None:  # else the head start took this very context already
         adopt(*context)
-    config, exp = hooks._load(task["config"], task["node"])
-    settings = config.slurm if config else hooks._default_settings()
+    config, exp = hooks.load_config(task["config"], task["node"])
+    settings = config.slurm if config else hooks.default_settings()
     snap = None
     if ahead is not None and ahead["exp"] is exp and all(ahead[k] == task[k] for k in SAME_RUN):
         snap = ahead["snap"]
-    return hooks._work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"],
+    return hooks.work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"],
                        task["started"], task["budget"], task["acknowledged"], task.get("hook_pid"), snap)
 
 
@@ -71,8 +71,8 @@ def head_start(first: dict) -> dict | None:
     adopted = (first["env"], first["cwd"], first["umask"])
     adopt(*adopted)
     context, node, config_path, _job = hooks.resolve(first["argv"])
-    config, exp = hooks._load(config_path, node)
-    settings = config.slurm if config else hooks._default_settings()
+    config, exp = hooks.load_config(config_path, node)
+    settings = config.slurm if config else hooks.default_settings()
     if context == "prolog" and settings.prolog_mode == "fast":
         return None
     state_dir = os.path.join(settings.state_dir, node)
@@ -95,9 +95,10 @@ def warm_run(config_path: str, node: str) -> None:
     up (a process whose environ cannot be read, a slow mount) only means the run forks its own child
     (``Prepared.alive``)."""
     from ..pipeline.acquire import snapshot_for
-    from ..pipeline.judge import judge, sources_needed, utc_now_iso
+    from ..pipeline.judge import judge, sources_needed
+    from ..core.clock import utc_now_iso
 
-    _config, exp = hooks._load(config_path, node)
+    _config, exp = hooks.load_config(config_path, node)
     sources = frozenset().union(*(sources_needed(exp, context) for context in WARM_CONTEXTS)) - {"gpus", "job"}
     snap = snapshot_for(node, exp, utc_now_iso(), sources=sources, processes=False)
     judge(snap, exp, "prolog")

@@ -37,7 +37,7 @@ from ..core.strpath import Path  # pathlib's operations without its import cost 
 
 from ..core.lazylog import LazyLog
 from ..core.jsonwrite import dumps
-from ..core.model import GpuInfo, IbPort, Snapshot
+from ..core.model import GpuInfo, IbPort, Snapshot, aer_total
 
 BASELINE_DIR = "baselines"
 MAX_AGE_S = 7 * 24 * 3600
@@ -79,23 +79,12 @@ def counters_of(snapshot: Snapshot) -> dict[str, float]:
                 out[f"{mc.component}.{name}"] = float(value)
     for dev in snapshot.pcie_aer or []:
         for name in ("fatal", "nonfatal", "correctable"):
-            value = _aer_total(getattr(dev, name))
+            value = aer_total(getattr(dev, name))
             if value is not None:
                 out[f"{dev.component}.aer_dev_{name}"] = float(value)
     if snapshot.kernel_events is not None:
         out["xid_events"] = float(sum(1 for e in snapshot.kernel_events if e.kind == "xid"))
     return out
-
-
-def _aer_total(counts: dict[str, int] | None) -> int | None:
-    """The TOTAL_ERR_* line of an aer_dev_* file, else the sum (as probes.host_counters.aer_total,
-    without importing the probe here)."""
-    if counts is None:
-        return None
-    for key, value in counts.items():
-        if key.startswith("TOTAL_ERR"):
-            return value
-    return sum(counts.values())
 
 
 def _gpu_counters(gpu: GpuInfo) -> dict[str, float]:

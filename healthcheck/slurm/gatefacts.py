@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..pipeline.expectations import Expectations
+from ..core.expectations import Expectations
 from ..core.model import Snapshot
 
 

@@ -95,18 +95,18 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
         if fast_prolog(node, job_id, config_path, t0, __version__) == 0:
             return 0
     if started is None:
-        from ..pipeline.judge import utc_now_iso
+        from ..core.clock import utc_now_iso
 
         started = utc_now_iso()
     from ..spool.entries import new_run_id
 
     run_id = new_run_id()
     try:  # inside the default budget: a FIFO or a huge file at the config path cannot hold the hook
-        config, exp = _load_within(config_path, node, _default_settings().budget(context))
+        config, exp = _load_within(config_path, node, default_settings().budget(context))
     except Exception as exc:  # a config that cannot be read never drains a node
         log(f"{context} on {node}: config not used, nothing judged: {exc}")
         return 0
-    settings = config.slurm if config else _default_settings()
+    settings = config.slurm if config else default_settings()
     state_dir = os.path.join(settings.state_dir, node)
     budget = settings.budget(context)
     if on_budget is not None:
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None,
     else:
         from .watchdog import run_in_child
 
-        outcome = run_in_child(lambda: _work(context, node, exp, settings, job_id, state_dir, started,
+        outcome = run_in_child(lambda: work(context, node, exp, settings, job_id, state_dir, started,
                                              budget_of_child, acknowledged, hook_pid),
                                budget_of_child, started=read_state)
     findings, counters, facts, events = _findings_of(outcome, budget, context)
@@ -196,10 +196,10 @@ def _load_within(path: str, node: str, limit_s: float):
     try:
         previous = signal.signal(signal.SIGALRM, expired)
     except ValueError:  # not the main thread (tests calling main() from a thread): no timer
-        return _load(path, node)
+        return load_config(path, node)
     signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
-        return _load(path, node)
+        return load_config(path, node)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -223,8 +223,8 @@ def _update_gate(context, node, verdict, decision, settings, facts, config_path,
         remove_gate(node)
 
 
-def _default_settings():
-    from .settings import SlurmSettings
+def default_settings():
+    from ..config.slurm_settings import SlurmSettings
 
     return SlurmSettings()
 
@@ -232,10 +232,10 @@ def _default_settings():
 # The config the warm agent loaded before its workers fork (agentwork.keep_warm): {(path, node):
 # (identity, config, expectations)}, used while the file is the one loaded (same real path, device,
 # inode, size and mtime), else the file is loaded as ever. Empty in a hook's own process.
-_warm: dict = {}
+warm_configs: dict = {}
 
 
-def _identity(path: str):
+def identity(path: str):
     try:
         real = os.path.realpath(path)
         st = os.stat(real)
@@ -244,12 +244,12 @@ def _identity(path: str):
     return real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _load(path: str, node: str):
+def load_config(path: str, node: str):
     from ..config import default_expectations, load
 
-    if _warm:
-        kept = _warm.get((path, node))
-        if kept is not None and kept[0] == _identity(path):
+    if warm_configs:
+        kept = warm_configs.get((path, node))
+        if kept is not None and kept[0] == identity(path):
             return kept[1], kept[2]
     if not os.path.exists(path):
         if path != DEFAULT_CONFIG:
@@ -271,7 +271,7 @@ def snapshot(context, node, exp, state_dir, started, budget):
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
 
 
-def _work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None,
+def work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None,
           snap=None):
     """In the child: probe (unless ``snap``, taken for this run already: the agent's head start), add the
     job's facts, judge. Returns plain data for the parent. The child exits once it has answered, so

@@ -102,7 +102,7 @@ def remember_drain(state_dir: str, reason: str, context: str, events: list[str] 
     events it is for (a drain applied from the queue: those of the run that decided it). A ledger still
     there keeps its events: our drain is replaced by ours (a new reason), or it ended unseen, and
     acknowledging its events with this one's end is what seeing it end would have done."""
-    from ..pipeline.judge import utc_now_iso
+    from ..core.clock import utc_now_iso
 
     old = read_ledger(state_dir, lambda _m: None) or {}
     have = [e for e in old.get("events") or [] if isinstance(e, str)] if isinstance(old.get("events"), list) else []

@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing is not imported on the hot path
 
 from ..core.model import Status, Verdict
 from .reasons import is_ours, make_reason_multi, without_run
-from .settings import SlurmSettings
+from ..config.slurm_settings import SlurmSettings
 
 if TYPE_CHECKING:
     from .nodestate import NodeState

@@ -54,7 +54,7 @@ def append_line(spool_dir: str, line: bytes, max_bytes: int = DEFAULT_MAX_BYTES,
     try:
         _ensure_dir(directory)
         check_private_dir(directory, "spool directory")
-        with _locked(directory, fcntl.LOCK_EX):
+        with locked(directory, fcntl.LOCK_EX):
             path = os.path.join(directory, CURRENT)
             try:
                 size = os.stat(path).st_size
@@ -145,7 +145,7 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-class _locked:
+class locked:
     """flock on ``spool_dir/.lock``, retried without blocking up to LOCK_TIMEOUT_S.
 
     With ``optional`` (readers), a lock file that cannot be opened (read-only copy of a spool) means
@@ -155,7 +155,7 @@ class _locked:
         self.directory, self.mode, self.optional = directory, mode, optional
         self.fd: int | None = None
 
-    def __enter__(self) -> "_locked":
+    def __enter__(self) -> "locked":
         path = os.path.join(self.directory, LOCK)
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

@@ -33,7 +33,7 @@ def run_record(verdict: Verdict, run_id: str, job_id: str | None, config_path: s
 
 def action_record(run_id: str, node: str, action: str, reason: str | None, *, time: str,
                   job_id: str | None, context: str, why: str, checks=()) -> dict:
-    """The "action" record of one drain or resume: ``time`` ISO 8601 (``judge.utc_now_iso()``),
+    """The "action" record of one drain or resume: ``time`` ISO 8601 (``core.clock.utc_now_iso()``),
     ``context`` who acted (prolog, epilog, slurm-check, queued, burnin, sweep), ``why`` the decision's
     words, ``checks`` the failing checks it rests on. ValueError for an action that is neither."""
     if action not in ACTIONS:

@@ -32,7 +32,7 @@ from ..core.jsonwrite import dumps
 from ..core.lazylog import LazyLog
 
 from .append import (CURRENT, DEFAULT_KEEP, DEFAULT_MAX_BYTES, LOCK, LOCK_TIMEOUT_S,  # noqa: F401 - re-exported
-                         MAX_LINE_BYTES, SpoolError, _locked, append_line, new_record_id)
+                         MAX_LINE_BYTES, SpoolError, locked, append_line, new_record_id)
 
 KINDS = ("run", "action")
 
@@ -124,7 +124,7 @@ def read(spool_dir: str | os.PathLike[str],
     if not directory.is_dir():
         return
     handles = []
-    with _locked(str(directory), fcntl.LOCK_SH, optional=True):
+    with locked(str(directory), fcntl.LOCK_SH, optional=True):
         for path in spool_files(directory):
             try:
                 handles.append((path, open(path, "rb")))

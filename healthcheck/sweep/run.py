@@ -302,7 +302,7 @@ class Sweeper:
         self._record(state, results, out, run_id)
         state.phase = "done"
         st.save(self.state_dir, state)
-        _write_json(os.path.join(state.results_dir, "sweep.json"), out.to_dict())
+        write_json(os.path.join(state.results_dir, "sweep.json"), out.to_dict())
 
     def _apply(self, action) -> dict[str, Any]:
         from ..slurm.backend import SlurmError
@@ -328,7 +328,7 @@ class Sweeper:
         """The nodes' burn-in records and the sweep's actions, to this host's spool (the history ingests
         them; re-ingesting a node's own spool later is a no-op by run id)."""
         from ..spool.entries import action_record
-        from ..pipeline.judge import utc_now_iso
+        from ..core.clock import utc_now_iso
         from ..spool.store import SpoolError, append
 
         spool = self.config.slurm.spool_dir
@@ -352,7 +352,7 @@ class Sweeper:
             out.notes.append(f"sweep records not spooled to {spool}: {exc}")
 
 
-def _write_json(path: str, data: dict) -> None:
+def write_json(path: str, data: dict) -> None:
     from ..safeio.atomic import atomic_write
 
     atomic_write(path, json.dumps(data, indent=1, default=str), 0o644)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.analysis.floors import floor_crossings, limits_for_sku, temperature_thresholds
-from healthcheck.burnin import references as refs
+from healthcheck.policies import references as refs
 from tests.analysis.frames import metrics
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from healthcheck.burnin import allocation
 from healthcheck.burnin.judge_nccl import CHECK, CHECK_FIT
-from healthcheck.burnin.references import load, merge
+from healthcheck.policies.references import load, merge
 from healthcheck.burnin.settings import resolve
 from healthcheck.burnin.summary import allocation_text
 from healthcheck.core.model import Status

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.burnin import references as R
+from healthcheck.policies import references as R
 from healthcheck.burnin.judge_nccl import CHECK, CHECK_FIT, judge_fit, judge_run, judge_runs
 from healthcheck.burnin.nccl_run import NcclRun
 from healthcheck.core.model import Status

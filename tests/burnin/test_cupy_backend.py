@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from healthcheck.burnin import backends, references
+from healthcheck.burnin import backends
+from healthcheck.policies import references
 from healthcheck.burnin.backends import BackendUnavailable, CupyBackend, DeviceInfo, select_backend, word_sum
 from healthcheck.burnin.bandwidth import run_hbm_copy, run_pcie
 from healthcheck.burnin.gemm import make_inputs, run_gemm

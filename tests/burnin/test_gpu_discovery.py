@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.burnin import backends, node_run, references
+from healthcheck.burnin import backends, node_run
+from healthcheck.policies import references
 from healthcheck.burnin.backends import BackendUnavailable
 from healthcheck.burnin.node_run import NodeContext, PHASES
 from healthcheck.burnin.settings import resolve

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from healthcheck.burnin import node_run, references
+from healthcheck.burnin import node_run
+from healthcheck.policies import references
 from healthcheck.burnin.node_run import NodeContext, run_node
 from healthcheck.burnin.settings import resolve
 from healthcheck.core.model import Status

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.burnin import references
+from healthcheck.policies import references
 from healthcheck.burnin.bandwidth import NO_DEVICE, BandwidthResult
 from healthcheck.burnin.gemm import GemmResult
 from healthcheck.burnin.judge_compute import fleet_key, judge_bandwidth, judge_gemm, judge_telemetry
-from healthcheck.burnin.references import Reference, Sku
+from healthcheck.policies.references import Reference, Sku
 from healthcheck.burnin.telemetry import TelemetrySummary
 from healthcheck.core.model import Status
 

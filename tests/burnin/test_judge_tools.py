@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.burnin.judge_tools import judge_dcgm, judge_storage
-from healthcheck.burnin.references import Reference
+from healthcheck.policies.references import Reference
 from healthcheck.burnin.tools_run import ToolRun, dcgm_diag, fio_job
 from healthcheck.core.model import Status
 from healthcheck.parsers import dcgmi, fio

@@ -9,7 +9,7 @@ import pytest
 
 from healthcheck.burnin import allocation, nccl_run
 from healthcheck.burnin.judge_nccl import judge_run, large_busbw
-from healthcheck.burnin.references import Reference, load, merge
+from healthcheck.policies.references import Reference, load, merge
 from healthcheck.burnin.settings import resolve
 from healthcheck.core.model import Status
 from healthcheck.parsers import nccl_tests

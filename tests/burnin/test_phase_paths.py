@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from healthcheck.burnin import node_run
 from healthcheck.burnin.judge_nccl import judge_run
 from healthcheck.burnin.nccl_run import NcclRun
-from healthcheck.burnin.references import load
+from healthcheck.policies.references import load
 from healthcheck.burnin.settings import PHASES, resolve
 from healthcheck.cli import cli
 from healthcheck.cli.burnin import SHARED_CAUSE_EXIT

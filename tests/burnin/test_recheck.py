@@ -8,7 +8,7 @@ from __future__ import annotations
 from healthcheck.burnin import node_run
 from healthcheck.burnin.judge_compute import DEFAULT_SPREAD_C, SPREAD, judge_thermal_spread
 from healthcheck.burnin.judge_recheck import LOAD_ERRORS, RECHECK, judge_load_errors, judge_recheck
-from healthcheck.burnin.references import load
+from healthcheck.policies.references import load
 from healthcheck.burnin.settings import resolve
 from healthcheck.burnin.telemetry import TelemetrySummary
 from healthcheck.config import default_expectations

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.burnin import references as R
+from healthcheck.policies import references as R
 
 
 def test_builtin_references_cover_the_three_skus_with_sources():

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from healthcheck.burnin import references as R
+from healthcheck.policies import references as R
 from healthcheck.parsers import ParseError
 from healthcheck.parsers import nccl_tests, nvidia_smi
 from tests.conftest import CORPUS

@@ -14,7 +14,7 @@ import pytest
 from healthcheck.burnin import node_run
 from healthcheck.burnin.backends import NumpyBackend
 from healthcheck.burnin.judge_soak import judge_soak
-from healthcheck.burnin.references import load
+from healthcheck.policies.references import load
 from healthcheck.burnin.settings import PHASES, SettingsError, resolve
 from healthcheck.burnin.soak import nvml_counters, run_soak
 from healthcheck.core.model import Status

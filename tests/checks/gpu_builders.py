@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from healthcheck.checks import registry
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import Finding, GpuInfo, HostInfo, KernelEvent, NvLink, Snapshot, Status
 
 # PCI addresses of the eight SXM GPUs of a DGX H100-class board.

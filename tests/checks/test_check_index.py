@@ -35,7 +35,7 @@ def test_a_node_without_gpus_imports_only_the_gpu_modules_that_judge_absence():
     code = """
 import sys
 from healthcheck.core.model import Snapshot, HostInfo
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.pipeline.judge import judge
 snap = Snapshot(node="n1", taken_at="2026-12-03T00:00:00+00:00", host=HostInfo(hostname="n1"))
 verdict = judge(snap, Expectations(), "prolog")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.config import loads
-from healthcheck.pipeline.expectations import GpuModelExpect, PcieExpect
+from healthcheck.core.expectations import GpuModelExpect, PcieExpect
 from healthcheck.config.generate import expectations_of, generate_toml
 from healthcheck.core.model import GpuInfo, NvLink, PcieLink, Snapshot, Status
 from healthcheck.pipeline.judge import judge

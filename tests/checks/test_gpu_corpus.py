@@ -8,7 +8,7 @@ import pytest
 
 from healthcheck.checks import registry
 from healthcheck.config import default_expectations
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import Snapshot, Status
 from healthcheck.parsers import ParseError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.checks.gpu_ecc import DATACENTER_MODELS, is_datacenter
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import Status
 
 from tests.checks.gpu_builders import by_component, h100, only, run, snapshot, statuses, with_gpu

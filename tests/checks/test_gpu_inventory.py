@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import ProbeError, Status
 
 from tests.checks.gpu_builders import (

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthcheck.pipeline.expectations import Expectations, PcieExpect
+from healthcheck.core.expectations import Expectations, PcieExpect
 from healthcheck.core.model import Status
 
 from tests.checks.gpu_builders import H100_BUS_IDS, by_component, h100, only, run, snapshot, with_gpu

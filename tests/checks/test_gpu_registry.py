@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from healthcheck.checks import registry
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import (
     THROTTLE_REASONS, GpuInfo, GpuProcess, HostInfo, KernelEvent, NvLink, Snapshot, Status,
 )

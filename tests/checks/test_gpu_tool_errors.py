@@ -183,9 +183,9 @@ def test_nvml_gpu_is_lost_fails_gpu_lost():
 def test_nvml_field_errors_round_trip_through_json():
     import json
 
-    from healthcheck.core.model import GpuInfo, _from_dict
+    from healthcheck.core.model import GpuInfo, from_dict
     gpus = h100_node(1)
     gpus[0].errors["nvmlDeviceGetEccMode"] = pynvml.NVML_ERROR_UNKNOWN
     (gpu,) = probe_gpus(FakeNvml(gpus))
-    back = _from_dict(GpuInfo, json.loads(json.dumps(Snapshot("n", "t", gpus=[gpu]).to_dict()))["gpus"][0])
+    back = from_dict(GpuInfo, json.loads(json.dumps(Snapshot("n", "t", gpus=[gpu]).to_dict()))["gpus"][0])
     assert back.field_errors == gpu.field_errors and "ecc_mode_current" in back.field_errors

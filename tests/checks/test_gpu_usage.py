@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from healthcheck.checks import registry
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import GpuProcess, Status
 
 from tests.checks.gpu_builders import by_component, h100, only, run, snapshot, with_gpu

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from healthcheck.pipeline.expectations import Expectations, XidPolicy, XidRule
+from healthcheck.core.expectations import Expectations, XidPolicy, XidRule
 from healthcheck.core.model import HostInfo, KernelEvent, Status
 
 from tests.checks.gpu_builders import H100_BUS_IDS, by_component, only, run, snapshot, xid

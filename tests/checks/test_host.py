@@ -8,7 +8,7 @@ import pytest
 
 from healthcheck.checks import host as host_checks  # noqa: F401  (registers the checks)
 from healthcheck.checks.registry import _REGISTRY
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import HostInfo, Mount, Snapshot, Status
 from healthcheck.probes.host import probe_host
 from tests.fixtures.proc_builder import DEFAULT_FIGURES, GIB, build_proc, build_sys, make_statvfs

@@ -15,7 +15,7 @@ from healthcheck.checks.host_counters import AER_THRESHOLDS, EDAC_THRESHOLDS, ho
 from healthcheck.checks.infiniband import ERROR_THRESHOLDS, ib_port_errors
 from healthcheck.checks.job import counter_growth
 from healthcheck.config import default_expectations
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import (EdacController, HostInfo, IbPort, JobInfo, PcieAer, Snapshot, Status)
 from healthcheck.parsers import ParseError
 from healthcheck.probes.host_counters import parse_aer, pci_kind, probe_edac, probe_pcie_aer

@@ -304,7 +304,7 @@ def test_the_runner_tells_host_events_its_context(monkeypatch):
     from healthcheck.policies import host_events as hp
 
     policy = load_host_event_policy(EXAMPLE_POLICY)
-    monkeypatch.setattr(hp, "_default_policy", lambda: policy)
+    monkeypatch.setattr(hp, "default_policy", lambda: policy)
     snap = _snap(FLAPS, taken_at="2024-01-01T00:00:00+00:00")
     status = {ctx: judge(snap, default_expectations(), ctx, only=["host.events"]).status
               for ctx in ("prolog", "slurm-check", "epilog")}

@@ -13,7 +13,7 @@ import pytest
 from healthcheck.bundles.archive import snapshot_from_bundle
 from healthcheck.checks.infiniband import ib_hca_firmware, ib_port_rate, ib_port_state
 from healthcheck.config import loads
-from healthcheck.pipeline.expectations import Expectations, IbPortExpect
+from healthcheck.core.expectations import Expectations, IbPortExpect
 from healthcheck.config.generate import generate_toml
 from healthcheck.core.model import IbPort, Snapshot, Status
 from healthcheck.probes.infiniband import probe_ib_ports

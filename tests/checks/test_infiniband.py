@@ -11,7 +11,7 @@ from healthcheck.checks.infiniband import (
     ib_port_rate,
     ib_port_state,
 )
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import IbPort, ProbeError, Snapshot, Status
 from healthcheck.probes.infiniband import probe_ib_ports
 from tests.fixtures.sysfs_builder import SysfsFaults, build_sysfs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.checks.mlxlink import THRESHOLDS, ib_mlxlink
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import MlxlinkPort, Snapshot, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.mlxlink import parse_mlxlink

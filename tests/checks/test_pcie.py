@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from healthcheck.checks import registry
 from healthcheck.checks.pcie import pcie_hca_link
-from healthcheck.pipeline.expectations import Expectations, PcieExpect
+from healthcheck.core.expectations import Expectations, PcieExpect
 from healthcheck.core.model import PcieLink, Snapshot, Status
 from healthcheck.probes.pcie import probe_pcie_links
 from tests.fixtures.sysfs_builder import HCA_ADDRS, SysfsFaults, build_sysfs

@@ -7,7 +7,7 @@ from healthcheck.safeio import subproc
 from healthcheck.checks import host as host_checks  # noqa: F401  (registers sw.versions)
 from healthcheck.checks.host import version_matches
 from healthcheck.checks.registry import _REGISTRY
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import GpuInfo, Snapshot, Status
 from healthcheck.probes.versions import probe_versions
 from tests.fixtures.proc_builder import build_lib_dir, build_proc, build_sys

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.config import ConfigError, loads
-from healthcheck.pipeline.expectations import GpuModelExpect, IbPortExpect
+from healthcheck.core.expectations import GpuModelExpect, IbPortExpect
 
 GOOD = '''
 [class.h100]

@@ -18,7 +18,7 @@ from healthcheck.config.sections import SECTIONS, TOP_LEVEL
 from healthcheck.fabric.counters import CounterSettings, defaults as counter_defaults
 from healthcheck.fabric.nodetopo import TopoExpect
 from healthcheck.fabric.software import Settings as ConsistencySettings
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 
 SITE = '''\
 [slurm]
@@ -184,7 +184,7 @@ def test_every_registered_validator_exists_and_gives_defaults():
 
 
 PACKAGE = Path(__file__).resolve().parents[2] / "healthcheck" / "config"
-ORDER = ["topology", "generate", "sections", "overlap", "model", "schema", "loading", "__init__"]  # each imports only those before it
+ORDER = ["topology", "generate", "slurm_settings", "sections", "overlap", "model", "schema", "loading", "__init__"]  # each imports only those before it
 
 
 def test_the_package_imports_one_way():
@@ -207,7 +207,7 @@ def test_importing_the_package_imports_no_section_module():
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                           cwd=str(PACKAGE.parents[1]))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['healthcheck.config.loading', 'healthcheck.config.model']"
+    assert proc.stdout.strip() == "['healthcheck.config.loading', 'healthcheck.config.model', 'healthcheck.config.slurm_settings']"
 
 
 def test_a_validator_that_trips_on_a_type_is_a_config_error_at_the_header(monkeypatch):

@@ -75,7 +75,7 @@ def test_example_passes_config_validate(path, monkeypatch):
 
 @pytest.mark.parametrize("name", [n for n in SKUS if n != "h100-example.toml"])
 def test_sku_example_has_burnin_slurm_power_and_temperature(name):
-    from healthcheck.burnin.references import load as load_refs
+    from healthcheck.policies.references import load as load_refs
 
     text = (CONTRIB / "examples" / name).read_text()
     cfg = load_as_user(CONTRIB / "examples" / name)

@@ -121,5 +121,5 @@ def test_the_cached_load_builds_the_config_without_the_schema(tmp_path, cache):
     assert proc.returncode == 0, proc.stderr
     first, modules, sections = proc.stdout.splitlines()
     assert first == "4.0 8 ['burnin', 'fleet', 'topology']"
-    assert modules == "['healthcheck.config.loading', 'healthcheck.config.model']"
+    assert modules == "['healthcheck.config.loading', 'healthcheck.config.model', 'healthcheck.config.slurm_settings']"
     assert sections == "{'suite': 'quick'} {'rack': {'r1': 'gpu[1-4]'}} 2"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.pipeline.expectations import XidPolicy, XidRule
+from healthcheck.core.expectations import XidPolicy, XidRule
 from healthcheck.policies.xid import ACTIONS
 from healthcheck.policies.xid import default_policy_text, describe, load_xid_policy
 

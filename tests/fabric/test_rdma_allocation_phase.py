@@ -9,7 +9,7 @@ import pytest
 
 from healthcheck.burnin.allocation import job_verdict, rdma_targets, read_results, run_allocation
 from healthcheck.burnin.rdma import validate as rdma_validate
-from healthcheck.burnin.references import load as load_references
+from healthcheck.policies.references import load as load_references
 from healthcheck.burnin.settings import ALL_PHASES, PHASES, resolve
 from healthcheck.fabric.sampler import CounterSampler, perfquery_argv
 from healthcheck.core.model import Status

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from healthcheck.cli.fabric import fabric as fabric_cli
 from healthcheck.fabric.compare import compare
 from healthcheck.fabric.design import DEFAULT_HCA_REGEX, DesignError, generate_design, hca_identity, load_design
-from healthcheck.fabric.graph import Device, End, Fabric, Link
+from healthcheck.core.fabricgraph import Device, End, Fabric, Link
 from healthcheck.fabric.hcaregex import MAX_CHOICES, MAX_DESCRIPTION, hca_regex_problem, match_description
 from healthcheck.parsers.ibnetdiscover import parse_ibnetdiscover
 from tests.conftest import FIXTURES

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from healthcheck.checks.host import versions as versions_check
 from healthcheck.cli.fabric_node import consistency
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.core.model import Snapshot, Verdict
 from healthcheck.output.render import render
 

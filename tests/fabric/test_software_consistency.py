@@ -8,7 +8,7 @@ import json
 import pytest
 
 from healthcheck.checks.host import versions as versions_check
-from healthcheck.pipeline.expectations import Expectations
+from healthcheck.core.expectations import Expectations
 from healthcheck.fabric import software
 from healthcheck.fabric.software import NodeFacts, Settings, check_consistency, node_facts
 from healthcheck.core.model import Snapshot, Verdict

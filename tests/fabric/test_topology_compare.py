@@ -8,7 +8,7 @@ import pytest
 
 from healthcheck.fabric.compare import compare
 from healthcheck.fabric.design import generate_design, load_design
-from healthcheck.fabric.graph import End
+from healthcheck.core.fabricgraph import End
 from healthcheck.parsers.ibnetdiscover import parse_ibnetdiscover
 from tests.conftest import FIXTURES, corpus_params
 from tests.fabric.topology_build import golden, render_plain, render_ports, replace

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from healthcheck.fabric.graph import End
+from healthcheck.core.fabricgraph import End
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.ibnetdiscover import MAX_LINE_CHARS, parse_ibnetdiscover
 from tests.conftest import CORPUS, FIXTURES, corpus_params

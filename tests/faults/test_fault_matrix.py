@@ -15,7 +15,7 @@ from healthcheck.parsers.ibstat import parse_ibstat
 from healthcheck.parsers.kernel_log import parse_kernel_log
 from healthcheck.pipeline.judge import judge
 from healthcheck.slurm.policy import decide
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 from healthcheck.policies.xid import load_xid_policy
 from tests.checks import gpu_builders
 from tests.conftest import CORPUS, FIXTURES, ROOT, corpus_params

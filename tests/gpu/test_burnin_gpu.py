@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from healthcheck.burnin import references  # noqa: E402
+from healthcheck.policies import references  # noqa: E402
 from healthcheck.burnin.backends import TorchBackend  # noqa: E402
 from healthcheck.burnin.bandwidth import run_hbm_copy, run_pcie  # noqa: E402
 from healthcheck.burnin.gemm import plain_matmul_tflops, run_gemm  # noqa: E402

@@ -236,7 +236,7 @@ def test_probe_modules_are_imported_before_the_threads_and_a_broken_one_stays_th
 
     from healthcheck.probes import live
 
-    monkeypatch.setitem(live._PROBE_MODULES, "storage", "no_such_probe_module")
+    monkeypatch.setitem(live.PROBE_MODULES, "storage", "no_such_probe_module")
     monkeypatch.setattr(live, "_storage", lambda opts: __import__("healthcheck.probes.no_such_probe_module"))
     monkeypatch.delitem(sys.modules, "healthcheck.probes.host_counters", raising=False)
     seen, run_bounded = [], live.run_bounded

@@ -21,7 +21,8 @@ from typing import Any, Callable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healthcheck.burnin import references, settings as burnin_settings
+from healthcheck.burnin import settings as burnin_settings
+from healthcheck.policies import references
 from healthcheck.config import ConfigError, loads
 from healthcheck.core.model import GpuInfo, IbPort, KernelEvent, NvLink
 from healthcheck.parsers import ParseError, dcgmi, fio, ibstat, kernel_log, nccl_tests, nvidia_smi, nvlink

@@ -156,7 +156,7 @@ def test_a_deeply_nested_parse_cache_entry_is_a_miss(tmp_path, monkeypatch):
 
 
 def test_a_fifo_references_file_is_refused(tmp_path):
-    from healthcheck.burnin.references import ReferencesError, load as load_references
+    from healthcheck.policies.references import ReferencesError, load as load_references
 
     fifo = tmp_path / "refs.toml"
     os.mkfifo(fifo, 0o600)
@@ -240,7 +240,7 @@ def test_the_settings_validators_refuse_nan_infinity_and_huge(value):
     from dataclasses import fields
 
     from healthcheck.burnin import settings as burnin
-    from healthcheck.slurm import settings as slurm
+    from healthcheck.config import slurm_settings as slurm
     from healthcheck.sweep import settings as sweep
 
     numeric = lambda cls: [f.name for f in fields(cls) if type(f.default) in (int, float)]  # noqa: E731
@@ -265,7 +265,7 @@ def test_the_settings_validators_refuse_nan_infinity_and_huge(value):
     ("{ value = 100, unit = 'GB/s', lower = -inf }", "lower: must be a finite number"),
 ])
 def test_references_refuse_nan_infinity_and_absurd_values(entry, words):
-    from healthcheck.burnin.references import ReferencesError, merge
+    from healthcheck.policies.references import ReferencesError, merge
 
     with pytest.raises(ReferencesError) as info:
         merge(None, f"[sku.x]\nmatch = ['X']\nbw = {entry}\n", "refs.toml")
@@ -273,7 +273,7 @@ def test_references_refuse_nan_infinity_and_absurd_values(entry, words):
 
 
 def test_references_refuse_an_absurd_gpus_per_node():
-    from healthcheck.burnin.references import ReferencesError, merge
+    from healthcheck.policies.references import ReferencesError, merge
 
     with pytest.raises(ReferencesError, match=r"gpus_per_node: an integer in \[1, 1024\]"):
         merge(None, "[sku.x]\nmatch = ['X']\ngpus_per_node = 100000000\n", "refs.toml")
@@ -307,7 +307,7 @@ def test_an_integer_of_5000_digits_is_a_config_error():
 
 
 def test_references_nested_5000_deep_are_a_references_error():
-    from healthcheck.burnin.references import ReferencesError, merge
+    from healthcheck.policies.references import ReferencesError, merge
 
     with pytest.raises(ReferencesError, match="nested too deeply"):
         merge(None, "a = " + "[" * 5000 + "]" * 5000 + "\n", "refs.toml")

@@ -203,10 +203,10 @@ def _sweep_state(tmp_path, monkeypatch):
 
 
 def _sweep_json(tmp_path, monkeypatch):
-    from healthcheck.sweep.run import _write_json
+    from healthcheck.sweep.run import write_json
 
     target = str(private_dir(tmp_path / "results") / "sweep.json")
-    return target, [f"{target}.tmp.{os.getpid()}"], lambda: _write_json(target, {"sweep_id": "s1"})
+    return target, [f"{target}.tmp.{os.getpid()}"], lambda: write_json(target, {"sweep_id": "s1"})
 
 
 def _burnin_result(tmp_path, monkeypatch):

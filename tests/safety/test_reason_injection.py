@@ -24,7 +24,7 @@ from healthcheck.core.model import Finding, Status
 from healthcheck.parsers import dcgmi, nccl_tests
 from healthcheck.slurm.backend import ScontrolBackend
 from healthcheck.slurm.reasons import MAX_REASON, REASON_PREFIX
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 from healthcheck.safeio.subproc import Result
 from healthcheck.sweep.decide import NodeResult, decide
 from healthcheck.sweep.run import Sweeper

@@ -91,7 +91,8 @@ def test_a_references_file_others_can_write_is_refused_for_the_burnin(tmp_path):
 def test_a_fleet_digests_file_others_can_write_is_not_used(tmp_path):
     """Its verdicts drain nodes: as root, a fleet digests file others can write is refused (a WARN, the
     products compared within the node), and the same file made root's is used."""
-    from healthcheck.burnin import fleetfile, references
+    from healthcheck.burnin import fleetfile
+    from healthcheck.policies import references
     from healthcheck.burnin.node_run import NodeContext, _fleet_digests
     from healthcheck.burnin.settings import resolve
 

@@ -373,8 +373,8 @@ def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_o
         seen.update(uid=os.environ.get("SLURM_JOB_UID"), cwd=os.getcwd(), umask=os.umask(0o022), args=args)
         return {"findings": [], "counters": None, "facts": None, "events": [], "seen": dict(seen, args=None)}
 
-    monkeypatch.setattr(hooks, "_work", work)
-    monkeypatch.setattr(hooks, "_load", lambda path, node: (None, "exp"))
+    monkeypatch.setattr(hooks, "work", work)
+    monkeypatch.setattr(hooks, "load_config", lambda path, node: (None, "exp"))
     prepared = watchdog.prepare(agentwork.run_task)
     task = {"context": "epilog", "node": "n1", "config": "/nonexistent.toml", "job_id": "7", "state_dir": "/s",
             "started": "2026-12-03T00:00:00+00:00", "budget": 5.0, "acknowledged": [],
@@ -484,18 +484,18 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
     # in this process: what the child would adopt is recorded, not taken (it would clear the test's environment)
     monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: adopted.append((env, cwd, umask)))
     monkeypatch.setenv("SLURMD_NODENAME", "n1")
-    monkeypatch.setattr(hooks, "_load", lambda path, node: (None, exp))
+    monkeypatch.setattr(hooks, "load_config", lambda path, node: (None, exp))
     monkeypatch.setattr(hooks, "snapshot", lambda *args: probed.append(args) or f"snap{len(probed)}")
-    monkeypatch.setattr(hooks, "_work", lambda *args: used.append(args[-1]) or {})
+    monkeypatch.setattr(hooks, "work", lambda *args: used.append(args[-1]) or {})
     env = {"SLURMD_NODENAME": "n1", "PATH": "/usr/bin"}
     first = {"argv": ["epilog", "--config", "/etc/hc.toml"], "env": env, "cwd": str(tmp_path), "umask": 0o022,
              "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}
     ahead = agentwork.head_start(first)
-    assert len(probed) == 1 and probed[0][:5] == ("epilog", "n1", exp, hooks._default_settings().state_dir + "/n1",
+    assert len(probed) == 1 and probed[0][:5] == ("epilog", "n1", exp, hooks.default_settings().state_dir + "/n1",
                                                   first["started"])
-    assert 0 < probed[0][5] <= hooks._default_settings().budget("epilog")  # the probes' deadlines within it
+    assert 0 < probed[0][5] <= hooks.default_settings().budget("epilog")  # the probes' deadlines within it
     task = {"context": "epilog", "node": "n1", "config": "/etc/hc.toml", "job_id": "7", "started": first["started"],
-            "state_dir": hooks._default_settings().state_dir + "/n1", "budget": 5.0, "acknowledged": [],
+            "state_dir": hooks.default_settings().state_dir + "/n1", "budget": 5.0, "acknowledged": [],
             "env": env, "cwd": str(tmp_path), "umask": 0o022}
     agentwork.run_task(task, ahead)
     assert used == ["snap1"]  # the run's own probing, done ahead
@@ -505,7 +505,7 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
         agentwork.run_task({**task, **change}, ahead)
     agentwork.run_task(task, {**ahead, "exp": object()})  # the config reloaded since the head start
     agentwork.run_task(task, None)
-    assert used[1:] == [None] * 7  # each of those probes for itself (hooks._work with no snapshot)
+    assert used[1:] == [None] * 7  # each of those probes for itself (hooks.work with no snapshot)
     assert adopted[0] == (env, str(tmp_path), 0o022)  # the head start probed in the hook's context
     # the head start's context stands whatever its snapshot does (the same hook's); without one, the run
     # takes the context itself
@@ -516,13 +516,13 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
 
 def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
     from healthcheck.slurm import agentwork, hooks
-    from healthcheck.slurm.settings import SlurmSettings
+    from healthcheck.config.slurm_settings import SlurmSettings
 
     class Config:
         slurm = SlurmSettings(prolog_mode="fast")
 
     monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: None)  # the test's environment kept
-    monkeypatch.setattr(hooks, "_load", lambda path, node: (Config(), object()))
+    monkeypatch.setattr(hooks, "load_config", lambda path, node: (Config(), object()))
     monkeypatch.setattr(hooks, "snapshot", lambda *args: pytest.fail("the fast prolog probed ahead"))
     first = {"argv": ["prolog"], "env": {"SLURMD_NODENAME": "n1"}, "cwd": str(tmp_path), "umask": 0o022,
              "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}

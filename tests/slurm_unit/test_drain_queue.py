@@ -19,7 +19,7 @@ from healthcheck.slurm import actions, ledger, pending
 from healthcheck.slurm.backend import SlurmError, SlurmUnreachable
 from healthcheck.slurm.nodestate import NodeState
 from healthcheck.slurm.pending import PendingAction, queue, take_all
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 
 REASON = "healthcheck: gpu.xid gpu0: Xid 79 (GPU has fallen off the bus) x1 on 0000:18:00.0 [run run-1]"
 EVENTS = ["boot-a|100.000000|0000:18:00.0|xid|79"]

@@ -71,7 +71,7 @@ def test_a_healthy_check_writes_the_gate_and_the_prolog_starts_the_job_on_it(sit
 def _full_prolog_ran(config, cache) -> bool:
     proc, mods = run_hook("prolog", config, cache)
     assert proc.returncode == 0, proc.stderr
-    return "healthcheck.pipeline.judge" in mods
+    return "healthcheck.slurm.watchdog" in mods  # the full prolog judges in a watchdog child; the fast one never forks
 
 
 @pytest.mark.parametrize("change", ["config edited", "gpu gone from the bus", "ib port down", "pending action",
@@ -116,7 +116,7 @@ def test_a_failing_check_removes_the_gate(site, bundles):  # noqa: F811
     proc, _ = run_hook("slurm-check", config, cache, job=None)
     assert not gate_file(cache).exists()
     proc, mods = run_hook("prolog", config, cache)
-    assert proc.returncode == 1 and "healthcheck.pipeline.judge" in mods  # the full prolog judged and failed it
+    assert proc.returncode == 1 and "healthcheck.slurm.watchdog" in mods  # the full prolog judged and failed it
 
 
 def test_full_mode_never_writes_a_gate(tmp_path, bundles):  # noqa: F811

@@ -139,11 +139,11 @@ def test_a_bug_of_ours_never_drains(tmp_path, bundles, monkeypatch, capsys):
     from healthcheck.slurm import hooks
 
     config = write_config(tmp_path, str(bundles / "healthy"))
-    monkeypatch.setattr(hooks, "_load", lambda *a: (_ for _ in ()).throw(ZeroDivisionError("boom")))
+    monkeypatch.setattr(hooks, "load_config", lambda *a: (_ for _ in ()).throw(ZeroDivisionError("boom")))
     monkeypatch.setenv("SLURMD_NODENAME", "node1")
     # _load's failure is the config path: logged as "config not used"; break a later step too
     assert hooks.guarded_main(["prolog", "--config", str(config)]) == 0
-    monkeypatch.setattr(hooks, "_load", lambda *a: (None, __import__("healthcheck.config").config.default_expectations()))
+    monkeypatch.setattr(hooks, "load_config", lambda *a: (None, __import__("healthcheck.config").config.default_expectations()))
     monkeypatch.setattr(hooks, "_findings_of", lambda *a: (_ for _ in ()).throw(KeyError("bug")))
     assert hooks.guarded_main(["prolog", "--config", str(config)]) == 0
     assert "internal error, nothing judged: KeyError" in capsys.readouterr().err
@@ -211,5 +211,5 @@ def test_the_hooks_child_leaves_nvmls_session_to_its_exit(tmp_path, monkeypatch)
 
     monkeypatch.setattr(acquire, "snapshot_for", snapshot_for)
     with pytest.raises(Stop):
-        hooks._work("prolog", "n1", default_expectations(), None, "1", str(tmp_path), "2026-12-04T00:00:00+00:00", 5.0)
+        hooks.work("prolog", "n1", default_expectations(), None, "1", str(tmp_path), "2026-12-04T00:00:00+00:00", 5.0)
     assert seen["nvml_close"] is False

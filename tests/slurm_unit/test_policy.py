@@ -7,7 +7,7 @@ from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.slurm.nodestate import NodeState
 from healthcheck.slurm.policy import decide
 from healthcheck.slurm.reasons import is_ours, make_reason_multi
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 
 FAIL = [Finding("gpu.ecc.uncorrected", Status.FAIL, "uncorrected ECC errors: volatile 2", "gpu3")]
 ERROR = [Finding("gpu.xid", Status.ERROR, "cannot judge: kernel_events probe failed")]

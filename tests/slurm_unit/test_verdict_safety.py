@@ -17,7 +17,7 @@ from healthcheck.slurm.backend import ScontrolBackend, SlurmUnreachable
 from healthcheck.slurm.draincap import cap_for, held_back
 from healthcheck.slurm.nodestate import NodeState
 from healthcheck.slurm.pending import REJECTED, PendingAction, queue, take_valid
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 from tests.checks.gpu_builders import only, run, snapshot, xid
 
 REASON = "healthcheck: gpu.xid gpu0: Xid 79 (GPU has fallen off the bus) x1 on 0000:18:00.0"
@@ -378,7 +378,7 @@ def test_the_config_is_loaded_under_a_timer(monkeypatch):
     hook gives up at its timer and judges nothing."""
     from healthcheck.slurm import hooks
 
-    monkeypatch.setattr(hooks, "_load", lambda path, node: time.sleep(30))
+    monkeypatch.setattr(hooks, "load_config", lambda path, node: time.sleep(30))
     start = time.monotonic()
     with pytest.raises(TimeoutError, match="not loaded within"):
         hooks._load_within("/etc/healthcheck/site.toml", "node1", 0.3)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from healthcheck.config import Config
 from healthcheck.slurm.nodestate import NodeState
-from healthcheck.slurm.settings import SlurmSettings
+from healthcheck.config.slurm_settings import SlurmSettings
 from healthcheck.sweep.run import Sweeper
 from healthcheck.sweep.settings import resolve
 

@@ -6,7 +6,7 @@ pending remaps, width below the device's own max, ...).
 """
 from __future__ import annotations
 
-from ..core.struct import record as dataclass, field
+from .struct import record as dataclass, field
 if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any  # noqa: F401
 
