@@ -12,7 +12,7 @@ apt_install slurm-wlm munge chromium || echo "warning: could not install slurm-w
 # skips, without the package).
 apt_install postgresql || echo "warning: could not install postgresql" >&2
 # promtool (Debian's prometheus package) lints our exposition and the example alert rules
-# (tests/integrations); the Prometheus server itself is not started.
+# (tests/output); the Prometheus server itself is not started.
 apt_install_no_start prometheus || echo "warning: could not install prometheus (promtool)" >&2
 # The burn-in's torch backend, run on the CPU (tests/burnin/test_torch_cpu.py). Opt-in: from PyPI a
 # plain torch is a CUDA build of several GB; CI's package index serves the 2.13.0 CPU build.

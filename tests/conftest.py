@@ -28,3 +28,10 @@ def corpus_params(subdir: str, pattern: str = "*"):
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+# The real local Slurm cluster (tests/slurmcluster.py): its fixtures and the hook that gives every test
+# using them the `slurm` marker, for the tests of every subject that need a cluster (slurm, burnin,
+# sweep, drill).
+from tests.slurmcluster import (  # noqa: E402,F401 - fixtures and a hook, found by pytest by name
+    pytest_collection_modifyitems, slurm_cluster, slurm_cluster_factory)

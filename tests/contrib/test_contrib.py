@@ -99,7 +99,7 @@ def test_h100_example_judges_a_healthy_h100_node(node_verdicts):
 
 
 def make_node(root: Path, faults: SysfsFaults | None = None, kernel_log: str = KERNEL_LOG) -> LiveOptions:
-    """A fake HGX H100 node (sysfs/proc trees, fake NVML), as tests/integration/test_bundles.py builds."""
+    """A fake HGX H100 node (sysfs/proc trees, fake NVML), as tests/bundles/test_bundles.py builds."""
     build_sysfs(root / "sys", faults=faults)
     build_sys(root / "sys", hcas={}, cpu_topology=False, nvidia_driver="550.90.07")
     build_proc(root / "proc", hostname="gpu017", nvidia_driver="550.90.07")

@@ -186,7 +186,7 @@ NOT_HEALTHY = {
     "nvidia-smi/q-text-h800-525.105.17-gpu0-fabric-completed.txt":
         ("gpu.ecc.mode", "ECC disabled on a datacenter GPU (H800): gpu.ecc.mode FAILs by design"),
     "nvidia-smi/q-x-geforce-gtx1070-384.66-mining-pcie-x1-of-x16-2of6gpus.xml":
-        ("gpu.pcie.link", "mining risers: x1 of x16 is a downtrained width (tests/integration CORPUS_FAULTS)"),
+        ("gpu.pcie.link", "mining risers: x1 of x16 is a downtrained width (tests/bundles CORPUS_FAULTS)"),
 }
 
 

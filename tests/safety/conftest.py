@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from healthcheck.bundles.collect import collect_bundle
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 
 @pytest.fixture(scope="package")

@@ -279,7 +279,7 @@ def test_no_writer_writes_through_a_link_at_its_temporary_name_or_its_target(tmp
 
 @pytest.fixture(scope="module")
 def live_node(tmp_path_factory):
-    from tests.integration.test_bundles import make_node
+    from tests.bundles.test_bundles import make_node
 
     return make_node(tmp_path_factory.mktemp("planted-node"))
 

@@ -2,7 +2,7 @@
 Slurm hook with a config others can write (or another user owns) judges nothing and drains nothing, and
 says which file and which fix; the same config made root's drains the failing node, proving the
 refusal is what held the drain back. The burn-in's references file is refused the same way.
-(tests/core/test_safety.py covers check_trusted itself and the Xid policy file.)"""
+(tests/safeio/test_trust.py covers check_trusted itself and the Xid policy file.)"""
 from __future__ import annotations
 
 import os

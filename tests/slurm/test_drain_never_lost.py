@@ -7,7 +7,7 @@ a non-transient SlurmError) or runs the real scontrol. Before the fix: the hung 
 "drained by us" for a drain that was only queued; the next run dropped the queued drain (held by the
 drain cap, or refused once); the run after saw the node in service, took it for an admin's resume and
 acknowledged the Xid for good: the node was never drained for it. The same steps with a fake backend:
-tests/slurm_unit/test_drain_queue.py."""
+tests/slurm/test_drain_queue.py."""
 from __future__ import annotations
 
 import json

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import ROOT, SCRIPT, SlurmCluster, parse_node_line
+from tests.slurmcluster import ROOT, SCRIPT, SlurmCluster, parse_node_line
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 CAPTURE = os.environ.get("HEALTHCHECK_SLURM_CAPTURE") == "1"

@@ -19,7 +19,7 @@ import pytest
 
 from healthcheck.bundles.collect import collect_bundle
 from healthcheck.slurm.nodestate import parse_scontrol_nodes
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2", "node3", "node4")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from healthcheck.slurm import door, install
-from tests.slurm_unit.test_agent import agent, env_for, results, runs, start_agent, stop  # noqa: F401 - a fixture
-from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
+from tests.slurm.test_agent import agent, env_for, results, runs, start_agent, stop  # noqa: F401 - a fixture
+from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 NO_PYTHON = "/nonexistent/python"  # a hook rendered with it can only succeed through the door
 

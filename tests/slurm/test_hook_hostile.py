@@ -8,7 +8,7 @@ import os
 import time
 
 from healthcheck.slurm.pending import REJECTED
-from tests.slurm_unit.test_hooks import bundles, hook, spool, write_config  # noqa: F401 - fixture
+from tests.slurm.test_hooks import bundles, hook, spool, write_config  # noqa: F401 - fixture
 
 REASON = "healthcheck: gpu.ecc.uncorrected gpu3: uncorrected ECC errors [run 0123456789ab]"
 

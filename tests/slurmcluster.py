@@ -1,4 +1,5 @@
-"""The `slurm_cluster` fixture: a real 4-node Slurm cluster on localhost for the tests.
+"""The real 4-node Slurm cluster on localhost for the tests (`slurm_cluster`, `slurm_cluster_factory`;
+registered for every subject by tests/conftest.py).
 
 It runs scripts/local-slurm-cluster (Debian's slurm-wlm + munge: one munged, one slurmctld, one
 `slurmd -N nodeK` per node, all state under a pytest tmp dir). Slurm commands reach it through
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "local-slurm-cluster"
 LIB = ROOT / "scripts" / "lib.sh"
 NODE_COUNT = 4

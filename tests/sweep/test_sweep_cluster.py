@@ -15,7 +15,7 @@ import pytest
 
 from healthcheck.bundles.collect import collect_bundle
 from healthcheck.slurm.nodestate import parse_scontrol_nodes
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 pytestmark = pytest.mark.slurm
 

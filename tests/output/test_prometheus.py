@@ -23,7 +23,7 @@ from healthcheck.output.prometheus import (FAMILIES, NOT_EXPORTED, STATUS_CODE, 
 from healthcheck.pipeline.judge import judge
 from tests.checks import gpu_builders
 from tests.conftest import FIXTURES, ROOT, corpus_params
-from tests.integrations.promtext import lint_names, parse, promtool, promtool_check_metrics
+from tests.output.promtext import lint_names, parse, promtool, promtool_check_metrics
 
 STARTED = "2026-12-01T00:00:00+00:00"
 SMI_XML = FIXTURES / "nvidia-smi" / "q-x-h100-sxm-8gpu-565.57.01-healthy.xml"

@@ -21,7 +21,7 @@ from healthcheck.bundles.collect import collect_bundle
 from healthcheck.parsers import nccl_tests
 from tests.burnin import nccl_double
 from tests.conftest import CORPUS, FIXTURES
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 pytestmark = pytest.mark.slurm
 

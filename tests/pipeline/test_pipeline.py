@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from healthcheck.bundles.collect import collect_bundle
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 
 def run(*argv: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:

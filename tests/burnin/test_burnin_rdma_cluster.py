@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.bundles.collect import collect_bundle
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 pytestmark = pytest.mark.slurm
 

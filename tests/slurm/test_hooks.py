@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.bundles.collect import collect_bundle
-from tests.integration.test_bundles import make_node
+from tests.bundles.test_bundles import make_node
 
 HEAVY = ("pandas", "sqlalchemy", "numpy", "rich", "click")
 

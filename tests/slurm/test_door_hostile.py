@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from healthcheck.slurm import agentclient, door, install
 from healthcheck.slurm.backend_base import slurm_env, untrusted_conf
-from tests.slurm_unit.test_agent import agent, env_for, fake_agent, runs, start_agent, stop  # noqa: F401 - a fixture
-from tests.slurm_unit.test_door import NO_PYTHON, FakeAgent, hook_script, run_hook
-from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
+from tests.slurm.test_agent import agent, env_for, fake_agent, runs, start_agent, stop  # noqa: F401 - a fixture
+from tests.slurm.test_door import NO_PYTHON, FakeAgent, hook_script, run_hook
+from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a process of another user, chown")

@@ -17,7 +17,7 @@ import pytest
 from healthcheck.slurm import agentclient
 from healthcheck.slurm.agent import Fingerprint
 from healthcheck.slurm.install import package_path
-from tests.slurm_unit.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
+from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 # the installed scripts' lines (healthcheck/slurm/templates/prolog.sh), run as they are: python -IS

@@ -1,1 +1,0 @@
-"""Unit tests of healthcheck.slurm (no Slurm daemons needed)."""
