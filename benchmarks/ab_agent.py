@@ -59,7 +59,7 @@ def main() -> None:
                 (work / f"{side}.toml").write_text((work / "default.toml").read_text())
                 logs[side] = open(work / f"{side}.log", "w")
                 code = (f"import sys; sys.path.insert(0, {str(tree)!r}); "
-                        "from healthcheck.slurm.agent import main; sys.exit(main())")
+                        "from healthcheck.agent.main import main; sys.exit(main())")
                 agents[side], sock = bench_prolog.start_agent(work, side, env, argv=[sys.executable, "-I", "-c", code],
                                                               stderr=logs[side])
                 hooks[side] = bench_prolog.wrapper(work, f"ab-{side}", work / f"{side}.toml", sock)

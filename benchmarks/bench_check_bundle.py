@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 def build_bundles(work: Path) -> dict[str, Path]:
     from healthcheck.bundles.collect import collect_bundle
-    from tests.integration.test_bundles import HEALTHY_XML, make_node
+    from tests.bundles.test_bundles import HEALTHY_XML, make_node
 
     node = make_node(work / "node")
     nvml_bundle, _ = collect_bundle(str(work / "bundle-nvml"), options=node)

@@ -1,7 +1,7 @@
 """Measure the prolog hook as slurmd runs it, interleaved with the bare interpreter and, given one, LBNL NHC.
 
 Setup (reproducible, from the project's fixtures): the prolog wrapper rendered from the package's own
-template (healthcheck/slurm/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it: a
+template (healthcheck/deploy/templates/prolog.sh, as `healthcheck slurm install-hooks` writes it: a
 bash script), executed as slurmd executes a hook (its path, the kernel reading its #! line),
 SLURMD_NODENAME and SLURM_JOB_ID set, in its own process group.
 The drain backend is never called on a healthy node; the spool record is written (with fsync) as in
@@ -22,7 +22,7 @@ Cases, run round-robin (one of each per round, >= 20 rounds) so machine noise hi
                          RPC to slurmctld (milliseconds on a real cluster) is not in the figure
   ... through the agent  the default and 8-GPU cases with the node's warm agent listening (started as its
                          systemd unit starts it): the hook's bash hands its work to a worker forked from
-                         it, at the agent's door (healthcheck/slurm/door.py). The cases above run with
+                         it, at the agent's door (healthcheck/agent/door.py). The cases above run with
                          no agent (no door: the hook's bash runs its Python client, whose connect fails,
                          and the hook runs in that process: an install without the agent)
   ... the agent's socket the prolog through the agent as the hooks reached it before the door: the
@@ -82,7 +82,7 @@ DOOR_FLOOR = "prolog hook at a stand-in door answering at once (the door's floor
 def wrapper(work: Path, name: str, config: Path, agent: Path, hook: str = "prolog.sh",
             python: str = sys.executable) -> Path:
     """The installed hook ``hook`` for ``config`` and the agent socket ``agent``, rendered by the package."""
-    from healthcheck.slurm.install import package_path, render
+    from healthcheck.deploy.install import package_path, render
 
     path = work / f"{name}.sh"
     path.write_text(render(hook, python=python, config=str(config), agent=str(agent),
@@ -106,14 +106,14 @@ def wait_for_files(proc, paths: list, what: str, timeout_s: float = 60) -> None:
 def start_agent(work: Path, name: str, env: dict[str, str], argv: list[str] | None = None,
                 stderr=None):
     """The warm agent for config ``name``, as its systemd unit starts it (``argv``: the command that
-    starts it, default ``python -I -m healthcheck.slurm.agent``); (process, socket)."""
+    starts it, default ``python -I -m healthcheck.agent.main``); (process, socket)."""
     import subprocess
     import time
 
-    from healthcheck.slurm.door import paths_for
+    from healthcheck.agent.door import paths_for
 
     sock = work / f"run-{name}" / "agent.sock"
-    proc = subprocess.Popen([*(argv or [sys.executable, "-I", "-m", "healthcheck.slurm.agent"]), "--socket",
+    proc = subprocess.Popen([*(argv or [sys.executable, "-I", "-m", "healthcheck.agent.main"]), "--socket",
                              str(sock), "--config", str(work / f"{name}.toml")], env=env, cwd="/",
                             stdout=subprocess.DEVNULL, stderr=stderr or subprocess.DEVNULL)
     wait_for_files(proc, [sock, *paths_for(str(sock))], f"the agent for {name} (socket, door and pid file)")
@@ -152,7 +152,7 @@ def start_door_floor(work: Path, env: dict[str, str]):
     measured on its fallback. Returns (process, hook)."""
     import subprocess
 
-    from healthcheck.slurm.door import paths_for
+    from healthcheck.agent.door import paths_for
 
     sock = work / "run-floor" / "agent.sock"
     proc = subprocess.Popen([sys.executable, "-I", str(ROOT / "benchmarks" / "door_floor.py"), str(sock)], env=env,
@@ -164,7 +164,7 @@ def start_door_floor(work: Path, env: dict[str, str]):
 
 def setup(work: Path) -> dict[str, Path]:
     from healthcheck.bundles.collect import collect_bundle
-    from tests.integration.test_bundles import make_node
+    from tests.bundles.test_bundles import make_node
 
     node = make_node(work / "node")
     full, _ = collect_bundle(str(work / "full"), options=node)
@@ -198,7 +198,7 @@ def setup(work: Path) -> dict[str, Path]:
 def fast_gate(work: Path, env: dict[str, str]) -> str | None:
     """Write the fast prolog's gate with one healthy HealthCheckProgram run; the reason when it cannot."""
     argv = [sys.executable, "-I", "-c",
-            "from healthcheck.slurm.hooks import run; run()",
+            "from healthcheck.hook.run import run; run()",
             "slurm-check", "--config", str(work / "fast.toml")]
     try:
         run_once(argv, env)
@@ -278,7 +278,7 @@ def main() -> None:
                "SLURM_JOB_USER": "alice",
                "HEALTHCHECK_CACHE_DIR": f"{tmp}/cache"}
         wrappers = setup(work)
-        from healthcheck.slurm.install import python_part
+        from healthcheck.deploy.install import python_part
 
         cases = {INTERPRETER: ([py, "-I", "-c", "pass"], env),
                  SOCKET: ([py, "-IS", "-c", python_part(wrappers["default-agent"].read_text()), "prolog"], env),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from healthcheck.slurm import door  # noqa: E402
+from healthcheck.agent import door  # noqa: E402
 
 
 def _stop(_signum, _frame):

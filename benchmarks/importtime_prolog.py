@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-ENTRY = "from healthcheck.slurm.hooks import run; run()"
+ENTRY = "from healthcheck.hook.run import run; run()"
 
 
 def parse(stderr: str) -> dict[str, tuple[int, int]]:

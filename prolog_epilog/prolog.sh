@@ -1,12 +1,12 @@
 #!/bin/bash
 # healthcheck prolog hook for slurm.conf; slurmd runs it as root. Written by `healthcheck slurm install-hooks`
-# from the template shipped in the package (healthcheck/slurm/templates/prolog.sh): do not edit, re-install.
+# from the template shipped in the package (healthcheck/deploy/templates/prolog.sh): do not edit, re-install.
 hook=prolog
-# What follows is the same in the three hooks (healthcheck/slurm/templates/client.bash).
+# What follows is the same in the three hooks (healthcheck/deploy/templates/client.bash).
 # With the node's agent up (healthcheck-agent.service: its pid file names a live process), this bash
 # process hands the hook to it through its door, a FIFO beside its socket that only root can write:
 # one request line naming this process (its pid and its start time) and a pipe it holds, into which a
-# worker the agent forked ahead answers (see healthcheck/slurm/door.py). No interpreter starts for a hook
+# worker the agent forked ahead answers (see healthcheck/agent/door.py). No interpreter starts for a hook
 # the agent takes. The door and the pid file must be root's, and the pid file's "PID START" must name a
 # live agent that is not stopped (a pid reused by another process, or a stopped agent behind a full door,
 # is passed over at once). Without the agent, or when it gives no answer within a second, the Python
@@ -69,10 +69,10 @@ exec /opt/healthcheck/.venv/bin/python -IS -c '
 import sys
 sys.path.append("/opt/healthcheck/.venv/lib/python" + str(sys.version_info[0]) + "." + str(sys.version_info[1]) + "/site-packages")
 try:
-    from healthcheck.slurm.agentclient import run
+    from healthcheck.hook.client import run
 except ImportError:
     import site
     site.main()
-    from healthcheck.slurm.agentclient import run
+    from healthcheck.hook.client import run
 run([sys.argv[1], "--config", "/etc/healthcheck/healthcheck.toml", "--agent", "/run/healthcheck/agent.sock"], *sys.argv[2:3])
 ' "$hook" "$t0"

@@ -4,7 +4,7 @@ to another package of the same layer; every package is in exactly one layer (a n
 here); and no module uses a private name (``_x``) of another module, imported or as ``module._x``.
 
 Imports inside functions count (the graph of ``tests/test_import_graph.py``, which also asserts there is
-no circle). A package is the first level below ``healthcheck`` (``healthcheck.slurm.hooks`` is in
+no circle). A package is the first level below ``healthcheck`` (``healthcheck.hook.run`` is in
 ``slurm``); the root package ``healthcheck`` itself (its version) counts as the bottom layer.
 """
 from __future__ import annotations
@@ -21,8 +21,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),                 # the command line: the only importer of click
     ("sweep",),               # the nightly sweep: burn-in, report, Slurm and history together
     ("drill", "report"),      # fault drills on a cluster; the readiness report
-    ("burnin",),              # GEMM, bandwidth, DCGM, nccl-tests and the job step that judges them
-    ("slurm",),               # the hooks, the resident agent and the Slurm library
+    ("deploy", "burnin"),     # install-hooks; GEMM, bandwidth, DCGM, nccl-tests and the job step that judges them
+    ("agent",),               # the resident agent that serves the hooks
+    ("hook",),                # what slurmd runs: Prolog, Epilog, HealthCheckProgram
+    ("slurm",),               # the Slurm library the hook, burn-in, sweep and drill share
     ("history",),             # the run history: schema, migrations, ingest, frames
     ("analysis",),            # pandas analyses of those frames
     ("fabric",),              # the InfiniBand fabric against its design; counters; node topology
@@ -36,6 +38,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("safeio",),              # safe file and subprocess I/O
     ("core", ""),             # the shared vocabulary; "" is the root package healthcheck
 ]
+
+# Old module paths kept for what an earlier release installed on the nodes (hooks and the agent's unit):
+# each only forwards to its new home, and nothing in the package imports it.
+FORWARDERS = {
+    "healthcheck.slurm.agentclient": "healthcheck.hook.client",
+    "healthcheck.slurm.hooks": "healthcheck.hook.run",
+    "healthcheck.slurm.agent": "healthcheck.agent.main",
+}
 
 
 def package_of(module: str) -> str:
@@ -60,6 +70,8 @@ def layer_problems(graph: Graph, layers: list[tuple[str, ...]]) -> list[str]:
     for package in sorted(packages - set(index)):
         problems.append(f"package {package!r} is in no layer: place it in LAYERS")
     for a, targets in sorted(graph.edges.items()):
+        if a in FORWARDERS:
+            continue
         pa = package_of(a)
         for b, uses in sorted(targets.items()):
             pb = package_of(b)
@@ -126,6 +138,18 @@ def test_imports_go_down_the_layers(graph):
 def test_no_module_uses_another_modules_private_names(graph):
     found = private_name_uses(graph.modules)
     assert not found, "private names used across modules (make them public, or move the code):\n" + "\n".join(found)
+
+
+def test_forwarders_only_forward_and_nothing_imports_them(graph):
+    for old, new in FORWARDERS.items():
+        tree = ast.parse(graph.modules[old].read_text(encoding="utf-8"))
+        body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+        imports = [node for node in body if isinstance(node, ast.ImportFrom)]
+        assert len(imports) == 1 and _resolve(old, False, imports[0]) == new, old
+        rest = [node for node in body if node is not imports[0]]
+        assert all(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in rest), old
+    importers = sorted(f"{a} -> {b}" for a, targets in graph.edges.items() for b in targets if b in FORWARDERS)
+    assert not importers, "the package imports a forwarder instead of the module's new home:\n" + "\n".join(importers)
 
 
 def test_the_top_level_holds_packages_only():

@@ -126,7 +126,7 @@ def gpu_stalled(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     before any idle reading (an H100 SXM idles at 60-75 W of 700 W and draws several hundred under any
     real kernel). WARN naming the job and its processes (``fail`` true: FAIL): a stalled collective is
     most often the victim of a peer rank or the network, so by default it does not drain this node.
-    The samples are kept between runs in the state directory (healthcheck.slurm.gpu_samples);
+    The samples are kept between runs in the state directory (healthcheck.hook.gpu_samples);
     SKIP where there is no history (any context but HealthCheckProgram, or the first runs).
     """
     name = "gpu.stalled"

@@ -5,7 +5,7 @@ import click
 
 
 from .common import Unavailable, UsageFailure
-from ..slurm.agentclient import DEFAULT_SOCKET
+from ..hook.client import DEFAULT_SOCKET
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -42,7 +42,7 @@ def slurm_install_hooks(prefix, config_path, python, slurm_conf, agent_socket, n
     Example:
       healthcheck slurm install-hooks --prefix /etc/healthcheck/hooks --config /etc/healthcheck/healthcheck.toml
     """
-    from ..slurm import install
+    from ..deploy import install
 
     from ..config import ConfigError, load
 

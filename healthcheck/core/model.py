@@ -153,7 +153,7 @@ class GpuProcess:
 @dataclass
 class GpuSample:
     """One earlier reading of a GPU by HealthCheckProgram, kept between runs in the state directory
-    (``healthcheck.slurm.gpu_samples``): what ``gpu.stalled`` judges over consecutive runs."""
+    (``healthcheck.hook.gpu_samples``): what ``gpu.stalled`` judges over consecutive runs."""
     taken_at: str  # ISO 8601 UTC
     utilization_gpu_pct: float | None = None
     power_draw_w: float | None = None
@@ -241,7 +241,7 @@ class GpuInfo:
     sram_sources: dict[str, int] | None = None
     # HealthCheckProgram only (None elsewhere): this GPU's earlier readings, oldest first, the current
     # one last, and the lowest power it drew with no compute process (its idle power), both kept in the
-    # state directory between runs by healthcheck.slurm.gpu_samples.
+    # state directory between runs by healthcheck.hook.gpu_samples.
     samples: list[GpuSample] | None = None
     idle_power_w: float | None = None
     # Fields the tool answered with an error instead of a value: field name -> the tool's words

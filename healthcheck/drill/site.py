@@ -18,7 +18,7 @@ import stat
 from ..spool import store as spool
 from ..safeio import subproc
 from ..safeio.atomic import atomic_write
-from ..slurm.install import install_hooks
+from ..deploy.install import install_hooks
 from ..config.topology import MAX_GROUP_NODES, nodeset_size_bound
 from .cluster import DrillError, check_node
 

@@ -397,7 +397,7 @@ def conf_lines(text: str) -> dict[str, str]:
 
 
 def test_slurm_snippet_matches_the_hooks_documentation():
-    from healthcheck.slurm.install import slurm_conf_lines
+    from healthcheck.deploy.install import slurm_conf_lines
 
     text = (CONTRIB / "slurm" / "slurm.conf.snippet").read_text()
     snippet = conf_lines(text)

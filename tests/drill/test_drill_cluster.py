@@ -73,8 +73,8 @@ def test_drill_hung_gpu_keeps_the_prolog_budget_and_drains_for_the_hang(tmp_path
     assert 0 < s["detect_s"] <= s["drain_s"] <= s["requeue_s"] and s["resume_s"] > 0, s
     assert site.hung == [] and "[class.hung]" not in open(site.config).read()  # repaired
     _recorded(site, "hung-gpu")
-    raw.wait_for(lambda: not _live_processes("healthcheck.slurm.hooks"), 15,
-                 message=lambda: f"hook processes left: {_live_processes('healthcheck.slurm.hooks')}")
+    raw.wait_for(lambda: not _live_processes("healthcheck.hook.run"), 15,
+                 message=lambda: f"hook processes left: {_live_processes('healthcheck.hook.run')}")
 
 
 def test_drill_node_death_requeues_the_job_and_the_node_comes_back(tmp_path, slurm_cluster_factory,

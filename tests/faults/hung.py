@@ -1,4 +1,4 @@
-"""A hung probe in the prolog: run the real hook (``python -I -m healthcheck.slurm.hooks prolog``) as
+"""A hung probe in the prolog: run the real hook (``python -I -m healthcheck.hook.run prolog``) as
 slurmd would, against a sysfs tree whose GPU ``vendor`` file is a FIFO (a read that never returns, as
 a wedged device's sysfs file does), and return the findings it recorded in its spool."""
 from __future__ import annotations
@@ -29,7 +29,7 @@ def hung_prolog(root: Path) -> list[Finding]:
     env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "gpu017", "SLURM_JOB_ID": "4242",
            "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "51234"}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-I", "-m", "healthcheck.slurm.hooks", "prolog", "--config",
+    proc = subprocess.run([sys.executable, "-I", "-m", "healthcheck.hook.run", "prolog", "--config",
                            str(config)], capture_output=True, text=True, env=env, timeout=60, cwd="/")
     elapsed = time.monotonic() - start
     assert proc.returncode == 1, (proc.returncode, proc.stderr)  # drained: Slurm requeues the job

@@ -185,8 +185,8 @@ def _sdr(old: str, new: str) -> Callable[[Path], Snapshot]:
 def _stalled(root: Path) -> Snapshot:
     """Three HealthCheckProgram runs five minutes apart: gpu3 at 100 % utilisation and 74 W (idle is
     71 W of 700 W) with job 4242's process on it; the samples kept in a state directory between runs
-    as the hook keeps them (healthcheck.slurm.gpu_samples), the last run's snapshot returned."""
-    from healthcheck.slurm.gpu_samples import keep_samples
+    as the hook keeps them (healthcheck.hook.gpu_samples), the last run's snapshot returned."""
+    from healthcheck.hook.gpu_samples import keep_samples
 
     snap = None
     for i, when in enumerate(("2026-11-30T23:50:00+00:00", "2026-11-30T23:55:00+00:00", "2026-12-01T00:00:00+00:00")):

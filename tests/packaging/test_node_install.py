@@ -107,7 +107,7 @@ def test_help_and_checks_list_run_with_the_node_install_only(tmp_path):
 
 def test_prolog_and_epilog_run_with_the_node_install_only(tmp_path):
     config, env = _site(tmp_path)
-    hook = PRELUDE + "import sys; from healthcheck.slurm.hooks import guarded_main; sys.exit(guarded_main())\n"
+    hook = PRELUDE + "import sys; from healthcheck.hook.run import guarded_main; sys.exit(guarded_main())\n"
     for context in ("prolog", "epilog"):
         rc, _, refused = _run(hook, env, tmp_path, context, "--config", str(config))
         assert rc == 0, context

@@ -32,7 +32,7 @@ def test_hooks_spool_ingest_report(tmp_path):
                       f'spool_dir = "{tmp_path}/spool"\nscontrol = "{fake_scontrol}"\n')
     for node in ("gpu001", "gpu002", "gpu003", "gpu004"):
         env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": node}
-        proc = run("-I", "-m", "healthcheck.slurm.hooks", "slurm-check", "--config", str(config), env=env, cwd="/")
+        proc = run("-I", "-m", "healthcheck.hook.run", "slurm-check", "--config", str(config), env=env, cwd="/")
         assert proc.returncode == 0, proc.stderr
 
     db = f"sqlite:///{tmp_path}/history.sqlite"

@@ -26,7 +26,7 @@ NOBODY = 65534
 # What the epilog hook does in its watchdog child, printed as JSON: the pids it found and killed.
 SCAN = textwrap.dedent("""
     import json, os, sys
-    from healthcheck.slurm.watchdog import run_in_child
+    from healthcheck.hook.watchdog import run_in_child
     from healthcheck.probes.jobprocs import find_job_processes, kill_all
     uid = int(os.environ["SLURM_JOB_UID"])
     def work():

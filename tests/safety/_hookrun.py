@@ -24,7 +24,7 @@ def hook(context: str, config: Path, cache_dir: Path, job: str | None = "4242", 
     if job:
         env.update(SLURM_JOB_ID=job, SLURM_JOB_USER="alice", SLURM_JOB_UID="1000")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-I", "-m", "healthcheck.slurm.hooks", context, "--config",
+    proc = subprocess.run([sys.executable, "-I", "-m", "healthcheck.hook.run", context, "--config",
                            str(config)], capture_output=True, text=True, env=env, timeout=60, cwd=ROOT,
                           umask=umask)
     return proc, time.monotonic() - start

@@ -184,7 +184,7 @@ def _ledger(tmp_path, monkeypatch):
 
 
 def _gate_baseline(tmp_path, monkeypatch):
-    from healthcheck.slurm.gate import _save_baseline
+    from healthcheck.hook.gate import _save_baseline
 
     state = private_dir(tmp_path / "state")
     private_dir(state / "baselines")

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.slurm import agentclient
-from healthcheck.slurm.agent import Fingerprint
-from healthcheck.slurm.install import package_path
+from healthcheck.hook import client as agentclient
+from healthcheck.agent.main import Fingerprint
+from healthcheck.deploy.install import package_path
 from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-# the installed scripts' lines (healthcheck/slurm/templates/prolog.sh), run as they are: python -IS
+# the installed scripts' lines (healthcheck/deploy/templates/prolog.sh), run as they are: python -IS
 CLIENT = (f"import sys; sys.path.append({package_path(sys.executable)!r}); "
-          "from healthcheck.slurm.agentclient import run; run()")
+          "from healthcheck.hook.client import run; run()")
 
 
 def env_for(tmp_path: Path, job: str = "4242") -> dict[str, str]:
@@ -32,7 +32,7 @@ def env_for(tmp_path: Path, job: str = "4242") -> dict[str, str]:
 
 def start_agent(tmp_path: Path, config: Path, argv_prefix: list[str] | None = None, sock: Path | None = None):
     sock = sock or tmp_path / "run" / "agent.sock"
-    argv = argv_prefix or [sys.executable, "-I", "-m", "healthcheck.slurm.agent"]
+    argv = argv_prefix or [sys.executable, "-I", "-m", "healthcheck.agent.main"]
     proc = subprocess.Popen([*argv, "--socket", str(sock), "--config", str(config)], env=env_for(tmp_path),
                             stderr=subprocess.PIPE, text=True, cwd="/")
     deadline = time.monotonic() + 60
@@ -132,7 +132,7 @@ def test_through_the_agent_the_hook_judges_acts_and_records_as_in_its_own_proces
     assert logged[0] == logged[1] and any("prolog on node1: fail" in line for line in logged[0])
     # the work was the agent's: the wrapper imported its client and nothing of the hook
     ours = {m for m in imported(via.stderr) if m.split(".")[0] == "healthcheck"}
-    assert ours == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient"}
+    assert ours == {"healthcheck", "healthcheck.hook", "healthcheck.hook.client"}
     served = stop(agent[2])  # the agent's journal: one line per hook, saying how it came
     assert [line for line in served.splitlines() if "for job 4242: exit 1 after" in line][0].endswith(", on the socket")
 
@@ -147,7 +147,7 @@ def test_the_client_imports_nothing_beyond_the_interpreter_but_its_module_and_th
     finally:
         stop(proc)
     assert via.returncode == 0, via.stderr[-2000:]
-    assert imported(via.stderr) - floor == {"healthcheck", "healthcheck.slurm", "healthcheck.slurm.agentclient",
+    assert imported(via.stderr) - floor == {"healthcheck", "healthcheck.hook", "healthcheck.hook.client",
                                             "_socket"}
     assert runs(tmp_path, 1)[-1]["status"] == "pass"
 
@@ -176,7 +176,7 @@ def test_without_an_agent_the_hook_runs_in_the_wrappers_process(tmp_path, bundle
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, _ = client("prolog", config, tmp_path / "no-agent.sock", env_for(tmp_path), extra=["-X", "importtime"])
     assert proc.returncode == 0 and "agent" not in proc.stderr.replace("agentclient", "")
-    assert "healthcheck.slurm.hooks" in imported(proc.stderr)
+    assert "healthcheck.hook.run" in imported(proc.stderr)
     assert spool(tmp_path)[-1]["status"] == "pass"
 
 
@@ -210,7 +210,7 @@ def test_a_changed_package_makes_the_agent_exit_for_a_restart_and_the_hooks_run_
     copy = tmp_path / "pkg"
     shutil.copytree(ROOT / "healthcheck", copy / "healthcheck", ignore=shutil.ignore_patterns("__pycache__"))
     run_copy = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(copy)!r}); "
-                "from healthcheck.slurm.agent import main; sys.exit(main(sys.argv[1:]))"]
+                "from healthcheck.agent.main import main; sys.exit(main(sys.argv[1:]))"]
     proc, sock = start_agent(tmp_path, config, argv_prefix=run_copy)
     try:
         first, _ = client("prolog", config, sock, env_for(tmp_path, job="1"))
@@ -222,7 +222,7 @@ def test_a_changed_package_makes_the_agent_exit_for_a_restart_and_the_hooks_run_
         err = stop(proc) if proc.poll() is None else proc.communicate()[1]
     assert first.returncode == 0 and second.returncode == 0, second.stderr[-2000:]
     assert status == 75 and "judge.py changed since start" in err  # systemd restarts it with the new code
-    assert not sock.exists() and "healthcheck.slurm.hooks" in imported(second.stderr)  # ran in the wrapper
+    assert not sock.exists() and "healthcheck.hook.run" in imported(second.stderr)  # ran in the wrapper
     assert sorted(r["job_id"] for r in runs(tmp_path, 2)) == ["1", "2"]
 
 
@@ -248,7 +248,7 @@ def test_a_malformed_request_is_refused_and_the_agent_serves_on(tmp_path, agent)
 def test_the_socket_is_private_and_a_second_agent_refuses_to_start(tmp_path, agent):
     config, sock, _ = agent
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
-    second = subprocess.run([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock), "--config",
+    second = subprocess.run([sys.executable, "-I", "-m", "healthcheck.agent.main", "--socket", str(sock), "--config",
                              str(config)], capture_output=True, text=True, env=env_for(tmp_path), timeout=120, cwd="/")
     assert second.returncode == 1 and "another agent answers there" in second.stderr
 
@@ -327,7 +327,7 @@ def _alive(pid: int) -> bool:
 
 
 def _spares_of(proc, sock: Path) -> set[int]:
-    from healthcheck.slurm.agent import SPARES
+    from healthcheck.agent.main import SPARES
 
     deadline = time.monotonic() + 30
     while len(_pids_in(sock) - {proc.pid}) < SPARES and time.monotonic() < deadline:
@@ -365,7 +365,9 @@ def test_stopping_the_agent_stops_its_spares_and_a_killed_agents_spares_leave_on
 def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_of_the_run(tmp_path, monkeypatch):
     """The child is forked before the request: it must take the request's environment (the epilog's
     SLURM_JOB_UID, the cache folder, PATH for the tools), working directory and umask, not the agent's."""
-    from healthcheck.slurm import agentwork, hooks, watchdog
+    from healthcheck.agent import work as agentwork
+    from healthcheck.hook import run as hooks
+    from healthcheck.hook import watchdog
 
     seen = {}
 
@@ -390,7 +392,7 @@ def test_a_prepared_child_runs_its_task_in_the_environment_directory_and_umask_o
 
 
 def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_path):
-    from healthcheck.slurm import watchdog
+    from healthcheck.hook import watchdog
 
     unused = watchdog.prepare(lambda task: task)
     pid = unused.pid
@@ -405,7 +407,7 @@ def test_a_prepared_child_left_unused_exits_and_one_that_died_is_not_used(tmp_pa
 
 def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     """A warm-up held up (a slow mount, a slow HCA) must not eat into a run's budget: the run forks its own."""
-    from healthcheck.slurm import watchdog
+    from healthcheck.hook import watchdog
 
     slow = watchdog.prepare(lambda task: task, warm=lambda: time.sleep(60))
     start = time.monotonic()
@@ -424,7 +426,7 @@ def test_a_prepared_childs_head_start_comes_before_its_task_and_reaches_it(tmp_p
     """begin() hands the child what it can start on while the worker prepares the task: the task then
     gets what the head start returned; none given, or one that raised, and it gets None. The two frames
     may wait in the pipe together: the child reads the first to its last byte and not one more."""
-    from healthcheck.slurm import watchdog
+    from healthcheck.hook import watchdog
 
     def head(first):
         if first.get("boom"):
@@ -456,7 +458,7 @@ def test_a_task_that_cannot_reach_a_child_busy_on_its_head_start_times_out_withi
     """A task larger than the pipe holds waits for the child to finish its head start: the run never
     waits past its budget for that (a head start held up by a slow probe), it ends as a child that
     does not answer in time does. A child prepared without a head takes no head start at all."""
-    from healthcheck.slurm import watchdog
+    from healthcheck.hook import watchdog
 
     stuck = watchdog.prepare(lambda task, ahead: "never", head=lambda first: time.sleep(60))
     assert stuck.alive(wait_s=30) and stuck.begin({"n": 1})
@@ -477,7 +479,8 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
     """agentwork.run_task uses what head_start probed only for the same context, node, config (the very
     object: a config reloaded since is probed again), state directory and start, taken in the same
     environment, directory and umask; else it probes again."""
-    from healthcheck.slurm import agentwork, hooks
+    from healthcheck.agent import work as agentwork
+    from healthcheck.hook import run as hooks
 
     exp = object()
     probed, used, adopted = [], [], []
@@ -515,7 +518,8 @@ def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_t
 
 
 def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
-    from healthcheck.slurm import agentwork, hooks
+    from healthcheck.agent import work as agentwork
+    from healthcheck.hook import run as hooks
     from healthcheck.config.slurm_settings import SlurmSettings
 
     class Config:
@@ -530,7 +534,7 @@ def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
 
 
 def test_the_checks_child_gets_what_is_left_of_the_budget_less_the_slurm_calls_after_it():
-    from healthcheck.slurm import hooks
+    from healthcheck.hook import run as hooks
 
     assert hooks.child_budget(10.0, t0=100.0, now=100.0) == pytest.approx(10.0 - 1.5 - hooks.END_MARGIN_S)
     assert hooks.child_budget(10.0, t0=100.0, now=104.0) == pytest.approx(10.0 - 1.5 - hooks.END_MARGIN_S - 4.0)
@@ -583,7 +587,7 @@ def test_a_spare_that_dies_idle_is_replaced_after_a_pause_and_the_agent_serves_o
     log = tmp_path / "agent.log"
     sock = tmp_path / "run" / "agent.sock"
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
+        proc = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.agent.main", "--socket", str(sock),
                                  "--config", str(config)], env=env_for(tmp_path), stderr=err, cwd="/")
     try:
         deadline = time.monotonic() + 60

@@ -24,7 +24,7 @@ def test_through_the_agent_the_prolog_drains_a_faulty_node_and_the_job_completes
     assert f'"--agent", "{sock}"' in (site.hooks / "prolog.sh").read_text()
     log = tmp_path / "agent.log"
     with open(log, "w") as err:
-        agent = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.slurm.agent", "--socket", str(sock),
+        agent = subprocess.Popen([sys.executable, "-I", "-m", "healthcheck.agent.main", "--socket", str(sock),
                                   "--config", str(site.config)], stderr=err, cwd="/")
     try:
         deadline = time.monotonic() + 60

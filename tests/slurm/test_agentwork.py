@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 WARM = """
 import json, sys
-from healthcheck.slurm import agentwork
+from healthcheck.agent import work as agentwork
 agentwork.warm_run(sys.argv[1], "n1")
 from healthcheck.probes import kmsg
 print(json.dumps(sorted(m for m in sys.modules if m.startswith(("healthcheck", "pynvml")))))
@@ -51,7 +51,7 @@ def test_the_agent_imports_pynvml_only_where_the_bus_shows_an_nvidia_gpu(monkeyp
     import pynvml
 
     from healthcheck.probes import pcibus
-    from healthcheck.slurm import agentwork
+    from healthcheck.agent import work as agentwork
 
     monkeypatch.delitem(sys.modules, "pynvml")
     monkeypatch.setattr(pcibus, "nvidia_gpu_present", lambda sysfs_root="/sys": [])

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.slurm import door, install
+from healthcheck.agent import door
+from healthcheck.deploy import install
 from tests.slurm.test_agent import agent, env_for, results, runs, start_agent, stop  # noqa: F401 - a fixture
 from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
 
@@ -425,7 +426,7 @@ def test_lines_handed_to_the_spares_are_one_atomic_record_each_and_one_reader_ta
 
 
 def test_a_spare_drops_a_handed_line_that_waited_past_its_hooks_patience():
-    from healthcheck.slurm import agent as agent_module
+    from healthcheck.agent import main as agent_module
 
     r, w = door.hand_over_pipe()
     logged: list[str] = []
@@ -502,7 +503,7 @@ def test_a_spares_rehearsal_of_the_door_touches_its_path_and_leaves_nothing_open
 def test_an_answer_to_a_hook_that_is_gone_says_so():
     """The worker runs nothing for a hook whose ``accepted`` cannot be delivered (it gave up and ran its
     hook itself): the answer reports the hook gone."""
-    from healthcheck.slurm.agent import _answer
+    from healthcheck.agent.main import _answer
 
     r, w = os.pipe()
     reply = door.Reply(os.getpid(), r)

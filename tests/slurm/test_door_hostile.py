@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.slurm import agentclient, door, install
+from healthcheck.hook import client as agentclient
+from healthcheck.agent import door
+from healthcheck.deploy import install
 from healthcheck.slurm.backend_base import slurm_env, untrusted_conf
 from tests.slurm.test_agent import agent, env_for, fake_agent, runs, start_agent, stop  # noqa: F401 - a fixture
 from tests.slurm.test_door import NO_PYTHON, FakeAgent, hook_script, run_hook

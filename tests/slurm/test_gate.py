@@ -24,7 +24,7 @@ def run_hook(context: str, config: Path, cache: Path, job: str | None = "4242", 
     env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": node, "HEALTHCHECK_CACHE_DIR": str(cache)}
     if job:
         env.update(SLURM_JOB_ID=job, SLURM_JOB_USER="alice", SLURM_JOB_UID="1000")
-    code = ("import sys\nfrom healthcheck.slurm.hooks import guarded_main\nrc = guarded_main(sys.argv[1:])\n"
+    code = ("import sys\nfrom healthcheck.hook.run import guarded_main\nrc = guarded_main(sys.argv[1:])\n"
             "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\nsys.exit(rc)\n")
     proc = subprocess.run([sys.executable, "-I", "-c", code, context, "--config", str(config)], capture_output=True,
                           text=True, env=env, timeout=120, cwd="/")
@@ -71,7 +71,7 @@ def test_a_healthy_check_writes_the_gate_and_the_prolog_starts_the_job_on_it(sit
 def _full_prolog_ran(config, cache) -> bool:
     proc, mods = run_hook("prolog", config, cache)
     assert proc.returncode == 0, proc.stderr
-    return "healthcheck.slurm.watchdog" in mods  # the full prolog judges in a watchdog child; the fast one never forks
+    return "healthcheck.hook.watchdog" in mods  # the full prolog judges in a watchdog child; the fast one never forks
 
 
 @pytest.mark.parametrize("change", ["config edited", "gpu gone from the bus", "ib port down", "pending action",
@@ -116,7 +116,7 @@ def test_a_failing_check_removes_the_gate(site, bundles):  # noqa: F811
     proc, _ = run_hook("slurm-check", config, cache, job=None)
     assert not gate_file(cache).exists()
     proc, mods = run_hook("prolog", config, cache)
-    assert proc.returncode == 1 and "healthcheck.slurm.watchdog" in mods  # the full prolog judged and failed it
+    assert proc.returncode == 1 and "healthcheck.hook.watchdog" in mods  # the full prolog judged and failed it
 
 
 def test_full_mode_never_writes_a_gate(tmp_path, bundles):  # noqa: F811

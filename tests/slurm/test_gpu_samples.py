@@ -1,5 +1,5 @@
 """A GPU hung in a collective (issue 21, item 5): HealthCheckProgram keeps each GPU's readings between
-runs (healthcheck.slurm.gpu_samples) and gpu.stalled judges them: busy at near-idle power for N runs in
+runs (healthcheck.hook.gpu_samples) and gpu.stalled judges them: busy at near-idle power for N runs in
 a row, the same job throughout -> a finding naming the job."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from healthcheck.checks import registry
 from healthcheck.config import default_expectations
 from healthcheck.core.model import GpuInfo, GpuProcess, GpuSample, Snapshot, Status
 from healthcheck.pipeline.judge import judge
-from healthcheck.slurm import gpu_samples
+from healthcheck.hook import gpu_samples
 
 from tests.checks.gpu_builders import h100
 
@@ -162,7 +162,7 @@ def test_the_keeper_is_lean_enough_for_the_hooks():
     import subprocess
     import sys
 
-    code = ("import sys, healthcheck.slurm.gpu_samples; "
+    code = ("import sys, healthcheck.hook.gpu_samples; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'click','pandas','sqlalchemy','numpy','rich','dataclasses','pathlib','datetime','typing'}))")
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,

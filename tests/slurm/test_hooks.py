@@ -43,7 +43,7 @@ def hook(context: str, config: Path, job: str | None = "4242", extra: list[str] 
     if job:
         env.update(SLURM_JOB_ID=job, SLURM_JOB_USER="alice", SLURM_JOB_UID="1000")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-I", *extra, "-m", "healthcheck.slurm.hooks", context,
+    proc = subprocess.run([sys.executable, "-I", *extra, "-m", "healthcheck.hook.run", context,
                            "--config", str(config)], capture_output=True, text=True, env=env, timeout=120,
                           cwd="/")
     return proc, time.monotonic() - start
@@ -129,14 +129,14 @@ def test_prolog_path_imports_nothing_heavy(tmp_path, bundles):
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, _ = hook("prolog", config, extra=["-X", "importtime"])
     modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "healthcheck.slurm.hooks" in modules or "healthcheck.pipeline.judge" in modules
+    assert "healthcheck.hook.run" in modules or "healthcheck.pipeline.judge" in modules
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
 
 
 def test_a_bug_of_ours_never_drains(tmp_path, bundles, monkeypatch, capsys):
     """An exception escaping the hook logic is logged and the hook exits 0 (Slurm would drain on 1)."""
-    from healthcheck.slurm import hooks
+    from healthcheck.hook import run as hooks
 
     config = write_config(tmp_path, str(bundles / "healthy"))
     monkeypatch.setattr(hooks, "load_config", lambda *a: (_ for _ in ()).throw(ZeroDivisionError("boom")))
@@ -150,7 +150,7 @@ def test_a_bug_of_ours_never_drains(tmp_path, bundles, monkeypatch, capsys):
 
 
 def test_hook_log_lines_cannot_be_forged(capsys):
-    from healthcheck.slurm.hooks import log
+    from healthcheck.hook.run import log
 
     log("config /etc/x\nhealthcheck: resumed node7\x1b[2J")
     err = capsys.readouterr().err
@@ -163,14 +163,14 @@ def test_the_wrappers_entry_leaves_without_teardown_but_runs_exit_handlers_and_f
     marker = tmp_path / "atexit-ran"
     code = (f"import atexit; atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
             "import sys; print('pending stdout', end='')\n"
-            "from healthcheck.slurm.hooks import run; run()")
+            "from healthcheck.hook.run import run; run()")
     proc = subprocess.run([sys.executable, "-I", "-c", code, "prolog", "--config", str(tmp_path / "missing.toml")],
                           capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "n1"},
                           timeout=60, cwd="/")
     assert proc.returncode == 0  # a config that cannot be used never drains
     assert "missing.toml: no such config file" in proc.stderr and proc.stdout == "pending stdout"
     assert marker.read_text() == "ran"
-    usage = subprocess.run([sys.executable, "-I", "-c", "from healthcheck.slurm.hooks import run; run()", "bogus"],
+    usage = subprocess.run([sys.executable, "-I", "-c", "from healthcheck.hook.run import run; run()", "bogus"],
                            capture_output=True, text=True, timeout=60, cwd="/")
     assert usage.returncode == 1 and "usage:" in usage.stderr  # SystemExit leaves the usual way
 
@@ -178,7 +178,8 @@ def test_the_wrappers_entry_leaves_without_teardown_but_runs_exit_handlers_and_f
 def test_on_decided_comes_after_the_action_and_before_the_bookkeeping(tmp_path, bundles, monkeypatch):
     """The agent answers its wrapper at on_decided: by then the drain is done (Slurm must see the node
     drained when the prolog exits 1); the baseline and the spool record follow."""
-    from healthcheck.slurm import actions, hooks
+    from healthcheck.slurm import actions
+    from healthcheck.hook import run as hooks
 
     config = write_config(tmp_path, str(bundles / "faulty"))
     order = []
@@ -198,7 +199,7 @@ def test_the_hooks_child_leaves_nvmls_session_to_its_exit(tmp_path, monkeypatch)
     overlaps the hook's next steps as part of the child's exit)."""
     from healthcheck.pipeline import acquire
     from healthcheck.config.model import default_expectations
-    from healthcheck.slurm import hooks
+    from healthcheck.hook import run as hooks
 
     seen = {}
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from healthcheck.cli import cli
-from healthcheck.slurm import install
-from healthcheck.slurm.install import python_part
+from healthcheck.deploy import install
+from healthcheck.deploy.install import python_part
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "prolog_epilog"
@@ -40,15 +40,15 @@ def test_each_hook_has_one_template_in_the_package_and_none_elsewhere():
     assert other == [], "a second copy of a hook template"
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["healthcheck"]
     for name in [*install.HOOKS, install.UNIT, install.CLIENT]:  # shipped in the wheel, so install-hooks works from an installed package
-        assert any(fnmatch.fnmatch(f"slurm/templates/{name}", g) for g in globs), name
+        assert any(fnmatch.fnmatch(f"deploy/templates/{name}", g) for g in globs), name
 
 
 @pytest.mark.parametrize("name", sorted(install.HOOKS))
 def test_committed_hooks_are_the_templates_rendered_for_the_default_layout(name):
     committed = (SHIPPED / name).read_text()
     assert committed == install.render(name), (
-        f"prolog_epilog/{name} differs from its template: edit healthcheck/slurm/templates/{name}, then run "
-        "python -m healthcheck.slurm.install prolog_epilog")
+        f"prolog_epilog/{name} differs from its template: edit healthcheck/deploy/templates/{name}, then run "
+        "python -m healthcheck.deploy.install prolog_epilog")
     assert re.search(r"@[A-Z_]+@", committed) is None  # no placeholder left
     # a bash script: the agent's door, else the Python client without the site set-up (-S)
     assert committed.startswith("#!/bin/bash\n") and f"\nhook={CONTEXTS[name]}\n" in committed
@@ -100,7 +100,7 @@ def test_install_hooks_writes_the_rendered_templates_executable_under_any_umask(
         compile(python_part(text), name, "exec")  # and valid Python in it
         assert stat.S_IMODE((prefix / name).stat().st_mode) == 0o755
     unit = (prefix / install.UNIT).read_text()
-    assert f"ExecStart={sys.executable} -I -m healthcheck.slurm.agent --socket {install.DEFAULT_SOCKET} " \
+    assert f"ExecStart={sys.executable} -I -m healthcheck.agent.main --socket {install.DEFAULT_SOCKET} " \
            f"--config {config}" in unit and "@" not in unit.replace("@PYTHON@", "")
     assert stat.S_IMODE((prefix / install.UNIT).stat().st_mode) == 0o644
     assert f"systemctl enable --now {install.UNIT}" in result.stderr
@@ -175,7 +175,7 @@ def test_the_client_reads_the_environment_as_os_environ_would(tmp_path):
     as os.environ decodes it (undecodable bytes included); once os is loaded (a wrapper that set
     SLURM_CONF), os.environ and what was set in it."""
     code = (f"import sys; sys.path.append({install.package_path(sys.executable)!r})\n"
-            "from healthcheck.slurm.agentclient import process_context\n"
+            "from healthcheck.hook.client import process_context\n"
             "before = 'os' in sys.modules; env = process_context()[0]\n"
             "import os; same = env == dict(os.environ)\n"
             "os.environ['SLURM_CONF'] = '/etc/slurm/other.conf'\n"
@@ -236,7 +236,7 @@ def test_enable_agent_says_why_it_could_not(tmp_path):
     install.install_hooks(str(hooks), str(config), sys.executable)
     systemd = tmp_path / "systemd"
     systemd.mkdir()
-    with pytest.raises(install.AgentNotEnabled, match="start the agent another way .*healthcheck.slurm.agent"):
+    with pytest.raises(install.AgentNotEnabled, match="start the agent another way .*healthcheck.agent.main"):
         install.enable_agent(str(hooks), str(systemd), run=FakeSystemctl(missing=True))
     with pytest.raises(install.AgentNotEnabled, match="systemctl restart .*exit 1: Failed to restart: unit masked"):
         install.enable_agent(str(hooks), str(systemd), run=FakeSystemctl(fail=("restart", install.UNIT)))

@@ -13,15 +13,15 @@ import os
 import subprocess
 import sys
 
-from healthcheck.slurm.install import package_path, python_part, render
+from healthcheck.deploy.install import package_path, python_part, render
 
 # Ours: the hook, the config and its cache, the lazy check index, the live probes the prolog needs, the
 # checks that run (host, InfiniBand, kernel log; GPU checks only with GPUs on the bus), the verdict,
 # the spool record and the job's baseline.
 OURS = {
-    "healthcheck", "healthcheck.slurm", "healthcheck.slurm.hooks", "healthcheck.slurm.gate",
+    "healthcheck", "healthcheck.slurm", "healthcheck.hook", "healthcheck.hook.run", "healthcheck.hook.gate",
     "healthcheck.config.slurm_settings", "healthcheck.slurm.actions", "healthcheck.slurm.ledger",
-    "healthcheck.slurm.policy", "healthcheck.slurm.reasons", "healthcheck.slurm.watchdog",
+    "healthcheck.slurm.policy", "healthcheck.slurm.reasons", "healthcheck.hook.watchdog",
     "healthcheck.slurm.baseline", "healthcheck.core.struct", "healthcheck.core.model", "healthcheck.spool.entries",
     "healthcheck.pipeline.judge", "healthcheck.core.expectations", "healthcheck.config",
     "healthcheck.config.model", "healthcheck.config.loading",  # not its schema: the cache holds the file validated
@@ -44,7 +44,7 @@ OURS = {
     # kernel log read from /dev/kmsg and parsed only when something that could be an event was logged
     "healthcheck.core.jsonwrite", "healthcheck.probes.bounded", "healthcheck.probes.kmsg", "healthcheck.probes.kernel_cache",
     # the wrappers' entry: it tries the node's warm agent first (none here: the hook runs in this process)
-    "healthcheck.slurm.agentclient",
+    "healthcheck.hook.client",
     # issue 31: the ground floor's packages (each __init__ a docstring only)
     "healthcheck.core", "healthcheck.safeio", "healthcheck.spool", "healthcheck.policies", "healthcheck.pipeline",
     "healthcheck.output",

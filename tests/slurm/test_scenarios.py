@@ -196,8 +196,8 @@ def test_hung_probe_prolog_returns_in_budget_drains_and_leaves_nothing(tmp_path,
     assert time.monotonic() - start < 30
     # no hook process is left once the hook has returned (zombies excepted: this sandbox's init does
     # not reap); the hook writes its record just before it exits, so allow it to finish exiting
-    cluster.wait_for(lambda: not _live_processes("healthcheck.slurm.hooks"), 10,
-                     message=lambda: f"hook processes left: {_live_processes('healthcheck.slurm.hooks')}")
+    cluster.wait_for(lambda: not _live_processes("healthcheck.hook.run"), 10,
+                     message=lambda: f"hook processes left: {_live_processes('healthcheck.hook.run')}")
     cluster.run(["scancel", job], check=False)
 
 
@@ -299,7 +299,7 @@ def test_fast_prolog_starts_jobs_on_the_health_checks_word(tmp_path, slurm_clust
     site.set_bundle("node2", "ecc-fault")
     site.health_check("node2")
     assert site.drained("node2")
-    from healthcheck.slurm.gate import gate_path
+    from healthcheck.hook.gate import gate_path
 
     assert gate_path("node1") and os.path.exists(gate_path("node1")) and not os.path.exists(gate_path("node2"))
     cluster.run(["scontrol", "update", "nodename=node2", "state=resume"])

@@ -376,7 +376,7 @@ def test_a_pyslurm_rpc_that_never_answers_is_abandoned_at_the_deadline(monkeypat
 def test_the_config_is_loaded_under_a_timer(monkeypatch):
     """Whatever makes loading the config slow (not only a FIFO, which the loader refuses itself), the
     hook gives up at its timer and judges nothing."""
-    from healthcheck.slurm import hooks
+    from healthcheck.hook import run as hooks
 
     monkeypatch.setattr(hooks, "load_config", lambda path, node: time.sleep(30))
     start = time.monotonic()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.slurm import watchdog
-from healthcheck.slurm.watchdog import Outcome, run_in_child
+from healthcheck.hook import watchdog
+from healthcheck.hook.watchdog import Outcome, run_in_child
 
 # The contract is budget + 0.1 s; on a loaded 2-core machine the parent itself may wait its turn for a
 # CPU, so the tests assert only that a hang is cut (it would otherwise last forever), with room to spare.
@@ -211,7 +211,7 @@ def test_child_never_returns_into_the_callers_stack(tmp_path):
 def test_atexit_handlers_do_not_run_in_the_child(tmp_path):
     code = (
         "import atexit, sys\n"
-        "from healthcheck.slurm.watchdog import run_in_child\n"
+        "from healthcheck.hook.watchdog import run_in_child\n"
         "atexit.register(lambda: print('ATEXIT', flush=True))\n"
         "print(run_in_child(lambda: 41 + 1, 5.0).value, flush=True)\n"
     )
@@ -254,7 +254,7 @@ def test_a_killed_child_not_yet_dead_is_reaped_before_the_process_exits(tmp_path
     script.write_text(
         "import atexit, os, sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-        "from healthcheck.slurm import watchdog\n"
+        "from healthcheck.hook import watchdog\n"
         "def after_reaping():  # registered first, so it runs after the watchdog's own exit handler\n"
         "    try:\n"
         "        left = os.waitpid(-1, os.WNOHANG)\n"

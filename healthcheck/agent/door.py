@@ -39,7 +39,7 @@ and the same work: bash cannot open a Unix socket, so the agent also listens on 
 
       accepted WAIT_US PGID | budget BUDGET_US | acting RC | log TEXT (one per line of the hook's log) | done RC | refused WHY
 
-  the same messages as the socket's frames (:mod:`healthcheck.slurm.agentclient`), with the same deadlines
+  the same messages as the socket's frames (:mod:`healthcheck.hook.client`), with the same deadlines
   and the same fallback: no answer within a second, or ``refused``, and the hook runs the Python client.
   ``acting RC`` comes before the worker asks Slurm to drain the node: should the worker then end without
   its ``done`` (killed, a bug of ours), the hook exits RC (fails closed: a prolog that drained exits 1,
@@ -52,7 +52,7 @@ import stat
 import sys
 import time
 
-from .hooks import CONTEXTS
+from ..hook.run import CONTEXTS
 
 PROTOCOL = "2"
 PROTOCOLS = ("1", "2")  # 1: the previous release's hooks (no START)
@@ -234,7 +234,7 @@ def request_of(line: str, proc: str = "/proc") -> tuple[dict, Reply]:
     if req.slurm_conf:
         env["SLURM_CONF"] = req.slurm_conf  # what the Python client sets before it sends its environment
     reply = Reply(req.pid, req.fd, proc, req.shell, req.start)
-    from .agentclient import PROTOCOL as SOCKET_PROTOCOL
+    from ..hook.client import PROTOCOL as SOCKET_PROTOCOL
 
     return {"v": SOCKET_PROTOCOL, "argv": [req.context, "--config", req.config], "env": env, "cwd": cwd,
             "umask": umask, "t0": start_of(req.t0_us), "pid": req.pid}, reply

@@ -1,6 +1,6 @@
 """`healthcheck slurm install-hooks`: write the Slurm hooks from the one set of templates.
 
-The templates live in the package (``healthcheck/slurm/templates/*.sh``, package data), so an
+The templates live in the package (``healthcheck/deploy/templates/*.sh``, package data), so an
 installed wheel can write the hooks. ``prolog_epilog/*.sh`` in the source tree are not templates: they
 are the hooks rendered for the default layout (``DEFAULT_PYTHON``, ``DEFAULT_CONFIG``), committed
 executable, and a test checks they equal ``render(name)``; ``write_shipped`` regenerates them.
@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
-from .agentclient import DEFAULT_SOCKET
-from .door import paths_for
+from ..hook.client import DEFAULT_SOCKET
+from ..agent.door import paths_for
 
 HOOKS = {"prolog.sh": "Prolog", "epilog.sh": "Epilog", "healthcheck.sh": "HealthCheckProgram"}
-UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work to (healthcheck.slurm.agent)
+UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work to (healthcheck.agent.main)
 CLIENT = "client.bash"  # the part the three hooks share: the agent's door, else the Python client
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_PYTHON = "/opt/healthcheck/.venv/bin/python"
@@ -230,7 +230,7 @@ def _agent_command(unit_text: str) -> str:
     for line in unit_text.splitlines():
         if line.startswith("ExecStart="):
             return line[len("ExecStart="):]
-    return "python -I -m healthcheck.slurm.agent"
+    return "python -I -m healthcheck.agent.main"
 
 
 def agent_lines(prefix: str) -> str:
@@ -253,8 +253,8 @@ def slurm_conf_lines(prefix: str) -> str:
     ]) + "\n"
 
 
-if __name__ == "__main__":  # python -m healthcheck.slurm.install DIR: regenerate prolog_epilog/
+if __name__ == "__main__":  # python -m healthcheck.deploy.install DIR: regenerate prolog_epilog/
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m healthcheck.slurm.install DIRECTORY  (writes the default-layout hooks)")
+        sys.exit("usage: python -m healthcheck.deploy.install DIRECTORY  (writes the default-layout hooks)")
     for path in write_shipped(sys.argv[1]):
         print(f"wrote {path}", file=sys.stderr)

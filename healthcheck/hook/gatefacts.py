@@ -18,7 +18,7 @@ def sysfs_root_of(snap: Snapshot, exp: Expectations) -> str | None:
 
 
 def gate_facts(snap: Snapshot, exp: Expectations) -> dict:
-    from .baseline import counters_of
+    from ..slurm.baseline import counters_of
 
     facts: dict = {"exists": [], "equals": [], "mount": list(exp.mounts), "counters": counters_of(snap)}
     root = sysfs_root_of(snap, exp)

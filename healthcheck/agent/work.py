@@ -1,12 +1,12 @@
-"""What the warm agent's processes run around the hook (:mod:`healthcheck.slurm.agent`): the config kept
+"""What the warm agent's processes run around the hook (:mod:`healthcheck.agent.main`): the config kept
 warm before the workers fork, a worker taking the wrapper's environment, and the prepared child's task
 and warm-up. Kept out of :mod:`hooks`, whose every line a hook started by slurmd loads."""
 from __future__ import annotations
 
 import os
 
-from . import hooks
-from .agentclient import process_context
+from ..hook import run as hooks
+from ..hook.client import process_context
 
 
 def keep_warm(path: str, node: str) -> None:

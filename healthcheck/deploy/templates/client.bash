@@ -1,8 +1,8 @@
-# What follows is the same in the three hooks (healthcheck/slurm/templates/client.bash).
+# What follows is the same in the three hooks (healthcheck/deploy/templates/client.bash).
 # With the node's agent up (healthcheck-agent.service: its pid file names a live process), this bash
 # process hands the hook to it through its door, a FIFO beside its socket that only root can write:
 # one request line naming this process (its pid and its start time) and a pipe it holds, into which a
-# worker the agent forked ahead answers (see healthcheck/slurm/door.py). No interpreter starts for a hook
+# worker the agent forked ahead answers (see healthcheck/agent/door.py). No interpreter starts for a hook
 # the agent takes. The door and the pid file must be root's, and the pid file's "PID START" must name a
 # live agent that is not stopped (a pid reused by another process, or a stopped agent behind a full door,
 # is passed over at once). Without the agent, or when it gives no answer within a second, the Python
@@ -65,10 +65,10 @@ exec @PYTHON@ -IS -c '
 import sys
 sys.path.append(@SITE@)
 try:
-    from healthcheck.slurm.agentclient import run
+    from healthcheck.hook.client import run
 except ImportError:
     import site
     site.main()
-    from healthcheck.slurm.agentclient import run
+    from healthcheck.hook.client import run
 @ENV@run([sys.argv[1], "--config", "@CONFIG@"@AGENT@], *sys.argv[2:3])
 ' "$hook" "$t0"
