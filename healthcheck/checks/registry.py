@@ -23,12 +23,12 @@ if False:  # annotations only (typing is not imported on the hot path)
 
 from ..core.model import CONTEXTS, Finding, Snapshot, Status
 from ..core.struct import field, record as dataclass
+# SOURCES: the snapshot attributes a check may need, one per probe declared in probes.live.PROBES; the
+# probe that fills each one reports errors under the same key.
+from ..probes.live import SOURCES
 
 # The reserved threshold key under which the runner passes the context to every check.
 CONTEXT_KEY = "_context"
-# Snapshot attributes a check may need; the probe that fills each one reports errors under the same key.
-SOURCES = ("gpus", "gpu_pci_devices", "kernel_events", "ib_ports", "pcie_links", "host", "versions", "job",
-           "storage", "bmc", "edac", "pcie_aer", "mlxlink")
 # Contexts a check runs in unless it says otherwise / the config overrides: everything but the prolog,
 # whose budget is tens of milliseconds.
 DEFAULT_CONTEXTS = frozenset({"check", "slurm-check", "burnin"})

@@ -7,23 +7,7 @@ import time
 from ..checks.registry import CONTEXT_KEY, CheckSpec, IndexEntry, index, matches, select, spec as load_spec
 from ..core.expectations import Expectations
 from ..core.model import Finding, Snapshot, Status, Verdict
-
-# Why a check was skipped, by missing source.
-_ABSENT = {
-    "gpus": "no NVIDIA GPU data (no NVIDIA GPU on the PCI bus, or none recorded in the bundle)",
-    "gpu_pci_devices": "no PCI device data",
-    "kernel_events": "no kernel log (none recorded in the bundle, or not read in this context)",
-    "ib_ports": "no InfiniBand/RoCE data",
-    "pcie_links": "no PCIe link data",
-    "host": "no host data",
-    "versions": "no version data",
-    "job": "no job (runs in the epilog of a Slurm job)",
-    "storage": "no storage data (not probed in this context, or none recorded in the bundle)",
-    "bmc": "no BMC data (not probed in this context, or none recorded in the bundle)",
-    "edac": "no EDAC memory-controller data (EDAC driver not loaded, or none recorded in the bundle)",
-    "pcie_aer": "no PCIe AER data (not probed, or none recorded in the bundle)",
-    "mlxlink": "no mlxlink data (not probed in this context, or none recorded in the bundle)",
-}
+from ..probes.live import ABSENT  # why a check was skipped, by missing source: each probe's declaration
 
 
 class SelectionError(ValueError):
@@ -84,7 +68,7 @@ def _without_its_sources(entry: CheckSpec | IndexEntry, snap: Snapshot) -> list[
             return [Finding(entry.name, Status.ERROR, f"cannot judge: {source} probe {what}: {err.message}")]
     missing = [s for s in entry.needs if getattr(snap, s) is None]
     if missing:
-        return [Finding(entry.name, Status.SKIP, _ABSENT[missing[0]])]
+        return [Finding(entry.name, Status.SKIP, ABSENT[missing[0]])]
     return None
 
 

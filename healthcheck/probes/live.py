@@ -1,5 +1,22 @@
-"""Probe the running machine: every probe in its own daemon thread with a deadline, so a hung GPU
-driver or NFS mount costs the deadline and becomes data (``probe_errors``), never a hung run.
+"""Probe the running machine into a :class:`~healthcheck.core.model.Snapshot`, each probe within its
+deadline, so a hung GPU driver or NFS mount costs the deadline and becomes data (``probe_errors``),
+never a hung run.
+
+**A probe is declared once**, as one :class:`Probe` row of :data:`PROBES` (at the end of the module,
+below the readers it names): the snapshot source it fills, its reader, the module the reader imports,
+its deadline, where it runs (:data:`FIRST`, :data:`EARLY`, :data:`INLINE`, :data:`WALKED`,
+:data:`AFTER`; :data:`ELSEWHERE` for a source no live probe fills) and the text a check skipped for
+want of it says. Every table the rest of the package reads is derived from those rows:
+:data:`SOURCES` (what a check may need: ``checks.registry``), :data:`DEFAULT_DEADLINES_S`,
+:data:`EARLY_PROBES`, :data:`INLINE_PROBES`, :data:`WALKED_PROBES`, :data:`PROBE_MODULES` (imported
+ahead of the threads here, and by the agent to warm its workers), :data:`ABSENT` (``pipeline.judge``'s
+SKIP message) and :data:`HANG_KINDS`. docs/adding-a-probe.md walks through adding one.
+
+How :func:`snapshot_live` runs them (only those whose source a selected check needs): the PCI bus first
+(it says whether there are GPUs to probe); the GPU probe's thread next; the kernel log, EDAC and AER
+read in the calling thread; the sysfs/procfs probes and the tools on threads shared through
+``bounded.walk`` (a stalled probe keeps its thread, another takes the rest); the versions last (they
+read the GPUs found). A GPU probe past its deadline is a ``hang``, any other a ``timeout``.
 
 Heavy modules (pynvml) are imported only when the PCI bus shows an NVIDIA GPU.
 """
@@ -14,19 +31,45 @@ if False:  # annotations only (typing is not imported on the hot path)
 from ..core.model import ProbeError, Snapshot
 from .kmsg import KMSG, read_kmsg  # noqa: F401 - read_kmsg re-exported (tests, bundles)
 
-DEFAULT_DEADLINES_S = {
-    "gpus": 10.0,
-    "kernel_events": 3.0,
-    "ib_ports": 3.0,
-    "pcie_links": 3.0,
-    "host": 5.0,
-    "versions": 3.0,
-    "storage": 10.0,  # nvme smart-log / smartctl per device, all calls inside it
-    "bmc": 20.0,  # ipmitool sel elist + sdr elist: BMCs are slow (HealthCheckProgram only, see below)
-    "edac": 2.0,  # sysfs: a few files per memory controller
-    "pcie_aer": 3.0,  # sysfs: three files per PCI function
-    "mlxlink": 15.0,  # mlxlink -m -c -e per HCA port, concurrently (HealthCheckProgram/check only)
-}
+# Where a probe runs (Probe.schedule):
+# read before every other probe, in the calling thread, whatever the checks need (the PCI bus says
+# whether there are GPUs to probe); no deadline: os calls on sysfs only
+FIRST = "first"
+# a thread of its own, started before the inline probes run: the GPUs', which waits in the driver most of
+# its time (a GPU node's longest probe, ~31 ms for one H200 where the inline ones take ~6 ms), its calls
+# into NVML releasing the GIL. Measured on an H200 node: docs/performance.md.
+EARLY = "early"
+# in the calling thread, one after the other, before the other probes' threads start (but for EARLY's):
+# what cannot block in the kernel (a non-blocking /dev/kmsg read with its own deadline, counters the
+# kernel keeps in memory). Threads that run Python at the same time hand the GIL to each other at its
+# switch interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after the other
+# (a warm process, this machine), so only what may hang (a GPU, an HCA's firmware, a network mount)
+# gets a thread.
+INLINE = "inline"
+# one thread shared with the other walked probes, which a new one takes over from whenever a probe stalls
+# 10 ms (``bounded.walk``), rather than a thread each: those that read sysfs and /proc (quick, but an
+# HCA's firmware or a network mount can hold a read), then HealthCheckProgram's tools (nvme/smartctl,
+# ipmitool, mlxlink: each runs long where there is a device, and the next takes over 10 ms later; where
+# there is none, they end at once)
+WALKED = "walked"
+# a thread of its own once the others are done: it reads what they found (the versions: the GPUs')
+AFTER = "after"
+# no live probe fills it (the job: the epilog's own facts); declared for the checks and the SKIP text
+ELSEWHERE = "elsewhere"
+SCHEDULES = (FIRST, EARLY, INLINE, WALKED, AFTER, ELSEWHERE)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One snapshot source and the probe that fills it: the one place a probe is declared."""
+    source: str  # the Snapshot attribute it fills; its error and duration are recorded under the same name
+    read: Callable[[LiveOptions, Snapshot], Any] | None  # read(opts, snap) -> the value; None: ELSEWHERE
+    module: str | None  # the module of this package the reader imports (PROBE_MODULES)
+    deadline_s: float | None  # its default deadline (LiveOptions.deadlines_s); None: FIRST and ELSEWHERE
+    schedule: str  # FIRST, EARLY, INLINE, WALKED, AFTER or ELSEWHERE
+    absent: str  # why a check that needs the source was skipped when it is absent (pipeline.judge)
+    gpu_only: bool = False  # probed only where the PCI bus shows an NVIDIA GPU
+    hang: str = "timeout"  # the ProbeError kind when it does not answer within its deadline
 
 
 @dataclass
@@ -51,25 +94,6 @@ class LiveOptions:
 
 def short_hostname() -> str:
     return os.uname().nodename.split(".")[0]
-
-
-# Probes that cannot block in the kernel (a non-blocking /dev/kmsg read with its own deadline, counters
-# the kernel keeps in memory): run in the calling thread, one after the other, before the other probes'
-# threads start (but for EARLY_PROBES'). Threads that run Python at the same time hand the GIL to each
-# other at its switch interval (5 ms): five probe threads took 6.5-17 ms for what takes 4.5 ms one after
-# the other (a warm process, this machine), so only what may hang (a GPU, an HCA's firmware, a network
-# mount) gets a thread.
-INLINE_PROBES = ("kernel_events", "edac", "pcie_aer")
-# Probes that share one thread, which a new one takes over from whenever a probe stalls 10 ms
-# (``bounded.walk``), rather than a thread each: those that read sysfs and /proc (quick, but an HCA's
-# firmware or a network mount can hold a read), then HealthCheckProgram's tools (nvme/smartctl, ipmitool,
-# mlxlink: each runs long where there is a device, and the next takes over 10 ms later; where there is
-# none, they end at once). The GPU probe takes long by nature and keeps a thread of its own.
-WALKED_PROBES = ("ib_ports", "pcie_links", "host", "storage", "bmc", "mlxlink")
-# Probes whose thread starts before the inline probes run: the GPUs', which waits in the driver most of
-# its time (a GPU node's longest probe, ~31 ms for one H200 where the inline ones take ~6 ms), its calls
-# into NVML releasing the GIL. Measured on an H200 node: docs/performance.md.
-EARLY_PROBES = ("gpus",)
 
 
 def run_bounded(jobs: dict[str, Callable[[], Any]], deadlines: dict[str, float],
@@ -124,56 +148,41 @@ def _run_here(name: str, fn: Callable[[], Any], snap: Snapshot) -> None:
 
 
 def snapshot_live(opts: LiveOptions, taken_at: str, sources: frozenset[str] | None = None) -> Snapshot:
-    """Probe this machine. ``sources``: the snapshot sources the checks to run need (None: all); a
-    source no check needs is not probed (the prolog reads no versions and no PCIe links). The PCI bus
-    is always read: it says whether there are GPUs to probe."""
-    from .pcibus import nvidia_gpu_present
-
+    """Probe this machine, as :data:`PROBES` declares. ``sources``: the snapshot sources the checks to
+    run need (None: all); a source no check needs is not probed (the prolog reads no versions and no
+    PCIe links). The FIRST probe (the PCI bus) is always read: it says whether there are GPUs to probe."""
     snap = Snapshot(node=opts.node or short_hostname(), taken_at=taken_at, source="live")
-    try:
-        snap.gpu_pci_devices = nvidia_gpu_present(opts.sysfs_root)
-    except OSError as exc:
-        snap.probe_errors["gpu_pci_devices"] = ProbeError("error", str(exc))
-    has_gpu = bool(snap.gpu_pci_devices)
-
-    jobs: dict[str, Callable[[], Any]] = {
-        "ib_ports": lambda: _ib(opts),
-        "pcie_links": lambda: _pcie(opts),
-        "host": lambda: _host(opts),
-    }
-    # Slow sources: their checks run in `check` and HealthCheckProgram only, so a hook of another context
-    # (the prolog) never asks for them (``sources``); each subprocess ends inside its deadline.
-    jobs["storage"] = lambda: _storage(opts)
-    jobs["bmc"] = lambda: _bmc(opts)
-    jobs["mlxlink"] = lambda: _mlxlink(opts)
-    jobs["edac"] = lambda: _edac(opts)
-    jobs["pcie_aer"] = lambda: _pcie_aer(opts)
-    # the kernel log on every node: NVIDIA events where there are GPUs, host events everywhere
-    jobs["kernel_events"] = lambda: _kernel_events(opts, has_gpu)
-    if has_gpu:
-        jobs["gpus"] = lambda: _gpus(opts, snap)
-    if sources is not None:
-        jobs = {name: job for name, job in jobs.items() if name in sources}
+    for probe in PROBES:
+        if probe.schedule == FIRST:
+            try:
+                setattr(snap, probe.source, probe.read(opts, snap))
+            except OSError as exc:
+                snap.probe_errors[probe.source] = ProbeError("error", str(exc))
+    jobs = _jobs(opts, snap, sources, (EARLY, INLINE, WALKED))
     _import_probes(jobs)
-    # A GPU call that does not return means the driver is wedged: a failure of its own kind.
-    run_bounded(jobs, opts.deadlines_s, snap, hang_kinds={"gpus": "hang"}, inline=INLINE_PROBES,
+    # A GPU call that does not return means the driver is wedged: a failure of its own kind (HANG_KINDS).
+    run_bounded(jobs, opts.deadlines_s, snap, hang_kinds=HANG_KINDS, inline=INLINE_PROBES,
                 walked=WALKED_PROBES, early=EARLY_PROBES)
-    if sources is None or "versions" in sources:
-        versions = {"versions": lambda: _versions(opts, snap)}
-        _import_probes(versions)
-        run_bounded(versions, opts.deadlines_s, snap)
+    later = _jobs(opts, snap, sources, (AFTER,))
+    if later:
+        _import_probes(later)
+        run_bounded(later, opts.deadlines_s, snap, hang_kinds=HANG_KINDS)
     return snap
 
 
-# The module each probe job imports first. Imported here, in the calling thread, before the jobs'
-# threads start: five threads importing at once contend for the import locks and the GIL (about 3 ms of
-# a healthy prolog's 9 ms of probing, measured); an import cannot hang the way a probe's read can.
-PROBE_MODULES = {"ib_ports": "infiniband", "pcie_links": "pcie", "host": "host", "storage": "storage", "bmc": "bmc",
-                  "mlxlink": "mlxlink", "edac": "host_counters", "pcie_aer": "host_counters",
-                  "kernel_events": "kernel_cache", "gpus": "nvml", "versions": "versions"}
+def _jobs(opts: LiveOptions, snap: Snapshot, sources: frozenset[str] | None,
+          schedules: tuple[str, ...]) -> dict[str, Callable[[], Any]]:
+    """The jobs of the probes of ``schedules`` that are to run, in the order PROBES declares them."""
+    has_gpu = bool(snap.gpu_pci_devices)
+    return {probe.source: (lambda read=probe.read: read(opts, snap)) for probe in PROBES
+            if probe.schedule in schedules and (has_gpu or not probe.gpu_only)
+            and (sources is None or probe.source in sources)}
 
 
 def _import_probes(jobs: dict) -> None:
+    """Import each job's module (PROBE_MODULES) here, in the calling thread, before the jobs' threads
+    start: five threads importing at once contend for the import locks and the GIL (about 3 ms of a
+    healthy prolog's 9 ms of probing, measured); an import cannot hang the way a probe's read can."""
     for name in jobs:
         module = PROBE_MODULES.get(name)
         if module:
@@ -181,6 +190,15 @@ def _import_probes(jobs: dict) -> None:
                 __import__(f"{__package__}.{module}")
             except Exception:  # noqa: BLE001 - the job imports it again and its error becomes probe data
                 pass
+
+
+# ------------------------------------------------------------------------ the readers: read(opts, snap)
+
+
+def _pci_bus(opts: LiveOptions, snap: Snapshot):
+    from .pcibus import nvidia_gpu_present
+
+    return nvidia_gpu_present(opts.sysfs_root)
 
 
 def _gpus(opts: LiveOptions, snap: Snapshot):
@@ -228,9 +246,10 @@ def read_kernel_log(timeout: float = 2.5) -> str:
     return res.stdout
 
 
-def _kernel_events(opts: LiveOptions, nvidia: bool = True):
+def _kernel_events(opts: LiveOptions, snap: Snapshot):
     """One read of the kernel log: NVIDIA driver events (where the PCI bus shows NVIDIA GPUs) and host
     events (machine checks, memory, PCIe, storage, HCA, links), in that order."""
+    nvidia = bool(snap.gpu_pci_devices)
     if opts.kernel_cache and opts.kernel_log is None:  # the hooks: parse only when something new may matter
         from .kmsg import read_raw
 
@@ -263,19 +282,19 @@ def _host_event_markers():
     return literals()
 
 
-def _ib(opts: LiveOptions):
+def _ib(opts: LiveOptions, snap: Snapshot):
     from .infiniband import probe_ib_ports
 
     return probe_ib_ports(opts.sysfs_root)
 
 
-def _pcie(opts: LiveOptions):
+def _pcie(opts: LiveOptions, snap: Snapshot):
     from .pcie import probe_pcie_links
 
     return probe_pcie_links(opts.sysfs_root)
 
 
-def _host(opts: LiveOptions):
+def _host(opts: LiveOptions, snap: Snapshot):
     from .host import probe_host
 
     return probe_host(proc_root=opts.proc_root, sys_root=opts.sysfs_root, services=opts.services,
@@ -288,31 +307,106 @@ def _versions(opts: LiveOptions, snap: Snapshot):
     return probe_versions(sys_root=opts.sysfs_root, proc_root=opts.proc_root, gpus=snap.gpus)
 
 
-def _storage(opts: LiveOptions):
+def _storage(opts: LiveOptions, snap: Snapshot):
     from .storage import probe_storage
 
     return probe_storage(opts.sysfs_root, opts.dev_root, deadline_s=0.9 * opts.deadlines_s.get("storage", 10.0))
 
 
-def _bmc(opts: LiveOptions):
+def _bmc(opts: LiveOptions, snap: Snapshot):
     from .bmc import probe_bmc
 
     return probe_bmc(deadline_s=0.9 * opts.deadlines_s.get("bmc", 20.0), dev_root=opts.dev_root)
 
 
-def _edac(opts: LiveOptions):
+def _edac(opts: LiveOptions, snap: Snapshot):
     from .host_counters import probe_edac
 
     return probe_edac(opts.sysfs_root)
 
 
-def _pcie_aer(opts: LiveOptions):
+def _pcie_aer(opts: LiveOptions, snap: Snapshot):
     from .host_counters import probe_pcie_aer
 
     return probe_pcie_aer(opts.sysfs_root)
 
 
-def _mlxlink(opts: LiveOptions):
+def _mlxlink(opts: LiveOptions, snap: Snapshot):
     from .mlxlink import probe_mlxlink
 
     return probe_mlxlink(opts.sysfs_root, deadline_s=0.9 * opts.deadlines_s.get("mlxlink", 15.0))
+
+
+# ------------------------------------------------------------------------------ the one declaration
+
+# Every snapshot source, one row each. Within a schedule, the rows' order is the order they run in (the
+# inline ones one after the other, the walked ones along their shared thread); the threaded ones are
+# waited for in the rows' order. storage, bmc and mlxlink are for `check` and HealthCheckProgram only:
+# no check of another context (the prolog) needs them, so the hooks never ask for them (``sources``);
+# each of their subprocesses ends inside the deadline.
+PROBES: tuple[Probe, ...] = (
+    Probe("gpu_pci_devices", _pci_bus, "pcibus", None, FIRST, "no PCI device data"),
+    # the kernel log on every node: NVIDIA events where there are GPUs, host events everywhere
+    Probe("kernel_events", _kernel_events, "kernel_cache", 3.0, INLINE,
+          "no kernel log (none recorded in the bundle, or not read in this context)"),
+    Probe("edac", _edac, "host_counters", 2.0, INLINE,  # sysfs: a few files per memory controller
+          "no EDAC memory-controller data (EDAC driver not loaded, or none recorded in the bundle)"),
+    Probe("pcie_aer", _pcie_aer, "host_counters", 3.0, INLINE,  # sysfs: three files per PCI function
+          "no PCIe AER data (not probed, or none recorded in the bundle)"),
+    Probe("ib_ports", _ib, "infiniband", 3.0, WALKED, "no InfiniBand/RoCE data"),
+    Probe("pcie_links", _pcie, "pcie", 3.0, WALKED, "no PCIe link data"),
+    Probe("host", _host, "host", 5.0, WALKED, "no host data"),
+    # nvme smart-log / smartctl per device, all calls inside it
+    Probe("storage", _storage, "storage", 10.0, WALKED,
+          "no storage data (not probed in this context, or none recorded in the bundle)"),
+    # ipmitool sel elist + sdr elist: BMCs are slow
+    Probe("bmc", _bmc, "bmc", 20.0, WALKED,
+          "no BMC data (not probed in this context, or none recorded in the bundle)"),
+    # mlxlink -m -c -e per HCA port, concurrently
+    Probe("mlxlink", _mlxlink, "mlxlink", 15.0, WALKED,
+          "no mlxlink data (not probed in this context, or none recorded in the bundle)"),
+    # EARLY: its thread starts first whatever its row; the row's place is where it is waited for (after the
+    # walked ones, as it always was: each is judged against its own deadline at its turn)
+    Probe("gpus", _gpus, "nvml", 10.0, EARLY,
+          "no NVIDIA GPU data (no NVIDIA GPU on the PCI bus, or none recorded in the bundle)",
+          gpu_only=True, hang="hang"),
+    Probe("versions", _versions, "versions", 3.0, AFTER, "no version data"),
+    # the epilog's facts about the job (hook.run), not a probe of this module
+    Probe("job", None, None, None, ELSEWHERE, "no job (runs in the epilog of a Slurm job)"),
+)
+
+
+def derive(probes: tuple[Probe, ...]) -> tuple:
+    """The tables read elsewhere, from the declarations: (SOURCES, DEFAULT_DEADLINES_S, EARLY_PROBES,
+    INLINE_PROBES, WALKED_PROBES, PROBE_MODULES, ABSENT, HANG_KINDS). Raises ValueError on a row that
+    could not be run as declared."""
+    seen: set[str] = set()
+    for p in probes:
+        problem = ("declared twice" if p.source in seen else
+                   f"unknown schedule {p.schedule!r}" if p.schedule not in SCHEDULES else
+                   "no reader" if p.read is None and p.schedule != ELSEWHERE else
+                   "no deadline" if p.deadline_s is None and p.schedule not in (FIRST, ELSEWHERE) else
+                   "no absence text" if not p.absent else None)
+        if problem:
+            raise ValueError(f"probe {p.source}: {problem}")
+        seen.add(p.source)
+
+    def named(schedule: str) -> tuple[str, ...]:
+        return tuple(p.source for p in probes if p.schedule == schedule)
+
+    jobs = [p for p in probes if p.schedule not in (FIRST, ELSEWHERE)]  # what run_bounded runs
+    return (tuple(p.source for p in probes),
+            {p.source: p.deadline_s for p in jobs},
+            named(EARLY), named(INLINE), named(WALKED),
+            {p.source: p.module for p in jobs if p.module},
+            {p.source: p.absent for p in probes},
+            {p.source: p.hang for p in jobs if p.hang != "timeout"})
+
+
+# SOURCES: what a check may need (checks.registry). DEFAULT_DEADLINES_S: each job's deadline.
+# EARLY_PROBES, INLINE_PROBES, WALKED_PROBES: the schedule (a job in none of them, AFTER's, gets a thread
+# of its own). PROBE_MODULES: the module each job imports first (imported before the threads start; the
+# agent warms them). ABSENT: why a check was skipped, by missing source (pipeline.judge). HANG_KINDS: the
+# ProbeError kind of a job past its deadline, where not "timeout".
+(SOURCES, DEFAULT_DEADLINES_S, EARLY_PROBES, INLINE_PROBES, WALKED_PROBES, PROBE_MODULES, ABSENT,
+ HANG_KINDS) = derive(PROBES)

@@ -232,12 +232,15 @@ def test_a_bundle_with_an_unreadable_recording_is_an_error_not_a_pass(tmp_path):
 def test_probe_modules_are_imported_before_the_threads_and_a_broken_one_stays_the_jobs_error(node, monkeypatch):
     """The probes' modules are imported in the calling thread (threads importing at once contend for the
     import locks); a module that cannot be imported still becomes that probe's error, not the run's."""
+    import dataclasses
     import sys
 
     from healthcheck.probes import live
 
     monkeypatch.setitem(live.PROBE_MODULES, "storage", "no_such_probe_module")
-    monkeypatch.setattr(live, "_storage", lambda opts: __import__("healthcheck.probes.no_such_probe_module"))
+    broken = lambda opts, snap: __import__("healthcheck.probes.no_such_probe_module")  # noqa: E731
+    monkeypatch.setattr(live, "PROBES", tuple(dataclasses.replace(p, read=broken) if p.source == "storage" else p
+                                              for p in live.PROBES))
     monkeypatch.delitem(sys.modules, "healthcheck.probes.host_counters", raising=False)
     seen, run_bounded = [], live.run_bounded
 
