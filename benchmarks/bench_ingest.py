@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from healthcheck.history import migrations  # noqa: E402
 from healthcheck.history.db import make_engine, resolve_url  # noqa: E402
 from healthcheck.history.ingest import ingest  # noqa: E402
-from healthcheck.history.records import RESULT_COLUMNS, RUN_COLUMNS, run_rows  # noqa: E402
+from healthcheck.history.rows import RESULT_COLUMNS, RUN_COLUMNS, run_rows  # noqa: E402
 from healthcheck.history.schema import SQLITE_TIME_FORMAT  # noqa: E402
 
 CHECKS = ("gpu.ecc", "gpu.temperature", "gpu.clocks", "gpu.nvlink", "ib.ports", "pcie.link_width",

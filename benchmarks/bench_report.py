@@ -135,7 +135,7 @@ def build_db(path: str, rows: int) -> None:
 
     from healthcheck.history import migrations, rollups
     from healthcheck.history.db import make_engine, resolve_url
-    from healthcheck.history.records import ACTION_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS
+    from healthcheck.history.rows import ACTION_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS
     from healthcheck.history.schema import unit_of
 
     t0 = time.perf_counter()

@@ -222,7 +222,7 @@ def compare_software(per_node: dict[str, NodeOutcome], settings: Any = None) -> 
     ``sw.versions`` results) compared item by item (fabric/software.py): one job finding per item,
     WARN naming the odd nodes and their values (never a drain on its own: which side is right is the
     admin's call), PASS with the majority. None when fewer than two nodes reported facts."""
-    from ..fabric.record import consistency_findings
+    from ..fabric.runrecord import consistency_findings
     from ..fabric.software import ConsistencyError, check_consistency, node_facts
 
     facts, bad = [], []

@@ -1,5 +1,7 @@
-"""`healthcheck burnin run` (report, submit and fleet-digests: :mod:`healthcheck.cli_burnin_jobs`).
-Registered into :mod:`healthcheck.cli`; heavy imports inside the commands only. Exit status: 0 passed
+"""`healthcheck burnin run` (report, submit and fleet-digests: :mod:`healthcheck.cli.burnin_jobs`).
+Registered into :mod:`healthcheck.cli`; heavy imports inside the commands only. Option handling, output
+and exit status only: the bookkeeping (results directory, spool records, drains, the job's summary) is
+:mod:`healthcheck.burnin.bookkeeping`. Exit status: 0 passed
 (warnings allowed), 1 a node or GPU failed, 2 usage or config error, 3 internal error, 4 more nodes
 failed than the blast radius allows (nothing drained: suspect a shared cause)."""
 from __future__ import annotations
@@ -46,14 +48,6 @@ def _job_nodes() -> tuple[str | None, list[str]]:
         return text, list(NodeSet(text))
     except NodeSetParseError as exc:
         raise UsageFailure(f"SLURM_JOB_NODELIST {text!r}: {exc}") from None
-
-
-def _results_dir(settings, job_id: str | None) -> str:
-    if settings.results_dir:
-        return settings.results_dir
-    if job_id:
-        return os.path.join(os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd(), f"burnin-{job_id}")
-    return ""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -122,7 +116,9 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
     job_nodes, nodes = _job_nodes()
     from dataclasses import replace
 
-    settings = replace(settings, results_dir=_results_dir(settings, job_id))
+    from ..burnin.bookkeeping import results_dir_for
+
+    settings = replace(settings, results_dir=results_dir_for(settings, job_id))
     if allocation:
         _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt)
     else:
@@ -135,12 +131,13 @@ def _log(message: str) -> None:
 
 
 def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spool_dir, fmt, progress=False):
+    from ..burnin.bookkeeping import record_node_run
+    from ..burnin.node_run import NodeContext, run_node
+    from ..core.clock import utc_now_iso
     from ..pipeline.acquire import snapshot_for
-    from ..burnin.node_run import NodeContext, node_record, run_node, write_result
+    from ..pipeline.judge import sources_needed
     from ..probes.live import short_hostname
     from ..spool.entries import new_run_id
-    from ..pipeline.judge import sources_needed
-    from ..core.clock import utc_now_iso
 
     node = node or os.environ.get("SLURMD_NODENAME") or short_hostname()
     if "/" in node or node.startswith("."):
@@ -154,24 +151,8 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
                       node_class=cls.name if cls else None,
                       progress=_log if progress else None)
     verdict = run_node(ctx, started)
-    run_id = new_run_id()
-    record = node_record(ctx, verdict, run_id, config_path or (config.path if config else None))
-    spool = spool_dir or (config.slurm.spool_dir if config else None)
-    if not spool:
-        _log("warning: not recorded in the history: no spool (give --spool DIR, or a config file with "
-             "[slurm] spool_dir)")
-    else:
-        from ..spool.store import SpoolError, append
-
-        try:
-            append(spool, record)
-        except (SpoolError, OSError, ValueError) as exc:
-            _log(f"warning: run not recorded in {spool}: {exc}")
-    if settings.results_dir:
-        try:
-            write_result(settings.results_dir, node, record)
-        except OSError as exc:
-            _log(f"warning: result not written to {settings.results_dir}: {exc.strerror or exc}")
+    record = record_node_run(ctx, verdict, new_run_id(), config_path or (config.path if config else None),
+                             spool_dir or (config.slurm.spool_dir if config else None), _log)
     if fmt == "json":
         emit_json(record)
     else:
@@ -181,22 +162,15 @@ def _run_node(config, config_path, settings, refs, job_id, job_nodes, node, spoo
     from ..output.render import exit_code
 
     if ctx.extra.get("hung"):  # a thread is stuck in a GPU call: interpreter shutdown would wait on it
-        import sys
-
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(exit_code(verdict))
     exit_with(exit_code(verdict))
 
 
-def summary_name(job_id: str | None) -> str:
-    """summary-<job>[_<array task>]: jobs and array tasks may share one results directory (the sweep's)."""
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"summary-{job_id or 'nojob'}" + (f"_{task}" if task else "")
-
-
 def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
     from ..burnin.allocation import run_allocation
+    from ..burnin.bookkeeping import summary_name
     from ..core.clock import utc_now_iso
 
     if not nodes:
@@ -213,30 +187,13 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
 def conclude(outcome, config, config_path, settings, started: str, summary: str, fmt: str,
              job_nodes: str | None) -> None:
     """The end of a job's verdict, wherever it was reached (the allocation step; ``burnin report
-    --drain`` over an array's node results): drains under the ownership rules, the job's run and its
-    actions in the spool, the summary in the results directory, the text or JSON, the exit status."""
-    from ..burnin.allocation import apply_drains
+    --drain`` over an array's node results): the bookkeeping (drains, the spool, the summary:
+    :func:`healthcheck.burnin.bookkeeping.record_job`), then the text or JSON and the exit status."""
+    from ..burnin.bookkeeping import record_job
     from ..burnin.summary import allocation_text
     from ..core.model import Status
-    from ..spool.entries import new_run_id
 
-    run_id = new_run_id()
-    if settings.drain and outcome.drain:
-        from ..slurm.actions import backend_for
-        from ..config.slurm_settings import SlurmSettings
-
-        slurm_settings = config.slurm if config else SlurmSettings()
-        apply_drains(outcome, slurm_settings, backend_for(slurm_settings), run_id, _log)
-    if config:
-        _spool_allocation(config.slurm.spool_dir, outcome, run_id, started, config_path or config.path,
-                          outcome.job_id, job_nodes)
-    if settings.results_dir:
-        from ..burnin.node_run import write_result
-
-        try:
-            write_result(settings.results_dir, summary, {"run_id": run_id, **outcome.to_dict()})
-        except OSError as exc:
-            _log(f"warning: summary not written: {exc.strerror or exc}")
+    record_job(outcome, config, config_path, settings, started, summary, job_nodes, _log)
     if fmt == "json":
         emit_json(outcome.to_dict())
     else:
@@ -244,28 +201,3 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
     if outcome.suspect_shared_cause:
         exit_with(SHARED_CAUSE_EXIT)
     exit_with(exitcodes.FAIL if outcome.status is Status.FAIL else exitcodes.OK)
-
-
-def _spool_allocation(spool: str, outcome, run_id: str, started: str, config_path, job_id, job_nodes) -> None:
-    """The job step's own run (the collective, the localisation, the fleet digests; context
-    ``burnin-job``, node = the batch host) and one action record per drain, for the history."""
-    from ..burnin.allocation import job_verdict
-    from ..probes.live import short_hostname
-    from ..spool.entries import action_record, run_record
-    from ..core.clock import utc_now_iso
-    from ..spool.store import SpoolError, append
-
-    host = os.environ.get("SLURMD_NODENAME") or short_hostname()
-    verdict = job_verdict(outcome, host, started)
-    records = [run_record(verdict, run_id, job_id, config_path, job_nodes=job_nodes)]
-    for a in outcome.actions:
-        if a["action"] in ("drain", "resume"):
-            records.append(action_record(run_id, a["node"], a["action"], a["reason"], time=utc_now_iso(),
-                                         job_id=job_id, context="burnin", why=a["why"],
-                                         checks=sorted({f.check for f in outcome.per_node[a["node"]].findings
-                                                        if f.status.value == "fail"})))
-    try:
-        for rec in records:
-            append(spool, rec)
-    except (SpoolError, OSError, ValueError) as exc:
-        _log(f"warning: job step not recorded in {spool}: {exc}")

@@ -5,7 +5,9 @@
     healthcheck drill run NAME --site DIR [--node NODE] [--timeout S] [--format text|json] [--no-record]
 
 Exit codes of `run`: 0 the drill passed (every stage came, nothing lost), 1 it failed (the output says
-which stage never came or what was lost), 2 bad input or a cluster the drill cannot use."""
+which stage never came or what was lost), 2 bad input or a cluster the drill cannot use, 6 the drill ran
+and its result was printed, but the site's spool could not record it (the error on stderr; --no-record
+skips the spool)."""
 from __future__ import annotations
 
 
@@ -13,7 +15,7 @@ import click
 
 from ..core import exitcodes
 
-from .common import emit_json, UsageFailure
+from .common import emit_json, Unavailable, UsageFailure
 
 FORMATS = ("text", "json")
 
@@ -94,14 +96,15 @@ def prepare(site_dir: str, slurm_conf: str, nodes: str, healthy: str, fault_bund
 @click.option("--record/--no-record", default=True, show_default=True,
               help="append the result to the site's spool (history: check drill.NAME)")
 def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, record: bool) -> None:
-    """Run drill NAME (see `drill list`); exit 0 when it passed, 1 when it failed.
+    """Run drill NAME (see `drill list`); exit 0 when it passed, 1 when it failed, 6 when its result
+    (printed) could not be recorded in the site's spool.
 
     \b
     Example:
       healthcheck drill run hung-gpu --site /var/lib/healthcheck/drill --node gpu017 --format json
     """
     from ..drill.cluster import Cluster, DrillError
-    from ..drill.drills import DRILLS, run_drill
+    from ..drill.drills import DRILLS, record_result, run_drill
     from ..drill.model import render_text
     from ..drill.site import Site
     from ..spool.append import SpoolError
@@ -110,13 +113,18 @@ def run(name: str, site_dir: str, node: str | None, timeout: float, fmt: str, re
         raise click.BadParameter(f"no drill {name!r} (known: {', '.join(DRILLS)})", param_hint="NAME")
     try:
         site = Site.open(site_dir)
-        result = run_drill(name, site, Cluster(site.slurm_conf), node, timeout=timeout, record=record)
+        result = run_drill(name, site, Cluster(site.slurm_conf), node, timeout=timeout, record=False)
     except DrillError as exc:
         raise click.UsageError(str(exc)) from None
-    except (OSError, SpoolError) as exc:  # the spool could not take the result (SpoolError): the drill itself ran
-        raise click.ClickException(f"could not record the drill's result: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"drill {name} could not run: {exc}") from None
     if fmt == "json":
         emit_json(result.to_dict())
     else:
         click.echo(render_text([result]), nl=False)
+    if record:
+        try:
+            record_result(site, result)
+        except (OSError, SpoolError) as exc:  # the drill ran and its result stands (printed above)
+            raise Unavailable(f"the drill's result was not recorded: {exc}") from None
     raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)

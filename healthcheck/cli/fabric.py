@@ -150,7 +150,7 @@ def check(topology, source, fmt, spool_dir):
     result = compare(design, _fabric(source))
     emit_json(result.to_dict()) if fmt == "json" else click.echo(result.to_text())
     if spool_dir:
-        from ..fabric.record import topology_findings
+        from ..fabric.runrecord import topology_findings
 
         spool_result(spool_dir, topology_findings(result), None, started, t0)
     raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)

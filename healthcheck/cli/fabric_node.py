@@ -243,7 +243,7 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
             "results": [f.to_dict() for f in findings]}
     _emit(fmt, data, _render_findings(findings))
     if spool_dir and nvb_path:  # the matrices cell by cell, for the report (not in the output above)
-        from ..fabric.record import p2p_matrix_findings
+        from ..fabric.runrecord import p2p_matrix_findings
 
         findings = findings + p2p_matrix_findings(result, findings)
     spool_result(spool_dir, findings, node_name, started, t0)
@@ -323,7 +323,7 @@ def consistency(path, expect_path, ignore, spool_dir, fmt):
         raise UsageFailure(str(exc)) from None
     _emit(fmt, software.to_dict(report), software.render_text(report))
     if spool_dir:
-        from ..fabric.record import consistency_findings
+        from ..fabric.runrecord import consistency_findings
 
         spool_result(spool_dir, consistency_findings(report), None, started, t0)
     if not report.consistent:

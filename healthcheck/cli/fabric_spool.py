@@ -1,5 +1,5 @@
 """`--spool DIR` of the fabric commands (`fabric check`, `fabric node`, `fabric consistency`): the
-result recorded as one spool run record, context fabric (healthcheck/fabric/record.py)."""
+result recorded as one spool run record, context fabric (healthcheck/fabric/runrecord.py)."""
 from __future__ import annotations
 
 import click
@@ -10,13 +10,13 @@ SPOOL = click.option("--spool", "spool_dir", type=click.Path(file_okay=False),
 
 
 def spool_result(spool_dir: str | None, findings, node: str | None, started: str, t0: float) -> None:
-    """Append the command's findings to ``spool_dir`` as one run record (fabric/record.py); a spool that
+    """Append the command's findings to ``spool_dir`` as one run record (fabric/runrecord.py); a spool that
     cannot be written is a warning, as for `healthcheck check --spool`: the result printed stands."""
     if not spool_dir:
         return
     import time
 
-    from ..fabric.record import fabric_record, record_to
+    from ..fabric.runrecord import fabric_record, record_to
     from ..probes.live import short_hostname
     from ..spool.store import SpoolError
 

@@ -367,6 +367,12 @@ def run_drill(name: str, site: Site, cluster: Cluster, node: str | None = None,
         raise DrillError(f"timeout must be a number of seconds in (0, 3600], got {timeout!r}")
     result = func(site, cluster, node, timeout=timeout)
     if record:
-        spool.append(site.spool_dir, result.to_record())
+        record_result(site, result)
     return result
+
+
+def record_result(site: Site, result: DrillResult) -> None:
+    """Append ``result`` to the site's spool as a run record (context "drill", check ``drill.<name>``)
+    for the history. ``spool.store.SpoolError`` (or OSError) when the spool cannot take it."""
+    spool.append(site.spool_dir, result.to_record())
 

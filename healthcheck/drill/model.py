@@ -3,8 +3,10 @@ clock is passed in (``Timeline(clock=...)``), nothing here reads it on its own o
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Callable, Iterable
+
+from ..core.model import Finding, Status, Verdict
+from ..spool.entries import new_run_id, run_record
 
 # The stages every drill reports, in the order they happen; each is seconds after the fault (a stage
 # the drill does not have, or that never came, is None). ``resume_s`` is counted from the repair.
@@ -100,17 +102,12 @@ class DrillResult:
                 "missing": self.missing, "lost": list(self.lost), "problems": list(self.problems), "notes": list(self.notes),
                 "reason": self.reason}
 
-    def to_record(self, run_id: str | None = None, tool_version: str | None = None) -> dict[str, Any]:
-        """The spool "run" record (the shape healthcheck.history ingests): context "drill", one result
-        ``drill.<name>`` whose metrics are the stage timings."""
-        if tool_version is None:
-            from .. import __version__ as tool_version
-        return {"kind": "run", "schema_version": 1, "run_id": run_id or os.urandom(16).hex(),
-                "node": self.node, "context": CONTEXT, "job_id": self.job_id, "started_at": self.started_at,
-                "duration_s": round(self.duration_s, 6), "status": self.status,
-                "results": [{"check": CHECK_PREFIX + self.name, "status": self.status,
-                             "message": self.message(), "component": None, "metrics": self.metrics()}],
-                "config_hash": None, "tool_version": tool_version}
+    def to_record(self, run_id: str | None = None) -> dict[str, Any]:
+        """The spool "run" record (the one shape, ``spool.entries.run_record``, that the history
+        ingests): context "drill", one result ``drill.<name>`` whose metrics are the stage timings."""
+        finding = Finding(CHECK_PREFIX + self.name, Status(self.status), self.message(), None, self.metrics())
+        verdict = Verdict.of(self.node, [finding], self.started_at, self.duration_s, CONTEXT)
+        return run_record(verdict, run_id or new_run_id(), self.job_id, None)
 
 
 def render_text(results: Iterable[DrillResult]) -> str:

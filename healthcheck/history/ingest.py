@@ -33,7 +33,7 @@ are merged from their rows by the next one (``rollups.refresh``).
 
 Bad input is skipped with a reason and never stops the rest: a corrupt line (truncated JSON, a line of
 another tool; reported by ``healthcheck.spool.store``), a record of an unknown schema version or with a bad
-field (``records.RecordInvalid``).
+field (``rows.RecordInvalid``).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from .db import HistoryError, describe_error, is_sqlite
 from . import rollups
-from .records import (ACTION_COLUMNS, DIGEST_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid,
+from .rows import (ACTION_COLUMNS, DIGEST_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid,
                       action_row, run_rows)
 
 FLUSH_METRIC_ROWS = 1_000_000  # metric rows summarised in memory before their rollups are merged

@@ -250,7 +250,7 @@ def rebuild(engine, chunk: int = 100_000, force: bool = True) -> dict[str, int]:
     from sqlalchemy.exc import SQLAlchemyError
 
     from .db import HistoryError, describe_error, is_sqlite
-    from .records import FLAGGED
+    from .rows import FLAGGED
     from .schema import counter_levels, metric_series, metrics, results, rollup_pending, rollup_state, runs
 
     sqlite = is_sqlite(engine)

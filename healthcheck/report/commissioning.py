@@ -15,7 +15,7 @@ timings of the window, from the same history the rest of the report reads.
   GB/s, slow pairs marked).
 - Consistency: the latest ``fabric.consistency`` run (``fabric consistency --spool`` or a burn-in job):
   per item the majority and the odd values with their folded nodes (read back from the finding's message,
-  the format of ``fabric/record.py``).
+  the format of ``fabric/runrecord.py``).
 - Drill failures: per node, the drills whose latest run there failed.
 - Readiness (``report/readiness.py``, set by ``build_report``): one verdict per node and for the cluster.
 

@@ -16,6 +16,8 @@ Every file the suite writes goes through here:
   every directory above it (a sticky root-owned one like /tmp excepted), as healthcheck.safeio.trust asks
   of the config.
 - :func:`make_dirs`: missing folders created with an explicit mode, not 0777 & ~umask.
+- :func:`unlink_if_present`: the one removal of a file that may already be gone (quietly, for our own
+  temporaries; loudly for any other error, for the spool's rotation).
 """
 from __future__ import annotations
 
@@ -51,17 +53,27 @@ def _create_temp(path: str, mode: int) -> tuple[str, int]:
             os.fchmod(fd, mode & 0o777)  # whatever the umask
         except OSError:
             os.close(fd)
-            _unlink(tmp)
+            unlink_if_present(tmp, quiet=True)
             raise
         return tmp, fd
     raise FileExistsError(errno.EEXIST, "no free temporary name", temp_name(path))
 
 
-def _unlink(path: str) -> None:
+def unlink_if_present(path: str | os.PathLike[str], *, quiet: bool = False) -> None:
+    """Remove ``path``; a file that is not there is never an error (someone else removed it first).
+
+    ``quiet=True`` also swallows every other OSError: for cleanup of our own temporaries on a path that
+    is already failing (this module's writers), where the original error is the one to report.
+    ``quiet=False`` (the default) lets any other OSError propagate: for removals the caller relies on,
+    such as the spool's rotation (healthcheck.spool.append), where a file we could not delete must not
+    pass for deleted."""
     try:
         os.unlink(path)
-    except OSError:
+    except FileNotFoundError:
         pass
+    except OSError:
+        if not quiet:
+            raise
 
 
 def fsync_dir(folder: str) -> None:
@@ -112,7 +124,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        _unlink(tmp)
+        unlink_if_present(tmp, quiet=True)
         raise
     if durable:
         fsync_dir(folder)
@@ -139,7 +151,7 @@ class atomic_file:
             self.fh = os.fdopen(fd, "wb")
         except BaseException:
             os.close(fd)
-            _unlink(self.tmp)
+            unlink_if_present(self.tmp, quiet=True)
             raise
         return self.fh
 
@@ -150,7 +162,7 @@ class atomic_file:
                 fh.close()
             except OSError:
                 pass
-            _unlink(tmp)
+            unlink_if_present(tmp, quiet=True)
             return False
         try:
             try:
@@ -160,7 +172,7 @@ class atomic_file:
                 fh.close()
             os.replace(tmp, self.path)
         except BaseException:
-            _unlink(tmp)
+            unlink_if_present(tmp, quiet=True)
             raise
         fsync_dir(self.folder)
         return False

@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 
-from ..safeio.atomic import check_private_dir, make_dirs, open_append
+from ..safeio.atomic import check_private_dir, make_dirs, open_append, unlink_if_present
 
 CURRENT = "records.jsonl"
 LOCK = ".lock"
@@ -70,13 +70,6 @@ def append_line(spool_dir: str, line: bytes, max_bytes: int = DEFAULT_MAX_BYTES,
         raise SpoolError(f"spool {directory}: {exc.strerror or exc}", exc.errno) from exc
 
 
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def _ensure_dir(directory: str) -> None:
     if os.path.isdir(directory):
         return
@@ -126,9 +119,9 @@ def _rotate(directory: str, keep: int) -> None:
     """records.jsonl -> .1 -> .2 ... ; the file beyond ``keep`` is deleted."""
     base = os.path.join(directory, CURRENT)
     if keep < 1:
-        _unlink(base)
+        unlink_if_present(base)
     else:
-        _unlink(f"{base}.{keep}")
+        unlink_if_present(f"{base}.{keep}")
         for n in range(keep - 1, 0, -1):
             older = f"{base}.{n}"
             if os.path.exists(older):

@@ -1,6 +1,6 @@
 """The spool's records: the "run" record of a verdict and the "action" record of a drain or resume,
 the one shape of each that every producer writes (the Slurm hooks, `healthcheck check --spool`, the
-burn-in job step, the sweep) and the history ingests (:mod:`healthcheck.history.records`)."""
+burn-in job step, the sweep) and the history ingests (:mod:`healthcheck.history.rows`)."""
 from __future__ import annotations
 
 import os

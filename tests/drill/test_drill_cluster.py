@@ -13,7 +13,7 @@ from healthcheck.drill.cluster import Cluster
 from healthcheck.drill.drills import run_drill
 from healthcheck.drill.model import STAGES
 from healthcheck.drill.site import Site
-from healthcheck.history.records import run_rows
+from healthcheck.history.rows import run_rows
 from tests.slurm.test_scenarios import NODES, _live_processes, sources  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slurm

@@ -8,12 +8,13 @@ import os
 import pytest
 from click.testing import CliRunner
 
+from healthcheck import __version__
 from healthcheck.cli.drill import drill
 from healthcheck.drill.cluster import Cluster, DrillError, TimedOut, parse_job_line, read_slurm_conf
 from healthcheck.drill.drills import DRILLS, run_drill
 from healthcheck.drill.model import DrillResult, Timeline, render_text
 from healthcheck.drill.site import Site
-from healthcheck.history.records import run_rows
+from healthcheck.history.rows import run_rows
 
 pytestmark = pytest.mark.slurm
 
@@ -54,8 +55,14 @@ def test_drill_timeline_measures_between_marks_and_refuses_a_second_mark():
 def test_drill_result_record_is_what_the_history_ingests():
     result = _result()
     assert result.ok and result.status == "pass"
-    record = result.to_record(run_id="ab" * 16, tool_version="t")
+    record = result.to_record(run_id="ab" * 16)
     assert record["context"] == "drill" and record["results"][0]["check"] == "drill.failing-check"
+    # the one record builder's shape (spool.entries.run_record): the package's version, no config
+    assert record["kind"] == "run" and record["run_id"] == "ab" * 16 and record["tool_version"] == __version__
+    assert record["status"] == record["results"][0]["status"] == "pass" and record["config_hash"] is None
+    assert record["job_id"] == "7" and record["node"] == "node2" and record["duration_s"] == 12.0
+    assert len(result.to_record()["run_id"]) == 32
+    assert _result(lost=["job 7"]).to_record()["status"] == "fail"
     assert record["results"][0]["metrics"] == {"detect_s": 0.8, "drain_s": 0.9, "requeue_s": 1.0,
                                                "resume_s": 0.7, "detect_runs": 1.0, "lost_items": 0.0}
     rows = run_rows(dict(record, record_id="r1"), ingested_at=None)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from healthcheck.cli.fabric import fabric
 from healthcheck.fabric.compare import CheckResult, Deviation, TierSummary
-from healthcheck.fabric.record import CONTEXT, consistency_findings, fabric_record, topology_findings
+from healthcheck.fabric.runrecord import CONTEXT, consistency_findings, fabric_record, topology_findings
 from healthcheck.core.model import Status
 from healthcheck.spool.store import read_all
 from tests.conftest import FIXTURES

@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from healthcheck.cli.fabric import fabric
-from healthcheck.fabric.record import MAX_P2P_CELLS, P2P_PAIR, p2p_matrix_findings
+from healthcheck.fabric.runrecord import MAX_P2P_CELLS, P2P_PAIR, p2p_matrix_findings
 from healthcheck.core.model import Finding, Status
 from healthcheck.parsers.nvbandwidth import NvbResult, NvbTest
 from healthcheck.spool.store import read_all

@@ -8,7 +8,7 @@ import pytest
 
 from healthcheck.spool import entries as records
 from healthcheck.spool import store as spool
-from healthcheck.history.records import ACTIONS, RecordInvalid, action_row
+from healthcheck.history.rows import ACTIONS, RecordInvalid, action_row
 
 
 def _record(**over):

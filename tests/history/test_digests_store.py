@@ -13,7 +13,7 @@ from healthcheck.analysis.digests import fleet_view
 from healthcheck.history.digests import fleet_from_history, load_digests
 from healthcheck.history.ingest import ingest
 from healthcheck.history.queries import export
-from healthcheck.history.records import RecordInvalid, digest_rows
+from healthcheck.history.rows import RecordInvalid, digest_rows
 from healthcheck.history.schema import gemm_digests, runs
 from tests.history.recs import T0, run_record, write_spool
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from healthcheck.history.records import RecordInvalid, action_row, run_rows
+from healthcheck.history.rows import RecordInvalid, action_row, run_rows
 from healthcheck.history.queries import parse_since
 from tests.history.recs import action_record, run_record
 

@@ -10,7 +10,7 @@ import pytest
 
 from healthcheck.drill.model import DrillResult
 from healthcheck.fabric.compare import CheckResult, Deviation, TierSummary
-from healthcheck.fabric.record import fabric_record, topology_findings
+from healthcheck.fabric.runrecord import fabric_record, topology_findings
 from healthcheck.core.model import Finding, Status
 from healthcheck.report.commissioning import from_frames
 from tests.report.history import write_spool
@@ -148,7 +148,7 @@ def test_real_drill_result_records_feed_the_section():
     import pandas as pd
 
     rec = DrillResult("hung-gpu", "node1", _iso(NOW), 12.0, "5", {"detect_s": 2.04, "drain_s": 2.07},
-                      {"detect_runs": 1.0, "hook_s": 1.52}, expected=("detect_s", "drain_s")).to_record("r-hung")
+                      {"detect_runs": 1.0, "hook_s": 1.52}, expected=("detect_s", "drain_s")).to_record(run_id="r-hung")
     [result] = rec["results"]
     res = pd.DataFrame([{"run_id": "r-hung", "node": "node1", "started_at": pd.Timestamp(NOW),
                          "check": result["check"], "component": None, "status": result["status"],

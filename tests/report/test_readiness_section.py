@@ -11,7 +11,7 @@ import pytest
 
 from healthcheck.burnin.allocation import pair_findings
 from healthcheck.fabric.compare import CheckResult, Deviation, TierSummary
-from healthcheck.fabric.record import fabric_record, p2p_matrix_findings, topology_findings
+from healthcheck.fabric.runrecord import fabric_record, p2p_matrix_findings, topology_findings
 from healthcheck.core.model import Finding, Status, Verdict
 from healthcheck.parsers.nvbandwidth import NvbResult, NvbTest
 from healthcheck.spool.entries import run_record

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from healthcheck.safeio import atomic as atomicio
-from healthcheck.safeio.atomic import UnsafePath, atomic_file, atomic_write, check_private_dir, make_dirs, open_append
+from healthcheck.safeio.atomic import (UnsafePath, atomic_file, atomic_write, check_private_dir, make_dirs, open_append,
+                                      unlink_if_present)
 
 
 def mode(path) -> int:
@@ -137,6 +138,19 @@ def test_make_dirs_gives_every_new_folder_the_mode(tmp_path, umask0):
     (tmp_path / "file").write_text("")
     with pytest.raises(OSError):
         make_dirs(tmp_path / "file" / "x")
+
+
+def test_unlink_if_present_a_missing_file_is_never_an_error_other_errors_only_when_not_quiet(tmp_path):
+    (tmp_path / "f").write_text("x")
+    unlink_if_present(tmp_path / "f")
+    assert not (tmp_path / "f").exists()
+    unlink_if_present(tmp_path / "f")  # already gone: nothing to say, quiet or not
+    unlink_if_present(str(tmp_path / "f"), quiet=True)
+    (tmp_path / "d").mkdir()  # unlink(2) on a folder: EISDIR, for root too
+    with pytest.raises(OSError):
+        unlink_if_present(tmp_path / "d")  # the spool's rotation: a file not removed must not pass for removed
+    unlink_if_present(tmp_path / "d", quiet=True)  # cleanup of our own temporary: the first error stands
+    assert (tmp_path / "d").is_dir()
 
 
 def test_cheap_enough_for_the_prolog():

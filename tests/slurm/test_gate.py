@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.history.records import run_rows
+from healthcheck.history.rows import run_rows
 from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401,F811 - bundles is a fixture
 
 HEAVY_FOR_FAST = ("healthcheck.pipeline.judge", "healthcheck.core.model", "healthcheck.config", "json", "dataclasses")
