@@ -468,7 +468,7 @@ def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):  # SIGPIPE stays ignored, as in any hook
         signal.signal(sig, signal.SIG_DFL)
     from .work import adopt
-    from ..hook.run import guarded_main
+    from ..hook.run import Handoff, guarded_main
 
     adopt(request["env"], request["cwd"], request["umask"])
     sys.argv = ["-c", *request["argv"]]
@@ -490,8 +490,9 @@ def _worker(conn, request: dict, default_budget: float, prepared=None,  # pragma
         answered.append((code, len(text), (time.monotonic() - request["t0"]) * 1000))
 
     try:
-        rc = guarded_main(request["argv"], t0=request["t0"], on_budget=on_budget, prepared=prepared,
-                          on_decided=on_decided, hook_pid=hook_pid, started=started, on_acting=on_acting)
+        rc = guarded_main(request["argv"], Handoff(t0=request["t0"], started=started, hook_pid=hook_pid,
+                                                   prepared=prepared, on_budget=on_budget, on_acting=on_acting,
+                                                   on_decided=on_decided))
     except SystemExit as exc:  # a usage error, as the interpreter would print it
         rc = exc.code if isinstance(exc.code, int) else 1
         if exc.code is not None and not isinstance(exc.code, int):

@@ -662,6 +662,13 @@ class Finding:
             "metrics": dict(self.metrics),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        """The finding :meth:`to_dict` wrote (across the watchdog's pipe, from a spool record); lean: no
+        codec, no typing (the hook's path)."""
+        return cls(data["check"], Status(data["status"]), data.get("message", ""), data.get("component"),
+                   dict(data.get("metrics") or {}))
+
 
 @dataclass
 class Verdict:

@@ -92,9 +92,9 @@ def run(argv: list[str] | None = None, t0_us: str | None = None) -> None:
         else:
             _leave(code)
     _site()
-    from .run import guarded_main, leave
+    from .run import Handoff, guarded_main, leave
 
-    leave(guarded_main(argv, t0=t0))
+    leave(guarded_main(argv, Handoff(t0=t0)))
 
 
 def via_agent(socket_path: str, argv: list[str], t0: float) -> int:

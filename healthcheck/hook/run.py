@@ -71,21 +71,36 @@ def child_budget(budget: float, t0: float, now: float | None = None) -> float:
     return max(t0 + budget - post - END_MARGIN_S - now, min(0.1, budget / 2))
 
 
-def main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-         on_decided=None, hook_pid: int | None = None, started: str | None = None, on_acting=None) -> int:
-    """One hook run. ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the
-    wrapper's), the budget counts from it. ``on_budget(seconds)``: told the context's budget once the
-    config is read (the agent's client waits that long). ``prepared``: a child forked and warmed ahead
-    (``watchdog.prepare(agentwork.run_task, ...)``, the agent's spares) that probes and judges instead of
-    a fork now. ``on_decided(exit status)``: told once the verdict and the Slurm action are settled,
-    before the bookkeeping (baseline, spool record, gate): the agent answers its wrapper then.
-    ``on_acting(exit status)``: told right before a drain is asked of Slurm, with the status the run will
-    exit with (1 for the prolog): the agent's wrapper exits with it should the worker end before
-    ``on_decided`` (it fails closed: never 0 on a node we drained).
-    ``hook_pid``: the hook's process when this runs elsewhere (the agent's worker): the epilog never takes
-    it or its callers for the job's (this process's own callers are never taken either way). ``started``:
-    the run's start (``utc_now_iso()``; the agent's worker gives the one its prepared child began
-    probing with, see ``agentwork.head_start``)."""
+class Handoff:
+    """What the resident agent hands the hook with a run: the one public seam between them (issue 31).
+    The hook run alone (slurmd's own process, ``healthcheck.hook.client``) gives only ``t0``.
+
+    ``t0``: when the hook started (``time.monotonic()``; the agent's worker gets the wrapper's): the budget
+    counts from it. ``started``: the run's start as recorded (``utc_now_iso()``; default: now).
+    ``hook_pid``: the hook's process when the run happens elsewhere (the agent's worker): the epilog never
+    takes it or its callers for the job's. ``prepared``: a child forked and warmed ahead
+    (``watchdog.prepare(agent.work.run_task, ...)``, the agent's spares) that probes and judges instead of
+    a fork now. ``on_budget(seconds)``: told the context's budget once the config is read (the agent's
+    client waits that long). ``on_acting(exit status)``: told right before a drain is asked of Slurm, with
+    the status the run will exit with (1 for the prolog): the wrapper exits with it should the worker end
+    before ``on_decided`` (it fails closed: never 0 on a node we drained). ``on_decided(exit status)``:
+    told once the verdict and the Slurm action are settled, before the bookkeeping (baseline, spool
+    record, gate): the agent answers its wrapper then."""
+
+    __slots__ = ("t0", "started", "hook_pid", "prepared", "on_budget", "on_acting", "on_decided")
+
+    def __init__(self, t0: float | None = None, started: str | None = None, hook_pid: int | None = None,
+                 prepared=None, on_budget=None, on_acting=None, on_decided=None):
+        self.t0, self.started, self.hook_pid, self.prepared = t0, started, hook_pid, prepared
+        self.on_budget, self.on_acting, self.on_decided = on_budget, on_acting, on_decided
+
+
+def main(argv: list[str] | None = None, handoff: Handoff | None = None) -> int:
+    """One hook run: ``argv`` (default: the command line's) ``CONTEXT [--config FILE]``; ``handoff``: what
+    the caller hands it (:class:`Handoff`; none: a run in slurmd's own process, started now)."""
+    handoff = handoff or Handoff()
+    t0, started, hook_pid, prepared = handoff.t0, handoff.started, handoff.hook_pid, handoff.prepared
+    on_budget, on_acting, on_decided = handoff.on_budget, handoff.on_acting, handoff.on_decided
     t0 = time.monotonic() if t0 is None else t0
     context, node, config_path, job_id = resolve(sys.argv[1:] if argv is None else argv)
     if context == "prolog":  # the fast path first: nothing else is imported when the gate vouches
@@ -357,8 +372,7 @@ def _findings_of(outcome, budget: float, context: str):
     from ..core.model import Finding, Status
 
     if outcome.status == "ok" and isinstance(outcome.value, dict):
-        findings = [Finding(f["check"], Status(f["status"]), f["message"], f.get("component"),
-                            dict(f.get("metrics") or {})) for f in outcome.value["findings"]]
+        findings = [Finding.from_dict(f) for f in outcome.value["findings"]]
         return findings, outcome.value.get("counters"), outcome.value.get("facts"), outcome.value.get("events")
     if outcome.status == "timeout":
         return [Finding("node.responsive", Status.FAIL,
@@ -368,12 +382,11 @@ def _findings_of(outcome, budget: float, context: str):
                     f"{context} checker crashed: {outcome.error or 'no result'}")], None, None, None
 
 
-def guarded_main(argv: list[str] | None = None, t0: float | None = None, on_budget=None, prepared=None,
-                 on_decided=None, hook_pid: int | None = None, started: str | None = None, on_acting=None) -> int:
+def guarded_main(argv: list[str] | None = None, handoff: Handoff | None = None) -> int:
     """A bug of ours must never drain a node: Slurm drains on a non-zero prolog/epilog exit, so an
     unexpected exception is logged and the hook exits 0 (the checks' own FAILs still exit 1)."""
     try:
-        return main(argv, t0, on_budget, prepared, on_decided, hook_pid, started, on_acting)
+        return main(argv, handoff)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the last line of defence

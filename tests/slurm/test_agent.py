@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.hook import client as agentclient
+from healthcheck.agent.door import paths_for
 from healthcheck.agent.main import Fingerprint
 from healthcheck.deploy.install import package_path
 from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture
@@ -36,7 +37,8 @@ def start_agent(tmp_path: Path, config: Path, argv_prefix: list[str] | None = No
     proc = subprocess.Popen([*argv, "--socket", str(sock), "--config", str(config)], env=env_for(tmp_path),
                             stderr=subprocess.PIPE, text=True, cwd="/")
     deadline = time.monotonic() + 60
-    while not sock.exists():
+    pid_file = Path(paths_for(str(sock))[1])  # written after the socket is bound: the agent is up once both are
+    while not (sock.exists() and pid_file.exists()):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"agent did not start: {proc.communicate()[1]}")

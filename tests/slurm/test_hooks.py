@@ -188,7 +188,8 @@ def test_on_decided_comes_after_the_action_and_before_the_bookkeeping(tmp_path, 
         monkeypatch.setattr(actions, name, lambda *a, _n=name, _r=real, **k: (order.append(_n), _r(*a, **k))[1])
     for key, value in {"SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "77"}.items():
         monkeypatch.setenv(key, value)
-    code = hooks.main(["prolog", "--config", str(config)], on_decided=lambda c: order.append(f"decided {c}"))
+    code = hooks.main(["prolog", "--config", str(config)],
+                      hooks.Handoff(on_decided=lambda c: order.append(f"decided {c}")))
     assert code == 1
     assert order == ["decide_and_act", "decided 1", "save_baseline", "record"], order
     assert [r["job_id"] for r in spool(tmp_path) if r["kind"] == "run"] == ["77"]
