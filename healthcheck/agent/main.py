@@ -283,6 +283,12 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                 if len(idle) == before:
                     break
     finally:
+        try:  # spares that took a request since the last read are workers now: never stopped here
+            os.set_blocking(notify_r, False)
+            data = os.read(notify_r, 4 * 1024)
+            idle.difference_update(int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data) - 3, 4))
+        except OSError:
+            pass
         for spare in idle:
             _kill(spare)
         signal.set_wakeup_fd(previous_wakeup)
@@ -341,6 +347,9 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None
                 conn, _ = server.accept()
             except (BlockingIOError, InterruptedError):  # another spare took it
                 continue
+        # a worker now: the agent's SIGTERM to its spares (its stop, before it has read this notice) must
+        # not cut a hook short, nor the record written after its answer (SIGKILL still ends it: its budget)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.write(notify_w, os.getpid().to_bytes(4, "big"))
         server.close()  # the agent's socket is not the worker's to hold
         for fd in (notify_w, life_r, *([hand_r] if hand_r is not None else [])):

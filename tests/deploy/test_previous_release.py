@@ -15,12 +15,12 @@ import shlex
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
 from healthcheck.deploy.install import package_path
+from tests.slurm.test_agent_cluster import agent_drains_node2
 from tests.slurm.test_scenarios import ROOT, Site, sources  # noqa: F401 - the sources fixture
 
 # The release installed before the hook, the agent and the Slurm library became packages of their own
@@ -81,31 +81,7 @@ def test_the_previous_releases_hooks_and_unit_run_the_new_package_on_slurm(
     assert command[1:4] == ["-I", "-m", "healthcheck.slurm.agent"], command
 
     # 1. the old unit's command starts the agent of the new package; slurmd runs the old hooks
-    log = tmp_path / "agent.log"
-    with open(log, "w") as err:
-        agent = subprocess.Popen(command, stderr=err, cwd="/")
-    try:
-        deadline = time.monotonic() + 60
-        while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sock.exists(), log.read_text()
-        site.set_bundle("node2", "ecc-fault")
-        cluster = slurm_cluster_factory(prolog=str(prolog), epilog=str(epilog))
-        out = tmp_path / "job.out"
-        job = cluster.sbatch("-N1", "--exclude=node1", "-o", str(out), "--wrap", "echo ran-on=$SLURMD_NODENAME")
-        cluster.wait_for(lambda: site.drained("node2"), 30, message="node2 not drained by the old prolog")
-
-        def settle():  # 22.05 holds a requeued job (launch_failed_requeued_held): release it, as an admin would
-            fields = cluster.job_state(job)
-            if fields.get("JobState") == "PENDING" and "held" in fields.get("Reason", ""):
-                cluster.run(["scontrol", "release", job])
-            return fields.get("JobState") == "COMPLETED"
-        cluster.wait_for(settle, 90, interval=1.0, message="the requeued job did not complete")
-        assert out.read_text().split("ran-on=")[-1].strip() in ("node3", "node4")
-    finally:
-        agent.terminate()
-        agent.wait(timeout=30)
-    served = log.read_text()
+    cluster, job, served = agent_drains_node2(tmp_path, site, slurm_cluster_factory, command, sock, prolog, epilog)
     assert f"prolog on node2 for job {job}: exit 1 after" in served, served  # the agent of the new package
 
     # 2. no agent: the old hooks' Python client (healthcheck.slurm.agentclient) runs the hook itself
