@@ -70,8 +70,7 @@ def read_results(results_dir: str, nodes: list[str]) -> dict[str, NodeOutcome]:
         try:
             with open(path, encoding="utf-8") as fh:
                 record = json.load(fh)
-            findings = [Finding(r["check"], Status(r["status"]), r.get("message", ""), r.get("component"),
-                                dict(r.get("metrics") or {})) for r in record.get("results", [])]
+            findings = [Finding.from_dict(r) for r in record.get("results", [])]
             out[node] = NodeOutcome(node, worst(f.status for f in findings), findings, record)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
@@ -355,8 +354,7 @@ def job_verdict(outcome: AllocationOutcome, host: str, started_at: str) -> Verdi
     job-level findings it attached to nodes (localisation, fleet digests), component = the node."""
     findings = list(outcome.collective)
     for d in (outcome.rdma or {}).get("pair_findings") or []:
-        findings.append(Finding(d["check"], Status(d["status"]), d.get("message", ""), d.get("component"),
-                                dict(d.get("metrics") or {})))
+        findings.append(Finding.from_dict(d))
     for node, o in outcome.per_node.items():
         for f in o.findings:
             if f.check in (LOCALISE, "burnin.gemm.fleet", RESULT, RDMA, COUNTERS):

@@ -29,7 +29,8 @@ TABLE = (
     (BUSY, "busy", "sweep: another sweep holds the lock"),
     (UNAVAILABLE, "unavailable", "a service the command needs could not be used: the history database "
                                  "(unreachable, refusing us, or of another schema version: `healthcheck db "
-                                 "upgrade`), slurmctld, or systemd (`slurm install-hooks` starting the agent)"),
+                                 "upgrade`), slurmctld, systemd (`slurm install-hooks` starting the agent), or the "
+                                 "spool that should record a drill's result (printed all the same)"),
 )
 
 

@@ -262,8 +262,7 @@ class Sweeper:
                 with open(path, encoding="utf-8") as fh:
                     rec = json.load(fh)
                 records[c.node] = rec
-                findings = [Finding(r["check"], Status(r["status"]), r.get("message", ""), r.get("component"),
-                                    dict(r.get("metrics") or {})) for r in rec.get("results", [])]
+                findings = [Finding.from_dict(r) for r in rec.get("results", [])]
                 out[c.node] = NodeResult(c.node, Status(rec["status"]), findings, c.ours, c.reason)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 why = f"no burn-in result ({type(exc).__name__})"
