@@ -9,8 +9,7 @@ one probe-and-judge whose result is thrown away (no GPU call, nothing written). 
 through the agent's door (:mod:`healthcheck.agent.door`: the installed hooks are bash scripts, which
 write one line into a FIFO; the agent hands it on to the spares through a pipe) or from the Python client on
 the socket (:mod:`healthcheck.hook.client`); it is taken by one spare, which runs the hook exactly as the wrapper
-would: ``hooks.guarded_main``, probing live through its prepared child (which starts probing as soon as
-the spare has taken the request: ``agentwork.head_start``), judging, acting and recording,
+would: ``hook.run.guarded_main``, probing live through its prepared child, judging, acting and recording,
 with the budgets counted from the wrapper's start, in the wrapper's environment, working directory and
 umask. It sends back the exit status and what the hook logged, and exits. The agent forks the next
 spare once the hook is answered. Nothing of a run is kept in the agent: what one run probes, caches or
@@ -327,7 +326,7 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None
 
         try:
             keep_out = (server.fileno(), notify_w, life_r, *([hand_r] if hand_r is not None else []))
-            prepared = watchdog.prepare(agentwork.run_task, warm, close=keep_out, head=agentwork.head_start)
+            prepared = watchdog.prepare(agentwork.run_task, warm, close=keep_out)
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
         agentwork.rehearse_adopt()
@@ -419,10 +418,6 @@ def _run(conn, request: dict, hook_pid: int, log, prepared=None) -> int:  # prag
     from ..core.clock import utc_now_iso
 
     started = utc_now_iso()
-    if prepared is not None and prepared.alive():
-        # the prepared child starts probing for the run now, while this worker answers the hook and
-        # prepares the task (~1.5 ms of it on the door's path: agentwork.head_start)
-        prepared.begin({key: request[key] for key in ("argv", "env", "cwd", "umask", "t0")} | {"started": started})
     # the pid: the worker's process group from here on (it calls setsid first), which the wrapper kills
     # should the hook outlive its budget
     default_budget = SlurmSettings().budget(request["argv"][0])

@@ -36,50 +36,14 @@ def rehearse_adopt() -> None:
     adopt(*process_context())
 
 
-def run_task(task: dict, ahead: dict | None = None):
+def run_task(task: dict):
     """``work`` for a task handed to a prepared child, in the environment, directory and umask of the run
-    that handed it; the config by path (the warm one while the file is unchanged, as the parent read it).
-    ``ahead``: what :func:`head_start` probed for this run, used when it was probed for exactly this
-    task (the same context, node, config object, state directory and start, in the same environment,
-    directory and umask), else probed again."""
-    context = (task["env"], task["cwd"], task["umask"])
-    if ahead is not None and ahead["adopted"] != context:
-        ahead = None  # taken in another environment, directory or umask: the run probes for itself
-    if ahead is None:  # else the head start took this very context already
-        adopt(*context)
+    that handed it; the config by path (the warm one while the file is unchanged, as the parent read it)."""
+    adopt(task["env"], task["cwd"], task["umask"])
     config, exp = hooks.load_config(task["config"], task["node"])
     settings = config.slurm if config else hooks.default_settings()
-    snap = None
-    if ahead is not None and ahead["exp"] is exp and all(ahead[k] == task[k] for k in SAME_RUN):
-        snap = ahead["snap"]
     return hooks.work(task["context"], task["node"], exp, settings, task["job_id"], task["state_dir"],
-                       task["started"], task["budget"], task["acknowledged"], task.get("hook_pid"), snap)
-
-
-# What a head start's snapshot must share with the task to stand for its own probing (and the config
-# object itself: the warm one, unchanged since, or a reload that is probed again).
-SAME_RUN = ("context", "node", "config", "state_dir", "started")
-
-
-def head_start(first: dict) -> dict | None:
-    """The prepared child's head start (``watchdog.prepare(head=...)``): given the request as the worker
-    took it (``argv``, ``env``, ``cwd``, ``umask``, ``t0``, ``started``), probe for the run while the
-    worker still answers its hook, applies queued actions and prepares the task. The probing is the run's
-    own (``hooks.snapshot``, the deadlines within the budget counted from the hook's start); what the
-    worker then sends decides whether it stands (:func:`run_task`). None where the run would not probe:
-    the fast prolog, whose gate may vouch for the node without the checks."""
-    adopted = (first["env"], first["cwd"], first["umask"])
-    adopt(*adopted)
-    context, node, config_path, _job = hooks.resolve(first["argv"])
-    config, exp = hooks.load_config(config_path, node)
-    settings = config.slurm if config else hooks.default_settings()
-    if context == "prolog" and settings.prolog_mode == "fast":
-        return None
-    state_dir = os.path.join(settings.state_dir, node)
-    budget = hooks.child_budget(settings.budget(context), first["t0"])
-    snap = hooks.snapshot(context, node, exp, state_dir, first["started"], budget)
-    return {"context": context, "node": node, "config": config_path, "state_dir": state_dir,
-            "started": first["started"], "exp": exp, "snap": snap, "adopted": adopted}
+                      task["started"], task["budget"], task["acknowledged"], task.get("hook_pid"))
 
 
 # The contexts a prepared child warms itself for: the hooks on a job's path. HealthCheckProgram's own

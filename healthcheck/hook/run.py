@@ -286,15 +286,12 @@ def snapshot(context, node, exp, state_dir, started, budget):
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
 
 
-def work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None,
-          snap=None):
-    """In the child: probe (unless ``snap``, taken for this run already: the agent's head start), add the
-    job's facts, judge. Returns plain data for the parent. The child exits once it has answered, so
-    NVML's session is left to that exit."""
+def work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None):
+    """In the child: probe, add the job's facts, judge. Returns plain data for the parent. The child exits
+    once it has answered, so NVML's session is left to that exit."""
     from ..pipeline.judge import judge
 
-    if snap is None:
-        snap = snapshot(context, node, exp, state_dir, started, budget)
+    snap = snapshot(context, node, exp, state_dir, started, budget)
     if context == "epilog" and job_id:
         snap.job = _job_facts(job_id, settings, state_dir, snap, hook_pid)
     if context == "slurm-check" and snap.gpus:  # earlier readings of each GPU, for gpu.stalled

@@ -146,28 +146,13 @@ class Prepared:
     ``run(task, budget_s, started)`` hands it the task (plain data) and waits as :func:`run_in_child` does, with
     the same outcome, and the same kill and reaping when it does not answer in time. A child that
     answered waits for ``release()`` before it exits (its exit then costs its caller nothing);
-    ``discard()`` lets it go, used or not. ``begin(first)``, before ``run``, gives a child prepared with
-    a ``head`` its head start (:func:`prepare`)."""
+    ``discard()`` lets it go, used or not."""
 
-    __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm", "heads")
+    __slots__ = ("pid", "task_fd", "result_fd", "ready_fd", "warm")
 
-    def __init__(self, pid: int, task_fd: int, result_fd: int, ready_fd: int, heads: bool = False):
+    def __init__(self, pid: int, task_fd: int, result_fd: int, ready_fd: int):
         self.pid, self.task_fd, self.result_fd, self.ready_fd = pid, task_fd, result_fd, ready_fd
         self.warm = False  # its "warm" byte was read (end of file alone means it is gone)
-        self.heads = heads  # prepared with a ``head``: it takes a head start before its task
-
-    def begin(self, first: dict) -> bool:
-        """Hand a child prepared with a ``head`` what it can start on before its task (plain data); False
-        when it cannot be given (the child is gone or was used, or has no ``head``: its run then goes as
-        without it)."""
-        if not self.heads or self.task_fd < 0 or self.result_fd < 0:
-            return False
-        payload = marshal.dumps({**first, HEAD: True})
-        try:
-            _write_all(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload)
-        except OSError:
-            return False
-        return True
 
     def run(self, task: Any, budget_s: float, started: Callable[[], Any] | None = None) -> Outcome:
         if not isinstance(budget_s, (int, float)) or not (0 < budget_s < float("inf")):
@@ -176,7 +161,7 @@ class Prepared:
             raise ValueError("this prepared child was already used or discarded")
         start = time.monotonic()
         payload = marshal.dumps(task)
-        try:  # within the budget: a child still on its head start reads the task only after it
+        try:  # within the budget: a task larger than the pipe must not hold the caller past it
             if not _write_within(self.task_fd, len(payload).to_bytes(_HEADER, "big") + payload, start + budget_s):
                 os.close(self.task_fd)  # it never got its task: _collect finds the deadline passed and kills it
                 self.task_fd = -1
@@ -233,18 +218,11 @@ class Prepared:
             _abandon(self.pid, wait_at_exit=False)
 
 
-def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close: tuple[int, ...] = (),
-            head: Callable[[dict], Any] | None = None) -> Prepared:
+def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close: tuple[int, ...] = ()) -> Prepared:
     """Fork now a child that runs ``warm()`` (its errors ignored: the pages and caches a run touches are
     then its own), then waits for a task and returns ``fn(task)`` as :func:`run_in_child` returns ``fn()``.
     ``close``: descriptors of the caller the child must not hold (a listening socket). The agent's spare
-    workers prepare theirs while idle, so a job pays neither the fork nor the first run's page faults.
-
-    ``head``: with it the child returns ``fn(task, ahead)``, where ``ahead`` is what ``head(first)``
-    returned when the caller gave it a head start (:meth:`Prepared.begin`) before the task, else None
-    (also when ``head`` raised). The head start runs before the task comes, while the caller still
-    prepares it: whatever it costs, the run's budget counts from ``run()`` as ever, and a head start
-    that never ends is killed at the run's deadline, as a task that never ends is."""
+    workers prepare theirs while idle, so a job pays neither the fork nor the first run's page faults."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -287,16 +265,7 @@ def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close
             if task is _NO_TASK:
                 os._exit(0)  # discarded, or the parent is gone
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            ahead = None
-            if head is not None and isinstance(task, dict) and task.get(HEAD) is True:
-                try:
-                    ahead = head(task)
-                except (Exception, SystemExit):  # noqa: BLE001 - the task is then run from the start
-                    ahead = None
-                task = _read_task(task_r)
-                if task is _NO_TASK:
-                    os._exit(0)  # discarded after its head start: the run went another way
-            payload = _run_and_encode(lambda: fn(task, ahead) if head is not None else fn(task))
+            payload = _run_and_encode(lambda: fn(task))
             _write_all(result_w, len(payload).to_bytes(_HEADER, "big") + payload)
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -315,16 +284,15 @@ def prepare(fn: Callable[..., Any], warm: Callable[[], Any] | None = None, close
         os.setpgid(pid, pid)
     except OSError:
         pass
-    return Prepared(pid, task_w, result_r, ready_r, heads=head is not None)
+    return Prepared(pid, task_w, result_r, ready_r)
 
 
 _NO_TASK = object()
-HEAD = "__head_start__"  # the key that marks a head start (Prepared.begin) ahead of the task
 
 
 def _read_task(fd: int) -> Any:  # pragma: no cover - runs in a prepared child
-    """One framed task, read to its last byte and not one more (a task may follow a head start in the
-    pipe, which stays open after it), or _NO_TASK at end of file."""
+    """One framed task, read to its last byte and not one more (the pipe stays open after it: its end
+    of file is the child's release), or _NO_TASK at end of file."""
     buf = bytearray()
     size = None
     while size is None or len(buf) < _HEADER + size:

@@ -424,115 +424,44 @@ def test_a_prepared_child_still_warming_is_not_used_and_is_stopped(tmp_path):
     assert watchdog.reap_abandoned(wait_s=30) == set()
 
 
-def test_a_prepared_childs_head_start_comes_before_its_task_and_reaches_it(tmp_path):
-    """begin() hands the child what it can start on while the worker prepares the task: the task then
-    gets what the head start returned; none given, or one that raised, and it gets None. The two frames
-    may wait in the pipe together: the child reads the first to its last byte and not one more."""
+def test_a_task_that_cannot_reach_a_child_still_warming_times_out_within_the_budget():
+    """A task larger than the pipe holds waits for the child to read it: a child held up in its warm-up
+    never holds the run past its budget; it ends as a child that does not answer in time does."""
     from healthcheck.hook import watchdog
 
-    def head(first):
-        if first.get("boom"):
-            raise RuntimeError("boom")
-        return {"probed": first["n"] * 2}
-
-    both = watchdog.prepare(lambda task, ahead: {"task": task, "ahead": ahead},
-                            warm=lambda: time.sleep(0.3), head=head)  # both frames sent before it reads
-    assert both.begin({"n": 21}) is True
-    outcome = both.run({"x": 1}, 30)
-    assert outcome.ok and outcome.value == {"task": {"x": 1}, "ahead": {"probed": 42}}, outcome.error
-    both.discard()
-    for first in (None, {"boom": True, "n": 1}):
-        child = watchdog.prepare(lambda task, ahead: {"task": task, "ahead": ahead}, head=head)
-        assert child.alive(wait_s=30)
-        if first is not None:
-            assert child.begin(first)
-        outcome = child.run({"x": 2}, 30)
-        assert outcome.ok and outcome.value == {"task": {"x": 2}, "ahead": None}, outcome.error
-        child.discard()
-    started_only = watchdog.prepare(lambda task, ahead: task, head=head)
-    assert started_only.alive(wait_s=30) and started_only.begin({"n": 1})
-    started_only.discard()  # the run went another way (the fast prolog's gate, a config it cannot use)
-    assert watchdog.reap_abandoned(wait_s=30) == set()
-    assert started_only.begin({"n": 1}) is False  # discarded: nothing more is handed to it
-
-
-def test_a_task_that_cannot_reach_a_child_busy_on_its_head_start_times_out_within_the_budget():
-    """A task larger than the pipe holds waits for the child to finish its head start: the run never
-    waits past its budget for that (a head start held up by a slow probe), it ends as a child that
-    does not answer in time does. A child prepared without a head takes no head start at all."""
-    from healthcheck.hook import watchdog
-
-    stuck = watchdog.prepare(lambda task, ahead: "never", head=lambda first: time.sleep(60))
-    assert stuck.alive(wait_s=30) and stuck.begin({"n": 1})
+    stuck = watchdog.prepare(lambda task: "never", warm=lambda: time.sleep(60))
     start = time.monotonic()
     outcome = stuck.run({"env": "x" * (1 << 20)}, 0.5)  # 1 MiB: more than the pipe takes at once
     assert outcome.status == "timeout" and time.monotonic() - start < 30, outcome
     stuck.discard()
     assert watchdog.reap_abandoned(wait_s=30) == set()
     plain = watchdog.prepare(lambda task: {"got": task})
-    assert plain.alive(wait_s=30) and plain.begin({"n": 1}) is False
+    assert plain.alive(wait_s=30)
     outcome = plain.run({"x": 3}, 30)
     assert outcome.ok and outcome.value == {"got": {"x": 3}}, outcome.error
     plain.discard()
     assert watchdog.reap_abandoned(wait_s=30) == set()
 
 
-def test_a_head_starts_snapshot_stands_for_the_run_only_when_taken_for_exactly_that_run(monkeypatch, tmp_path):
-    """agentwork.run_task uses what head_start probed only for the same context, node, config (the very
-    object: a config reloaded since is probed again), state directory and start, taken in the same
-    environment, directory and umask; else it probes again."""
+def test_a_prepared_childs_task_runs_in_the_hooks_context_with_the_config_by_path(monkeypatch, tmp_path):
+    """agent.work.run_task adopts the hook's environment, directory and umask, loads the config by path
+    and probes for the run itself (no snapshot is carried in)."""
     from healthcheck.agent import work as agentwork
     from healthcheck.hook import run as hooks
 
     exp = object()
-    probed, used, adopted = [], [], []
-    # in this process: what the child would adopt is recorded, not taken (it would clear the test's environment)
+    used, adopted = [], []
     monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: adopted.append((env, cwd, umask)))
-    monkeypatch.setenv("SLURMD_NODENAME", "n1")
     monkeypatch.setattr(hooks, "load_config", lambda path, node: (None, exp))
-    monkeypatch.setattr(hooks, "snapshot", lambda *args: probed.append(args) or f"snap{len(probed)}")
-    monkeypatch.setattr(hooks, "work", lambda *args: used.append(args[-1]) or {})
+    monkeypatch.setattr(hooks, "work", lambda *args: used.append(args) or {})
     env = {"SLURMD_NODENAME": "n1", "PATH": "/usr/bin"}
-    first = {"argv": ["epilog", "--config", "/etc/hc.toml"], "env": env, "cwd": str(tmp_path), "umask": 0o022,
-             "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}
-    ahead = agentwork.head_start(first)
-    assert len(probed) == 1 and probed[0][:5] == ("epilog", "n1", exp, hooks.default_settings().state_dir + "/n1",
-                                                  first["started"])
-    assert 0 < probed[0][5] <= hooks.default_settings().budget("epilog")  # the probes' deadlines within it
-    task = {"context": "epilog", "node": "n1", "config": "/etc/hc.toml", "job_id": "7", "started": first["started"],
-            "state_dir": hooks.default_settings().state_dir + "/n1", "budget": 5.0, "acknowledged": [],
-            "env": env, "cwd": str(tmp_path), "umask": 0o022}
-    agentwork.run_task(task, ahead)
-    assert used == ["snap1"]  # the run's own probing, done ahead
-    assert len(adopted) == 1  # and the hook's context, taken once
-    for change in ({"started": "2026-12-04T00:00:01+00:00"}, {"state_dir": "/elsewhere"}, {"node": "n2"},
-                   {"context": "prolog"}, {"config": "/etc/other.toml"}):
-        agentwork.run_task({**task, **change}, ahead)
-    agentwork.run_task(task, {**ahead, "exp": object()})  # the config reloaded since the head start
-    agentwork.run_task(task, None)
-    assert used[1:] == [None] * 7  # each of those probes for itself (hooks.work with no snapshot)
-    assert adopted[0] == (env, str(tmp_path), 0o022)  # the head start probed in the hook's context
-    # the head start's context stands whatever its snapshot does (the same hook's); without one, the run
-    # takes the context itself
-    assert len(adopted) == 2 and adopted[1] == adopted[0]
-    agentwork.run_task({**task, "umask": 0o077}, ahead)  # another umask than the head start's: its own
-    assert adopted[-1] == (env, str(tmp_path), 0o077) and used[-1] is None
-
-
-def test_a_fast_prolog_gets_no_head_start(monkeypatch, tmp_path):
-    from healthcheck.agent import work as agentwork
-    from healthcheck.hook import run as hooks
-    from healthcheck.config.slurm_settings import SlurmSettings
-
-    class Config:
-        slurm = SlurmSettings(prolog_mode="fast")
-
-    monkeypatch.setattr(agentwork, "adopt", lambda env, cwd, umask: None)  # the test's environment kept
-    monkeypatch.setattr(hooks, "load_config", lambda path, node: (Config(), object()))
-    monkeypatch.setattr(hooks, "snapshot", lambda *args: pytest.fail("the fast prolog probed ahead"))
-    first = {"argv": ["prolog"], "env": {"SLURMD_NODENAME": "n1"}, "cwd": str(tmp_path), "umask": 0o022,
-             "t0": time.monotonic(), "started": "2026-12-04T00:00:00+00:00"}
-    assert agentwork.head_start(first) is None
+    task = {"context": "epilog", "node": "n1", "config": "/etc/hc.toml", "job_id": "7",
+            "started": "2026-12-04T00:00:00+00:00", "state_dir": "/var/lib/healthcheck/n1", "budget": 5.0,
+            "acknowledged": [], "env": env, "cwd": str(tmp_path), "umask": 0o022, "hook_pid": 4242}
+    agentwork.run_task(task)
+    assert adopted == [(env, str(tmp_path), 0o022)]
+    assert used == [("epilog", "n1", exp, hooks.default_settings(), "7", "/var/lib/healthcheck/n1",
+                     "2026-12-04T00:00:00+00:00", 5.0, [], 4242)]
 
 
 def test_the_checks_child_gets_what_is_left_of_the_budget_less_the_slurm_calls_after_it():
