@@ -3,7 +3,7 @@
 ``python -I -m healthcheck.agent.main [--socket PATH] [--config FILE]`` (systemd: the unit
 ``healthcheck slurm install-hooks`` writes beside the hooks). At start it imports what the prolog, epilog
 and HealthCheckProgram run (the hook, its probes, the checks of those contexts, the config from its
-cache) and freezes that heap (``gc.freeze``). Then it keeps ``SPARES`` workers forked ahead, each
+cache). Then it keeps ``SPARES`` workers forked ahead, each
 waiting in ``accept()`` with its own watchdog child forked ahead too (``watchdog.prepare``), warmed by
 one probe-and-judge whose result is thrown away (no GPU call, nothing written). A hook's request comes
 through the agent's door (:mod:`healthcheck.agent.door`: the installed hooks are bash scripts, which
@@ -32,7 +32,6 @@ Safety:
 """
 from __future__ import annotations
 
-import gc
 import io
 import os
 import select
@@ -582,8 +581,6 @@ def main(argv: list[str] | None = None) -> int:
             door_fd = door.open_door(door_path, pid_path)
         except OSError as exc:  # the hooks then use the socket (their Python client)
             _log(f"no door at {door_path}: {exc}")
-        gc.collect()
-        gc.freeze()  # the warm heap is shared with every worker; the collector leaves it alone (no copy-on-write)
         _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
              + (f"; not importable: {', '.join(failed)}" if failed else ""))
         return serve(server, fingerprint, warm_for=warm_for, door_fd=door_fd)
