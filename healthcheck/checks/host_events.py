@@ -32,13 +32,13 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
     than its window (0 = the whole log) are counted (EDAC lines count the errors they report; link
     "up" lines count their repeats) and give the class's severity from ``min_count`` on, WARN from
     ``warn_count``; the severity is the class's in the context judged (``severity_by_context``, from the
-    runner's ``"_context"`` threshold key), else its ``severity``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
+    judge's ``"_context"`` threshold key), else its ``severity``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
     the log; an event of unknown age is counted. Events the hooks acknowledged after an ended drain are
     passed over.
     """
     name = "host.events"
     policy = _policy(exp)
-    context = t.get("_context")  # the runner's (checks.registry.CONTEXT_KEY); None in a direct call
+    context = t.get("_context")  # the judge's (checks.registry.CONTEXT_KEY); None in a direct call
     events = [ev for ev in (snap.kernel_events or []) if ev.kind == "host" and ev.event_class]
     acked = set(snap.acknowledged_events or ())
     n_acked = 0

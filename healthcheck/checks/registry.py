@@ -3,7 +3,7 @@
 A check is a pure function ``fn(snapshot, expectations, thresholds) -> list[Finding]``:
 no I/O, no clock (the snapshot carries ``taken_at``), no globals. ``thresholds`` is the decorator's
 defaults overlaid with the config's overrides for this check, plus one reserved key: ``"_context"``
-(:data:`CONTEXT_KEY`), the context the runner judges in (one of :data:`CONTEXTS`; read it with
+(:data:`CONTEXT_KEY`), the context the judge (pipeline.judge) judges in (one of :data:`CONTEXTS`; read it with
 ``t.get("_context")``, absent when a test calls the function directly). No check may declare a
 threshold of that name, and the config refuses one. Adding a check = one decorated function in
 one module of ``healthcheck/checks/`` + its test, then ``python -m healthcheck.checks
@@ -27,7 +27,7 @@ from ..core.struct import field, record as dataclass
 # probe that fills each one reports errors under the same key.
 from ..probes.live import SOURCES
 
-# The reserved threshold key under which the runner passes the context to every check.
+# The reserved threshold key under which the judge passes the context to every check.
 CONTEXT_KEY = "_context"
 # Contexts a check runs in unless it says otherwise / the config overrides: everything but the prolog,
 # whose budget is tens of milliseconds.
@@ -44,7 +44,7 @@ class CheckSpec:
     thresholds: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     # Called even when a needed source is absent (e.g. gpu.count fails when GPUs are expected
-    # but none could be seen); otherwise the runner reports SKIP for it.
+    # but none could be seen); otherwise the judge reports SKIP for it.
     handles_missing: bool = False
     # Can it FAIL with no expectations file and its default thresholds? True: ``fails_on`` names the
     # faults it fails on by default. False: it is informational until configured, and ``fails_on``
@@ -69,7 +69,7 @@ def check(name: str, *, needs: Iterable[str], contexts: Iterable[str] = DEFAULT_
         if source not in SOURCES:
             raise ValueError(f"check {name}: unknown source {source!r}")
     if thresholds and CONTEXT_KEY in thresholds:
-        raise ValueError(f"check {name}: threshold name {CONTEXT_KEY!r} is reserved (the runner's context)")
+        raise ValueError(f"check {name}: threshold name {CONTEXT_KEY!r} is reserved (the judge's context)")
     contexts = frozenset(contexts)
     if not contexts <= set(CONTEXTS):
         raise ValueError(f"check {name}: unknown contexts {sorted(contexts - set(CONTEXTS))}")

@@ -350,8 +350,8 @@ class Validator:
                 raise self.error(f"thresholds.\"{check_name}\" must be a table", table, check_name)
             known = specs[check_name].thresholds
             for key, value in values.items():
-                if key == "_context":  # checks.registry.CONTEXT_KEY: the runner's, not the site's
-                    raise self.error(f"threshold name {key!r} is reserved for {check_name} (the runner passes "
+                if key == "_context":  # checks.registry.CONTEXT_KEY: the judge's, not the site's
+                    raise self.error(f"threshold name {key!r} is reserved for {check_name} (the judge passes "
                                      f"the context under it)", f"{table}.\"{check_name}\"", key)
                 if key not in known:
                     allowed = ", ".join(sorted(known)) or "none"

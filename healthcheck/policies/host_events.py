@@ -9,7 +9,7 @@ single entries the way the site config's ``[xid]`` table changes the Xid policy.
 
 Severity per context: an entry may add ``severity_by_context = { prolog = "warn", ... }`` (contexts of
 :data:`healthcheck.checks.registry.CONTEXTS`, severities as ``severity``); ``severity`` applies in the
-contexts it does not name. The check learns its context from the runner (threshold key ``"_context"``)
+contexts it does not name. The check learns its context from the judge (threshold key ``"_context"``)
 and asks :meth:`HostEventRule.severity_in`.
 """
 from __future__ import annotations

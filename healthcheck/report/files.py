@@ -1,7 +1,7 @@
 """Write the HTML report and its full tables as CSV beside it (I/O; the rendering is pure).
 
 ``write_html(report, path)`` writes ``path`` and ``<stem>.<table>.csv`` for every table of
-``tables.NAMES`` in the same folder, each atomically (``atomicio.atomic_write``: a unique temporary, then
+``tables.NAMES`` in the same folder, each atomically (``safeio.atomic.atomic_write``: a unique temporary, then
 renamed; mode 0644), the CSVs first so the page never links a file that is not there yet. Returns the
 paths written. An existing file of those names is replaced whole, never appended to or truncated in place.
 """
