@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 import time
 
 from ..hook.run import CONTEXTS
@@ -238,22 +237,6 @@ def request_of(line: str, proc: str = "/proc") -> tuple[dict, Reply]:
 
     return {"v": SOCKET_PROTOCOL, "argv": [req.context, "--config", req.config], "env": env, "cwd": cwd,
             "umask": umask, "t0": start_of(req.t0_us), "pid": req.pid}, reply
-
-
-def rehearse() -> None:
-    """What a spare does for a hook at the door, done on itself while it waits (a pipe of its own, its own
-    /proc entries): in a fresh fork the first pass costs ~0.6 ms of first touches, a later one ~0.04 ms."""
-    r, w = os.pipe()
-    try:
-        start, _uids, _status = identity(os.getpid())
-        line = f"{PROTOCOL} {os.getpid()} {r} {int(time.time() * 1e6)} {start} {sys.executable} prolog /"
-        _request, reply = request_of(line)
-        reply.send({"kind": "done", "rc": 0, "log": ""})
-        reply.close()
-        os.read(r, 64)
-    finally:
-        os.close(r)
-        os.close(w)
 
 
 def encode(message: dict) -> bytes:

@@ -319,7 +319,6 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None
         from ..hook import watchdog
 
         def warm() -> None:
-            agentwork.rehearse_adopt()
             if warm_for:
                 agentwork.warm_run(*warm_for)
 
@@ -328,11 +327,6 @@ def _spare(server, notify_w: int, life_r: int, log, warm_for, hand_r: int | None
             prepared = watchdog.prepare(agentwork.run_task, warm, close=keep_out)
         except OSError as exc:  # no prepared child: the hook forks its own, as without the agent
             log(f"no prepared child: {exc}")
-        agentwork.rehearse_adopt()
-        try:
-            door.rehearse()
-        except (OSError, door.DoorError):  # /proc unreadable here: the door's requests fail alike, logged
-            pass
         conn = line = None
         while conn is None and line is None:
             ready, _, _ = select.select([server, life_r, *([hand_r] if hand_r is not None else [])], [], [])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from ..hook import run as hooks
-from ..hook.client import process_context
 
 
 def keep_warm(path: str, node: str) -> None:
@@ -27,13 +26,6 @@ def adopt(env: dict, cwd: str, umask: int) -> None:
         os.chdir(cwd)
     except OSError:
         os.chdir("/")
-
-
-def rehearse_adopt() -> None:
-    """:func:`adopt` this process's own environment, directory and umask (nothing changes): the first
-    call in a fresh fork costs ~0.7 ms of first touches, a later one ~0.3 ms, so the agent's waiting
-    processes pay the first while idle."""
-    adopt(*process_context())
 
 
 def run_task(task: dict):

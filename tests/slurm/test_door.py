@@ -493,13 +493,6 @@ def test_a_bash_without_epochrealtime_goes_straight_to_the_python_client(tmp_pat
     assert [line for line in served.splitlines() if "for job 4242: exit 0 after" in line][0].endswith(", on the socket")
 
 
-def test_a_spares_rehearsal_of_the_door_touches_its_path_and_leaves_nothing_open():
-    before = sorted(os.listdir("/proc/self/fd"))
-    door.rehearse()
-    door.rehearse()
-    assert sorted(os.listdir("/proc/self/fd")) == before
-
-
 def test_an_answer_to_a_hook_that_is_gone_says_so():
     """The worker runs nothing for a hook whose ``accepted`` cannot be delivered (it gave up and ran its
     hook itself): the answer reports the hook gone."""
