@@ -98,9 +98,8 @@ def _private(name: str) -> bool:
 
 
 def private_name_uses(modules: dict[str, Path]) -> list[str]:
-    """``from X import _name`` and ``mod._name`` where X / mod is another module of the package (a
-    private module such as the generated ``checks._index`` may be imported; its names are then used
-    as ``_index.NAME``)."""
+    """``from X import _name`` and ``mod._name`` where X / mod is another module of the package; a private
+    module (the generated ``checks._index``) only from within its own package."""
     found = []
     for module, path in sorted(modules.items()):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -112,6 +111,8 @@ def private_name_uses(modules: dict[str, Path]) -> list[str]:
                     full = f"{base}.{alias.name}"
                     if full in modules:
                         bound[alias.asname or alias.name] = full
+                        if _private(alias.name) and base != module.rpartition(".")[0] and base != module:
+                            found.append(f"{module}:{node.lineno} imports the private module {full}")
                     elif base in modules and base != module and _private(alias.name):
                         found.append(f"{module}:{node.lineno} imports {alias.name} from {base}")
             elif isinstance(node, ast.Import):
@@ -196,9 +197,11 @@ def test_private_names_across_modules_are_found_own_ones_and_private_modules_are
         "a/n.py": "from .m import _x\nfrom . import m\nfrom . import _gen\nm._f()\n_gen.TABLE\nm.__name__\n",
         "a/_gen.py": "TABLE = {}\n",
         "a/o.py": "import healthcheck.a.m as mm\nmm._x\n",
+        "b/p.py": "from ..a import _gen\n",
     })
     assert private_name_uses(graph.modules) == [
         "healthcheck.a.n:1 imports _x from healthcheck.a.m",
         "healthcheck.a.n:4 uses healthcheck.a.m._f",
         "healthcheck.a.o:2 uses healthcheck.a.m._x",
+        "healthcheck.b.p:1 imports the private module healthcheck.a._gen",
     ]

@@ -73,11 +73,11 @@ def warm(config_path: str | None = None) -> list[str]:
     from ..spool import entries as records
     from ..spool import store as spool
     from ..spool import append as spoolwrite  # noqa: F401
-    from ..checks import _index
+    from ..checks.registry import index
     from ..probes import live
 
     names = {f"healthcheck.probes.{m}" for m in live.PROBE_MODULES.values()}
-    names |= {f"healthcheck.checks.{entry[0]}" for entry in _index.CHECKS.values() if set(entry[2]) & set(CONTEXTS)}
+    names |= {f"healthcheck.checks.{entry.module}" for entry in index().values() if entry.contexts & set(CONTEXTS)}
     names |= {"healthcheck.parsers.kernel_log", "healthcheck.parsers.host_events", "healthcheck.probes.jobprocs",
               "healthcheck.parsers.ipmitool", "healthcheck.parsers.mlxlink"}  # HealthCheckProgram's BMC and HCA
     for name in sorted(names):
