@@ -110,7 +110,7 @@ def start_agent(work: Path, name: str, env: dict[str, str], argv: list[str] | No
     import subprocess
     import time
 
-    from healthcheck.agent.door import paths_for
+    from healthcheck.core.agentpaths import paths_for
 
     sock = work / f"run-{name}" / "agent.sock"
     proc = subprocess.Popen([*(argv or [sys.executable, "-I", "-m", "healthcheck.agent.main"]), "--socket",
@@ -152,7 +152,7 @@ def start_door_floor(work: Path, env: dict[str, str]):
     measured on its fallback. Returns (process, hook)."""
     import subprocess
 
-    from healthcheck.agent.door import paths_for
+    from healthcheck.core.agentpaths import paths_for
 
     sock = work / "run-floor" / "agent.sock"
     proc = subprocess.Popen([sys.executable, "-I", str(ROOT / "benchmarks" / "door_floor.py"), str(sock)], env=env,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from healthcheck.core import agentpaths
 from healthcheck.agent import door  # noqa: E402
 
 
@@ -27,7 +28,7 @@ def _stop(_signum, _frame):
 
 def serve(socket_path: str) -> None:
     signal.signal(signal.SIGTERM, _stop)  # the door and pid file removed on the way out
-    door_path, pid_path = door.paths_for(socket_path)
+    door_path, pid_path = agentpaths.paths_for(socket_path)
     os.makedirs(os.path.dirname(door_path), mode=0o700, exist_ok=True)
     fd = door.open_door(door_path, pid_path)
     lines = door.Lines()

@@ -21,10 +21,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),                 # the command line: the only importer of click
     ("sweep",),               # the nightly sweep: burn-in, report, Slurm and history together
     ("drill", "report"),      # fault drills on a cluster; the readiness report
-    ("deploy", "burnin"),     # install-hooks; GEMM, bandwidth, DCGM, nccl-tests and the job step that judges them
+    ("burnin",),              # GEMM, bandwidth, DCGM, nccl-tests and the job step that judges them
     ("agent",),               # the resident agent that serves the hooks
     ("hook",),                # what slurmd runs: Prolog, Epilog, HealthCheckProgram
     ("slurm",),               # the Slurm library the hook, burn-in, sweep and drill share
+    ("deploy",),              # install-hooks: renders the hooks and the agent's unit (core.agentpaths, safeio)
     ("history",),             # the run history: schema, migrations, ingest, frames
     ("analysis",),            # pandas analyses of those frames
     ("fabric",),              # the InfiniBand fabric against its design; counters; node topology
@@ -151,6 +152,30 @@ def test_forwarders_only_forward_and_nothing_imports_them(graph):
         assert all(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in rest), old
     importers = sorted(f"{a} -> {b}" for a, targets in graph.edges.items() for b in targets if b in FORWARDERS)
     assert not importers, "the package imports a forwarder instead of the module's new home:\n" + "\n".join(importers)
+
+
+def reaches(graph: Graph, start: str) -> set[str]:
+    """Every module of the package that importing the modules of ``start`` (a package) may import, lazily
+    included, forwarders excepted."""
+    adj = {a: set(targets) for a, targets in graph.edges.items()}
+    seen: set[str] = set()
+    todo = [m for m in graph.modules if package_of(m) == start]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(adj.get(module, ()))
+    return seen
+
+
+@pytest.mark.parametrize("program", ["burnin", "sweep", "drill", "report", "deploy"])
+def test_the_slurm_library_users_reach_neither_the_hook_nor_the_agent(graph, program):
+    """Issue 31: burn-in, sweep and drill share the Slurm library, not what slurmd runs on the nodes. The
+    layer order alone allows what is below them; this says the hook and the agent are not reached even
+    through another package (drill -> deploy -> ... was such a path)."""
+    found = sorted(m for m in reaches(graph, program) if package_of(m) in ("hook", "agent"))
+    assert not found, f"{program} reaches the node programs: {found}"
 
 
 def test_the_top_level_holds_packages_only():

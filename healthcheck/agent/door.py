@@ -4,7 +4,7 @@ The installed hooks are bash scripts (``templates/client.bash``). With the agent
 start (~2 ms, ~3 MiB) and the worker's few milliseconds instead of an interpreter's start (~9 ms, ~8 MiB)
 and the same work: bash cannot open a Unix socket, so the agent also listens on a FIFO, its door.
 
-- The door is ``agent.door`` beside the socket ``agent.sock`` (:func:`paths_for`), mode 0600 in the
+- The door is ``agent.door`` beside the socket ``agent.sock`` (:func:`healthcheck.core.agentpaths.paths_for`), mode 0600 in the
   agent's 0700 directory: only root (or the agent's own user) can write a request into it. The agent
   writes ``PID START`` into ``agent.pid`` beside it (its pid and its start time, field 22 of
   ``/proc/PID/stat``). A hook knocks only when the door and the pid file are root's (``-O``) and the pid
@@ -65,12 +65,6 @@ RECORD = 4096  # a line handed to the spares: PIPE_BUF bytes, the most a pipe wr
 
 class DoorError(Exception):
     """A request at the door that cannot be taken (the hook gets no answer: it runs its Python client)."""
-
-
-def paths_for(socket_path: str) -> tuple[str, str]:
-    """The door and the pid file of the agent whose socket is ``socket_path``."""
-    base = socket_path[:-5] if socket_path.endswith(".sock") else socket_path
-    return base + ".door", base + ".pid"
 
 
 class Request:

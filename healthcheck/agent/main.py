@@ -41,6 +41,7 @@ import time
 
 from ..hook import client as agentclient
 from . import door
+from ..core.agentpaths import DEFAULT_SOCKET, paths_for
 from ..hook.client import PROTOCOL, read_frame, send_frame
 from ..hook.run import CONTEXTS
 from ..config.slurm_settings import SlurmSettings
@@ -553,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m healthcheck.agent.main",
                                      description="The node's warm hook agent (see healthcheck/agent/main.py).")
-    parser.add_argument("--socket", default=agentclient.DEFAULT_SOCKET, help="Unix socket the hooks connect to")
+    parser.add_argument("--socket", default=DEFAULT_SOCKET, help="Unix socket the hooks connect to")
     parser.add_argument("--config", default=os.environ.get("HEALTHCHECK_CONFIG"),
                         help="the hooks' config, loaded at start to warm its cache (each run reads it afresh)")
     args = parser.parse_args(argv)
@@ -568,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AgentError, OSError) as exc:
         _log(f"not started: {exc}")
         return 1
-    door_path, pid_path = door.paths_for(args.socket)
+    door_path, pid_path = paths_for(args.socket)
     door_fd = None
     try:
         try:

@@ -5,7 +5,7 @@ import click
 
 
 from .common import Unavailable, UsageFailure
-from ..hook.client import DEFAULT_SOCKET
+from ..core.agentpaths import DEFAULT_SOCKET
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -11,8 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..hook.client import DEFAULT_SOCKET
-from ..agent.door import paths_for
+from ..core.agentpaths import DEFAULT_SOCKET, paths_for
 
 HOOKS = {"prolog.sh": "Prolog", "epilog.sh": "Epilog", "healthcheck.sh": "HealthCheckProgram"}
 UNIT = "healthcheck-agent.service"  # the warm agent the hooks hand their work to (healthcheck.agent.main)

@@ -43,7 +43,6 @@ HEADER = 8
 ACCEPT_S = 1.0  # the agent's answer to a request (a warm agent answers in about a millisecond)
 ANSWER_MARGIN_S = 0.5  # after the hook's budget: the worker's own exit, the last frame
 MAX_FRAME = 16 * 1024 * 1024
-DEFAULT_SOCKET = "/run/healthcheck/agent.sock"
 
 
 class AgentGone(Exception):

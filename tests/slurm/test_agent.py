@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from healthcheck.hook import client as agentclient
-from healthcheck.agent.door import paths_for
+from healthcheck.core.agentpaths import paths_for
 from healthcheck.agent.main import Fingerprint
 from healthcheck.deploy.install import package_path
 from tests.slurm.test_hooks import bundles, spool, write_config  # noqa: F401 - the bundles fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from healthcheck.core import agentpaths
 from healthcheck.agent import door
 from healthcheck.deploy import install
 from tests.slurm.test_agent import agent, env_for, results, runs, start_agent, stop  # noqa: F401 - a fixture
@@ -56,7 +57,7 @@ def test_at_the_door_the_hook_judges_acts_and_records_as_in_its_own_process(tmp_
 def test_the_door_and_pid_file_are_private_and_go_with_the_agent(tmp_path, bundles):  # noqa: F811
     config = write_config(tmp_path, str(bundles / "healthy"))
     proc, sock = start_agent(tmp_path, config)
-    door_path, pid_path = (Path(p) for p in door.paths_for(str(sock)))
+    door_path, pid_path = (Path(p) for p in agentpaths.paths_for(str(sock)))
     try:
         assert stat.S_ISFIFO(door_path.stat().st_mode) and stat.S_IMODE(door_path.stat().st_mode) == 0o600
         start = door.parse_start(Path(f"/proc/{proc.pid}/stat").read_bytes())
@@ -103,7 +104,7 @@ def test_a_malformed_line_at_the_door_is_refused_and_the_agent_serves_on(tmp_pat
     r, w = os.pipe()  # a pipe this process holds, named by a well-formed line that waited too long
     os.set_blocking(r, False)
     try:
-        fd = os.open(door.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(agentpaths.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
         old = int((time.time() - door.GIVEN_UP_S - 1) * 1e6)
         os.write(fd, f"1 {os.getpid()} {r} {old} {sys.executable} prolog {config}\n".encode())
         os.write(fd, b"1 1 3 0 /bin/bash prolog /etc/passwd\nrm -rf /\n" + b"x" * 9000 + b"\n")
@@ -150,7 +151,7 @@ def test_without_an_agent_or_with_a_dead_ones_door_the_hook_runs_its_python_clie
     script = hook_script(tmp_path, "prolog.sh", config, sock)
     first, _ = run_hook(script, env_for(tmp_path, job="1"))  # nothing there
     sock.parent.mkdir(mode=0o700)
-    door_path, pid_path = door.paths_for(str(sock))
+    door_path, pid_path = agentpaths.paths_for(str(sock))
     os.mkfifo(door_path, 0o600)
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -167,7 +168,7 @@ class FakeAgent:
 
     def __init__(self, sock: Path, *answers, delay_s: float = 0.0):
         sock.parent.mkdir(mode=0o700, exist_ok=True)
-        self.door_path, self.pid_path = door.paths_for(str(sock))
+        self.door_path, self.pid_path = agentpaths.paths_for(str(sock))
         self.fd = door.open_door(self.door_path, self.pid_path)  # the pid file names this (live) process
         self.answers, self.requests, self.delay_s, self.refused = answers, [], delay_s, None
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -204,11 +205,11 @@ def test_a_door_no_one_reads_costs_a_second_then_the_hook_runs_its_python_client
     config = write_config(tmp_path, str(bundles / "healthy"))
     sock = tmp_path / "run" / "agent.sock"
     sock.parent.mkdir(mode=0o700)
-    fd = door.open_door(*door.paths_for(str(sock)))  # a live pid, a door nobody reads
+    fd = door.open_door(*agentpaths.paths_for(str(sock)))  # a live pid, a door nobody reads
     try:
         proc, took = run_hook(hook_script(tmp_path, "prolog.sh", config, sock), env_for(tmp_path))
     finally:
-        door.close_door(fd, *door.paths_for(str(sock)))
+        door.close_door(fd, *agentpaths.paths_for(str(sock)))
     assert proc.returncode == 0 and "agent not used, the hook runs here: no answer at its door" in proc.stderr
     assert took >= 1.0
     assert spool(tmp_path)[-1]["status"] == "pass"

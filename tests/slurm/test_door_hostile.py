@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from healthcheck.hook import client as agentclient
+from healthcheck.core import agentpaths
 from healthcheck.agent import door
 from healthcheck.deploy import install
 from healthcheck.slurm.backend_base import slurm_env, untrusted_conf
@@ -55,7 +56,7 @@ def unread(pid: int) -> bytes:
 
 
 def knock_at(sock: Path, line: str) -> None:
-    fd = os.open(door.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
+    fd = os.open(agentpaths.paths_for(str(sock))[0], os.O_WRONLY | os.O_NONBLOCK)
     try:
         os.write(fd, line.encode("utf-8", "surrogateescape") + b"\n")
     finally:
@@ -227,7 +228,7 @@ def test_a_hook_never_knocks_at_a_door_or_pid_file_that_is_not_roots(tmp_path, b
     config = write_config(tmp_path, str(bundles / "healthy"))
     sock = tmp_path / "run" / "agent.sock"
     sock.parent.mkdir(mode=0o755)
-    door_path, pid_path = door.paths_for(str(sock))
+    door_path, pid_path = agentpaths.paths_for(str(sock))
     fd = door.open_door(door_path, pid_path)  # a live pid and its start: all but the owner are right
     try:
         for planted in (door_path, pid_path):
@@ -248,7 +249,7 @@ def test_a_stale_pid_file_naming_another_live_process_costs_nothing(tmp_path, bu
     config = write_config(tmp_path, str(bundles / "healthy"))
     sock = tmp_path / "run" / "agent.sock"
     sock.parent.mkdir(mode=0o700)
-    door_path, pid_path = door.paths_for(str(sock))
+    door_path, pid_path = agentpaths.paths_for(str(sock))
     fd = door.open_door(door_path, pid_path)
     try:
         for text in (f"{os.getpid()} {start_of(os.getpid()) + 1}\n", f"{os.getpid()}\n", "x y\n"):
@@ -339,11 +340,11 @@ def test_the_second_a_hook_waited_at_the_door_counts_in_its_budget(tmp_path, bun
     config = write_config(tmp_path, str(bundles / "healthy"))
     sock = tmp_path / "run" / "agent.sock"
     sock.parent.mkdir(mode=0o700)
-    fd = door.open_door(*door.paths_for(str(sock)))  # a live agent's pid file, a door nobody reads
+    fd = door.open_door(*agentpaths.paths_for(str(sock)))  # a live agent's pid file, a door nobody reads
     try:
         proc, _ = run_hook(hook_script(tmp_path, "prolog.sh", config, sock), env_for(tmp_path))
     finally:
-        door.close_door(fd, *door.paths_for(str(sock)))
+        door.close_door(fd, *agentpaths.paths_for(str(sock)))
     assert proc.returncode == 0 and NOT_KNOCKED in proc.stderr
     (record,) = [r for r in spool(tmp_path) if r["kind"] == "run"]
     assert record["duration_s"] >= 1.0  # counted from the hook's start, the door's second included
