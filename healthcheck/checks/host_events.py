@@ -16,7 +16,7 @@ from .gpu_inventory import ALL_CONTEXTS
 from .gpu_xid import event_key
 from .registry import check, finding
 
-_SEVERITY = {"fail": Status.FAIL, "warn": Status.WARN}
+_SEVERITY = {"fail": Status.FAIL, "warn": Status.WARN, "note": Status.PASS}
 
 
 @check("host.events", needs=("kernel_events",), contexts=ALL_CONTEXTS, fails_by_default=True,
@@ -59,6 +59,7 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
         severity = rule.severity_in(context) if rule is not None else "ignore"
         if severity == "ignore" or not evs:
             continue
+        severity, why = device_severity(rule, severity, evs, snap, exp, policy)
         counted = [ev for ev in evs if _in_window(ev, rule.window_s, now_time, now_up)]
         if rule.count == "repeats":
             n = max(0, len(counted) - 1)
@@ -70,14 +71,16 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
         label = f"{rule.what} x{n}{window}"
         if n >= rule.min_count:
             status = _SEVERITY[severity]
-        elif rule.warn_count and n >= rule.warn_count:
+        elif rule.warn_count and n >= rule.warn_count and severity != "note":
             status = Status.WARN
         else:
             status = Status.PASS
-        if status is Status.PASS:
+        if status is Status.PASS and severity == "note" and n >= rule.min_count:
+            text = f"{label} ({event_class}): {evs[-1].message}; not drained: {why}"
+        elif status is Status.PASS:
             text = f"{label}, below {rule.warn_count or rule.min_count} ({len(evs)} line(s) in the log)"
         else:
-            text = f"{label} ({event_class}): {evs[-1].message}"
+            text = f"{label} ({event_class}): {evs[-1].message}" + (f" [{why}]" if why else "")
         per_component.setdefault(component, []).append((status, text, event_class, n))
 
     if not per_component:
@@ -95,6 +98,57 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
             metrics[f"host_{event_class}"] = metrics.get(f"host_{event_class}", 0) + n
         findings.append(finding(name, status, "; ".join(shown), component, **metrics))
     return findings
+
+
+def device_severity(rule, severity: str, evs: list[KernelEvent], snap: Snapshot, exp, policy) -> tuple[str, str]:
+    """The severity of a group of events once the device they name has had its say (the rule's
+    ``device``), and why, for the finding: docs/host-events.md "The device decides"."""
+    if rule.device == "block":
+        return _block_severity(rule, severity, evs[-1], exp, policy)
+    if rule.device == "hca_port":
+        return _port_severity(rule, severity, evs, snap, exp)
+    return severity, ""
+
+
+def _block_severity(rule, severity: str, ev: KernelEvent, exp, policy) -> tuple[str, str]:
+    info = ev.device_info or {}
+    never = policy.devices.never_drained(info.get("disk") or ev.device, info.get("vendor_model"))
+    if never is None and info.get("disk") and info.get("disk") != ev.device:
+        never = policy.devices.never_drained(ev.device)
+    if never:
+        return "note", never
+    used = info.get("used_by") or []
+    if used:
+        return severity, f"backs {', '.join(used)}"
+    disk = info.get("disk") or ev.device or ""
+    if disk.startswith("nvme") and getattr(exp, "nvme_count", None):
+        return severity, "an NVMe device the class expects (storage.nvme_count)"
+    if info.get("present") and "used_by" in info:
+        return rule.by_device.get("unused", severity), "backs no mount or swap, and the class does not expect it"
+    return severity, ""
+
+
+def _port_severity(rule, severity: str, evs: list[KernelEvent], snap: Snapshot, exp) -> tuple[str, str]:
+    ports = snap.ib_ports
+    pcis = {normalize_pci_bus_id(ev.pci_bus_id) for ev in evs if ev.pci_bus_id}
+    if ports is None or not pcis:
+        return severity, ""  # no port readings, or a line that names no PCI function: as the class says
+    mine = [p for p in ports if p.pci_bus_id and normalize_pci_bus_id(p.pci_bus_id) in pcis]
+    expected = [p.component for p in mine if _expected_up(p, exp)]
+    if expected:
+        return rule.by_device.get("expected", severity), f"port {', '.join(expected)} is expected up"
+    what = (f"port {', '.join(p.component for p in mine)} is not expected up (no [class.NAME.ib.per_port] "
+            "active, not in ib.devices)") if mine else "not an HCA port of this node's RDMA devices"
+    return rule.by_device.get("unexpected", severity), what
+
+
+def _expected_up(port, exp) -> bool:
+    """Whether the class expects ``port`` up, as ``ib.port.state`` judges it: recorded active in
+    ``ib.per_port``, else a port of an HCA named in ``ib.devices``."""
+    want = (getattr(exp, "ib_per_port", None) or {}).get(port.component)
+    if want is not None:
+        return bool(want.active)
+    return port.device in (getattr(exp, "ib_devices", None) or ())
 
 
 def _policy(exp):

@@ -57,13 +57,47 @@ def _node_facts(kind: str, path: str, as_json: bool) -> None:
         if kind == "nvidia-smi":
             from ..parsers.nvidia_smi import parse_nvidia_smi as parser
         elif kind == "kernel-log":
-            from ..parsers.kernel_log import parse_kernel_log as parser
+            from ..parsers.host_events import parse_host_events
+            from ..parsers.kernel_log import parse_kernel_log
+
+            def parser(text):  # NVIDIA driver events, then host events: one list, each with its kind
+                return parse_kernel_log(text) + parse_host_events(text)
         else:
             from ..parsers.ibstat import parse_ibstat as parser
         result = parser(text)
     except ParseError as exc:
         raise UsageFailure(f"{path}: {exc}") from exc
-    emit_json(_plain(result)) if as_json else click.echo(describe(kind, result))
+    if as_json:
+        emit_json(_plain(result))
+    elif kind == "kernel-log":
+        click.echo(describe(kind, result) + "\n" + _host_events_text(result))
+    else:
+        click.echo(describe(kind, result))
+
+
+def _host_events_text(events) -> str:
+    """The host events with their class and policy severity, then what ``host.events`` makes of them."""
+    from ..parsers.describe import when
+
+    host = [e for e in events if e.kind == "host"]
+    if not host:
+        return "no host events"
+    from ..checks.host_events import host_events
+    from ..core.expectations import Expectations
+    from ..core.model import Snapshot
+    from ..policies.host_events import load_host_event_policy
+
+    policy = load_host_event_policy()
+    lines = [f"{len(host)} host events (class, policy severity)"]
+    for e in host:
+        rule = policy.rule(e.event_class or "")
+        lines.append(f"{when(e)} {e.device or e.pci_bus_id or 'node'} {e.event_class} "
+                     f"({rule.severity if rule is not None else '?'}): {e.message}")
+    snap = Snapshot(node="-", taken_at="", source="parse", kernel_events=list(events))
+    lines.append("host.events, as of the log's newest line (no node class, no device readings):")
+    for f in host_events(snap, Expectations(), {}):
+        lines.append(f"  {f.status.value.upper()} {f.component or 'node'}: {f.message}")
+    return "\n".join(lines)
 
 
 @parse.command("nvidia-smi")
@@ -83,11 +117,16 @@ def parse_nvidia_smi(path, as_json):
 @click.argument("path", type=click.Path(dir_okay=False))
 @_json_format
 def parse_kernel_log(path, as_json):
-    """A kernel log (dmesg, dmesg -T, journal, syslog) -> NVIDIA Xid and driver events.
+    """A kernel log (dmesg in any time format, journalctl -k, syslog, kern.log, a console capture) ->
+    NVIDIA Xid and driver events, and the host events (machine checks, memory, PCIe, storage, HCA/NIC,
+    links) with the class each line became, its severity in the host-event policy and what `host.events`
+    makes of them (judged as of the log's newest line, without the node's class or devices). JSON: one
+    list of events; host events have "kind": "host" and their "event_class".
 
     \b
     Example:
       healthcheck parse kernel-log /var/log/kern.log
+      journalctl -k -b -o short-iso > k.log; healthcheck parse kernel-log k.log --format json
     """
     _node_facts("kernel-log", path, as_json)
 

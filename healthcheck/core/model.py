@@ -300,6 +300,10 @@ class KernelEvent:
     event_class: str | None = None  # host events: the policy class ("edac_ue", "aer_fatal", ...)
     device: str | None = None  # host events: "sda", "eth1", "MC3", "nvme0", "module 0", a CPU number
     count: int = 1  # host events: how many errors the line reports ("EDAC MC0: 4 CE ...")
+    # host events on a block device: what the node's readings say about it (probes.blockdevs): "disk" (the
+    # disk a partition is on), "present", "vendor_model", "removable", "used_by" (mountpoints, "swap");
+    # None where not read (a recorded log): the device's name alone then decides
+    device_info: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------------- InfiniBand

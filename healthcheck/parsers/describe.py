@@ -27,15 +27,7 @@ def describe(kind: str, result) -> str:
                f"CUDA {result.cuda_version}"
         return "\n".join([head] + [_gpu_line(g) for g in result.gpus])
     if kind == "kernel-log":
-        if not result:
-            return "no NVIDIA kernel events"
-        lines = [f"{len(result)} NVIDIA kernel events"]
-        for e in result:
-            when = e.time or (f"{e.uptime_s:.3f}s" if e.uptime_s is not None else "?")
-            what = f"Xid {e.xid}" if e.kind == "xid" else e.kind
-            proc = f" pid={e.pid} {e.process}" if e.pid is not None else ""
-            lines.append(f"{when} {e.pci_bus_id or '-'} {what}{proc}: {e.message}")
-        return "\n".join(lines)
+        return nvidia_events(result)
     ports = getattr(result, "ports", result)
     lines = [f"{len(ports)} ports"]
     for p in ports:
@@ -43,4 +35,20 @@ def describe(kind: str, result) -> str:
                      f"fw {p.firmware}")
     for err in getattr(result, "errors", []) or []:
         lines.append(f"error: {err}")
+    return "\n".join(lines)
+
+
+
+def when(e) -> str:
+    """A kernel event's time as printed: its wall time, else its uptime, else "?"."""
+    return e.time or (f"{e.uptime_s:.3f}s" if e.uptime_s is not None else "?")
+
+
+def nvidia_events(events) -> str:
+    nvidia = [e for e in events if e.kind != "host"]
+    lines = [f"{len(nvidia)} NVIDIA kernel events" if nvidia else "no NVIDIA kernel events"]
+    for e in nvidia:
+        what = f"Xid {e.xid}" if e.kind == "xid" else e.kind
+        proc = f" pid={e.pid} {e.process}" if e.pid is not None else ""
+        lines.append(f"{when(e)} {e.pci_bus_id or '-'} {what}{proc}: {e.message}")
     return "\n".join(lines)

@@ -1,14 +1,17 @@
 """Parse host events (machine checks, EDAC memory errors, PCIe AER, NVMe/block/filesystem errors, mlx5
 health and module events, link flaps) out of a kernel log, through the host-event policy.
 
-Input: the same text as :func:`healthcheck.parsers.kernel_log.parse_kernel_log` (``dmesg``, ``dmesg -T``,
-``journalctl -k``, syslog / kern.log, raw ``/dev/kmsg`` records ``prio,seq,usec,flags;message``);
+Input: the same text as :func:`healthcheck.parsers.kernel_log.parse_kernel_log`, from any front-end
+(:func:`split_line`: raw ``/dev/kmsg`` records, ``dmesg`` in every time format and locale, ``journalctl
+-k`` in every short form, RFC 3164/5424 syslog, kern.log, console captures, lines with no time);
 output: :class:`healthcheck.core.model.KernelEvent` objects of ``kind="host"`` in log order, each with its
 ``event_class`` (a class of ``healthcheck/data/host_events.toml``), ``pci_bus_id`` and/or ``device``,
 ``count`` (what the line reports), time stamps and the line.
 
 Each policy pattern is anchored at the start of the kernel *message*: the part of the line after its
-time stamp, host name and ``kernel:`` tag. Only lines holding one of the classes' ``literal`` strings are
+time stamps, host name and ``kernel:`` tag (a kernel line spliced after other console output is tried
+again after its uptime stamp). Lines with no time at all are judged as of the recording and counted
+once per content (a paste or relay that repeats a line is one event). Only lines holding one of the classes' ``literal`` strings are
 tried against that class's patterns, and the first class (in policy order) whose pattern matches wins.
 
 An AER error, a DPC containment or a failed recovery on a port names what sits behind it: the devices
@@ -40,10 +43,21 @@ _AFFECTED = "aer_affected"
 _QUOTE = re.compile(r"^(?:\s*>)+\s?")
 # raw /dev/kmsg record: "6,1234,5678901,-;message" (usec since boot in the third field)
 _KMSG = re.compile(r"^\d{1,3},\d{1,20},(?P<usec>\d{1,20}),[^;]{0,16};")
-# a bracketed stamp before the message: "[ 1234.567890]", "[Tue Mar  5 10:11:12 2024]"
-_BRACKET = re.compile(r"^\s{0,8}\[[^\]]{1,40}\]\s?")
+# a stamp in brackets before the message: "[ 1234.567890]", "[Tue Mar  5 10:11:12 2024]", "[Mo Mär 29 ...]",
+# "[Mar 5 10:11]", "[  +0.000123]" (dmesg -H/--reltime), a console's "[2023-06-22 21:55:31.352444]" or
+# "[2023/06/16-12:06:53:402]"; one with a digit only ("[drm] ..." is a message, not a stamp)
+_BRACKET = re.compile(r"^\s{0,8}\[(?=[^\]\d]{0,40}\d)[^\]]{1,48}\]\s?")
+_MAX_STAMPS = 3  # a console capture's wall clock, then the kernel's uptime, then (rarely) a relay's
+# an uptime stamp later in a line: a kernel line spliced after other console output ("login: [  12.3] EDAC")
+_SPLICED = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]\s?")
 # "dmesg --time-format iso" without a kernel: tag
 _ISO_START = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,]?\d{0,9}(?:Z|[+-]\d\d:?\d\d)?\s")
+# RFC 5424 syslog: "<4>1 2024-03-05T10:11:12.123456+00:00 host kernel - - - message" (SD "-" or "[...]")
+_RFC5424 = re.compile(r"^<\d{1,3}>1 \S{1,64} \S{1,255} kernel \S{1,128} \S{1,32} (?:-|\[[^\]]{0,2048}\]) ?")
+# RFC 3164 priority before a syslog header ("<4>Mar  5 10:11:12 host kernel: ..."); dmesg -x/-r "kern  :err   : "
+_PRI = re.compile(r"^<\d{1,3}>")
+_FACILITY = re.compile(r"^(?:kern|user|mail|daemon|auth|syslog|lpr|news) {0,4}:(?:emerg|alert|crit|err|warn|"
+                       r"notice|info|debug) {0,6}: ")
 _KERNEL_TAG = "kernel:"
 _TAG_SEARCH = 200  # the kernel: tag sits within the first 200 characters of a syslog/journal line
 
@@ -75,6 +89,7 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
     literals = sorted({r.literal for r in rules})
     prefilter = re.compile("|".join(re.escape(lit) for lit in literals))
     found: list[tuple[int, KernelEvent, str | None]] = []  # (line index, event, driver)
+    timeless: set[tuple[str | None, str]] = set()  # (class, whole line) of the lines without a time
     lines = text.split("\n")
     for index in range(len(lines) - 1, -1, -1):  # newest first: a storm stops at MAX_EVENTS
         raw = lines[index]
@@ -82,6 +97,14 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
             continue
         got = _match_line(raw, rules)
         if got is not None:
+            event = got[0]
+            if event.time is None and event.uptime_s is None:
+                # no time at all: judged as of the recording, so a line repeated (a paste, a relay that
+                # logged it twice) is one event, de-duplicated by its content
+                key = (event.event_class, event.line)
+                if key in timeless:
+                    continue
+                timeless.add(key)
             found.append((index, *got))
             if len(found) >= MAX_EVENTS:
                 break
@@ -92,36 +115,72 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
 
 def _match_line(raw: str, rules) -> tuple[KernelEvent, str | None] | None:
     line = _QUOTE.sub("", raw.replace("\x00", "")).strip()
-    message, prefix, kmsg_uptime = _split(line)
+    message, prefix, kmsg_uptime = split_line(line)
     if not message:
         return None
+    got = _match_message(message, rules)
+    if got is None:
+        # a kernel line spliced after other console output: the message after its uptime stamp
+        spliced = None
+        for spliced in _SPLICED.finditer(message):
+            pass
+        if spliced is None or spliced.start() == 0:
+            return None
+        prefix, message = prefix + message[:spliced.end()], message[spliced.end():].strip()
+        got = _match_message(message, rules)
+        if got is None:
+            return None
+    rule, found = got
+    return _event(rule, found, message, line, prefix, kmsg_uptime)
+
+
+def _match_message(message: str, rules):
     for rule in rules:
         if rule.literal not in message:
             continue
         for pattern in rule.patterns:
             got = pattern.match(message)
             if got is not None:
-                return _event(rule, got, message, line, prefix, kmsg_uptime)
+                return rule, got
     return None
 
 
-def _split(line: str) -> tuple[str, str, float | None]:
-    """(message, prefix, uptime from a kmsg record) of one log line."""
+def split_line(line: str) -> tuple[str, str, float | None]:
+    """(message, prefix, uptime from a kmsg record) of one kernel-log line, whatever front-end wrote it:
+    raw ``/dev/kmsg`` records; ``dmesg`` with any time format (raw, ``-T`` in any locale, ``-H``,
+    ``--reltime``, ``--time-format iso``, ``-x``); ``journalctl -k`` in its short, short-iso,
+    short-precise, short-full and short-monotonic forms; RFC 3164 and RFC 5424 syslog; kern.log with a
+    syslog header and an uptime stamp; console captures with a wall clock and an uptime stamp; lines
+    with no time at all. The prefix holds every stamp (``kernel_log.wall_time`` and ``uptime_seconds``
+    read it)."""
     kmsg = _KMSG.match(line)
     if kmsg:
         return line[kmsg.end():].strip(), "", int(kmsg.group("usec")) / 1e6
-    at = line.find(_KERNEL_TAG, 0, _TAG_SEARCH)
-    if at >= 0:
-        prefix, rest = line[:at + len(_KERNEL_TAG)], line[at + len(_KERNEL_TAG):]
+    rfc5424 = _RFC5424.match(line)
+    if rfc5424:
+        prefix, rest = line[:rfc5424.end()], line[rfc5424.end():]
     else:
-        prefix, rest = "", line
-        iso = _ISO_START.match(rest)
-        if iso:
-            prefix, rest = rest[:iso.end()], rest[iso.end():]
-    bracket = _BRACKET.match(rest)
-    if bracket:
+        at = line.find(_KERNEL_TAG, 0, _TAG_SEARCH)
+        if at >= 0:
+            prefix, rest = line[:at + len(_KERNEL_TAG)], line[at + len(_KERNEL_TAG):]
+        else:
+            prefix, rest = "", line
+            pri = _PRI.match(rest)
+            if pri:
+                prefix, rest = rest[:pri.end()], rest[pri.end():]
+            iso = _ISO_START.match(rest)
+            if iso:
+                prefix, rest = prefix + rest[:iso.end()], rest[iso.end():]
+            facility = _FACILITY.match(rest)
+            if facility:
+                prefix, rest = prefix + rest[:facility.end()], rest[facility.end():]
+    for _ in range(_MAX_STAMPS):
+        bracket = _BRACKET.match(rest)
+        if not bracket:
+            break
         prefix, rest = prefix + rest[:bracket.end()], rest[bracket.end():]
     return rest.strip(), prefix, None
+
 
 
 def _event(rule, got: re.Match, message: str, line: str, prefix: str,

@@ -8,6 +8,9 @@ so unknown prefixes still yield events, just without a time):
 
 - raw ``dmesg``:                ``[ 1234.567890] NVRM: ...``                  -> ``uptime_s``
 - ``dmesg -T`` / ``--ctime``:   ``[Tue Mar  5 10:11:12 2024] NVRM: ...``      -> ``time``
+  (other locales too: ``[Mo Mär 29 09:29:22 2021]``, months of de/fr/es/it/pt/nl)
+- console captures:           ``[2023-06-22 21:55:31.352444][5975153.878190] ...``,
+                                ``[2023/06/16-12:06:53:402] ...`` -> ``time`` (and ``uptime_s``)
 - bare ctime:                   ``Tue Mar  5 10:11:12 2024 host kernel: ...`` -> ``time``
 - ``dmesg --time-format iso``,
   ``journalctl -o short-iso``,
@@ -76,8 +79,28 @@ _CTIME = Pattern(
     r"(?i)(?=[FMSTWfmstw])" + _DAY + r"\s++" + _MON
     + r"\s++(?P<day>\d{1,2})\s++(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\s++(?P<y>\d{4})\b")
 _ISO = Pattern(
-    r"(?=\d)(?<!\d)(?P<y>\d{4})-(?P<mo>\d\d)-(?P<day>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-    r"(?:[.,]\d{1,9})?(?P<tz>Z|[+-]\d\d:?\d\d)?")
+    r"(?=\d)(?<!\d)(?P<y>\d{4})(?P<sep>[-/])(?P<mo>\d\d)(?P=sep)(?P<day>\d\d)[T _-](?P<h>\d\d):(?P<m>\d\d)"
+    r":(?P<s>\d\d)(?:[.,:]\d{1,9})?(?P<tz>Z|[+-]\d\d:?\d\d)?")
+# ``dmesg -T`` in another locale: "[Mo Mär 29 09:29:22 2021]", "[mar. déc.  3 10:11:12 2024]"
+_CTIME_LOCAL = Pattern(
+    r"\[(?P<wd>[^\W\d_]{2,5}\.?)\s{1,4}(?P<mon>[^\W\d_]{3,5}\.?)\s{1,4}(?P<day>\d{1,2})\s{1,4}(?P<h>\d\d):"
+    r"(?P<m>\d\d):(?P<s>\d\d)\s{1,4}(?P<y>\d{4})\]")
+# month abbreviations dmesg -T prints under common locales (glibc's abmon), lower case, without a dot
+_LOCAL_MONTHS = {
+    **{m: i for i, m in enumerate(("jan", "feb", "mär", "apr", "mai", "jun", "jul", "aug", "sep", "okt", "nov",
+                                   "dez"), start=1)},  # de
+    **{m: i for i, m in enumerate(("janv", "févr", "mars", "avr", "mai", "juin", "juil", "août", "sept", "oct",
+                                   "nov", "déc"), start=1)},  # fr
+    **{m: i for i, m in enumerate(("ene", "feb", "mar", "abr", "may", "jun", "jul", "ago", "sep", "oct", "nov",
+                                   "dic"), start=1)},  # es
+    **{m: i for i, m in enumerate(("gen", "feb", "mar", "apr", "mag", "giu", "lug", "ago", "set", "ott", "nov",
+                                   "dic"), start=1)},  # it
+    **{m: i for i, m in enumerate(("jan", "fev", "mar", "abr", "mai", "jun", "jul", "ago", "set", "out", "nov",
+                                   "dez"), start=1)},  # pt
+    **{m: i for i, m in enumerate(("jan", "feb", "mrt", "apr", "mei", "jun", "jul", "aug", "sep", "okt", "nov",
+                                   "dec"), start=1)},  # nl
+    **_MONTHS,
+}
 
 _NVRM = "NVRM:"
 # The blanks after "(dev)" sit inside its optional group: "Xid\s*(?:...)?\s*:" would split a run of
@@ -156,6 +179,11 @@ def wall_time(prefix: str) -> str | None:
     found = _ISO.search(prefix)
     if found:
         return _iso(found.group("y"), found.group("mo"), found.group("day"), found, found.group("tz"))
+    found = _CTIME_LOCAL.search(prefix)
+    if found:
+        month = _LOCAL_MONTHS.get(found.group("mon").rstrip(".").lower())
+        if month is not None:
+            return _iso(found.group("y"), month, found.group("day"), found, None)
     return None
 
 

@@ -23,7 +23,8 @@ tests), and ``row_kind``/``column_kind`` what the labels count (``GPU``, ``CPU``
 (older versions) and of ``N/A`` (newer ones) both mean "not measured": :func:`pairs` leaves them out.
 
 Pasted outputs are tolerated: prompt lines, notes, blank lines and other text between blocks are
-skipped. Input with no test case, a matrix row whose width differs from its header, or a value that
+skipped; a first matrix whose ``Running <testcase>.`` line was cut takes its name from the ``SUM`` line
+that follows it. Input with no test case, a matrix row whose width differs from its header, or a value that
 is not a number raises ParseError naming the line.
 
 Bounds: input over MAX_INPUT_CHARS or MAX_LINES, a line over MAX_LINE_CHARS, a matrix wider than
@@ -160,10 +161,17 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
         if total:
             named = result.test(total.group(1)) or test
             if named is not None:
+                if not named.name:  # a matrix whose "Running <testcase>." line was cut: the SUM names it
+                    named.name = total.group(1)
                 named.sum = float(total.group(2))
             in_matrix = False
             continue
         if test is None:
+            if "(row)" in line and "(column)" in line:  # a matrix without its "Running" line (cut above)
+                test = NvbTest("", status="incomplete")
+                result.tests.append(test)
+                _description(test, line)
+                continue
             _header_line(result, line)
             continue
         status = _STATUS.match(line)
@@ -205,6 +213,9 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
     if not result.tests:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         raise ParseError(f"{what}: no 'Running <testcase>.' line found (first line: {first[:80]!r})")
+    if any(not item.name for item in result.tests):
+        raise ParseError(f"{what}: a matrix without its testcase name (its 'Running <testcase>.' line was cut "
+                         "and no 'SUM <testcase> <value>' line follows it)")
     for item in result.tests:
         if item.status == "passed" and not item.rows:
             item.status = "incomplete"

@@ -23,9 +23,16 @@ if False:  # annotations only (typing is not imported on the hot path)
 
 SEVERITIES = ("fail", "warn", "ignore")
 COUNTS = ("events", "sum", "repeats")
+# what decides, besides the class, whether an event drains: the device it names (docs/host-events.md)
+DEVICE_KINDS = ("block", "hca_port")
+DEVICE_SEVERITIES = ("fail", "warn", "note")  # "note": a line in the verdict, never a drain
+# the device cases each kind judges, and the entry key giving each one's severity
+DEVICE_CASES = {"block": ("unused",), "hca_port": ("expected", "unexpected")}
 _ENTRY_KEYS = {"class", "what", "literal", "patterns", "severity", "min_count", "warn_count", "window_s",
-               "count", "cleared_by", "when_corrected", "source", "note", "severity_by_context"}
-_TOP_KEYS = {"drivers", "event"}
+               "count", "cleared_by", "when_corrected", "source", "note", "severity_by_context", "device",
+               "severity_unused", "severity_expected", "severity_unexpected"}
+_TOP_KEYS = {"drivers", "event", "devices"}
+_DEVICES_KEYS = {"never_drain", "never_drain_what", "virtual_media"}
 _OVERRIDE_KEYS = {"severity", "severity_by_context", "min_count", "warn_count", "window_s"}
 _GROUPS = {"pci", "dev", "driver", "n", "status"}
 _MAX_PATTERN = 1000
@@ -37,11 +44,13 @@ class HostEventRule:
     """One class of host event and how it is judged."""
 
     __slots__ = ("event_class", "what", "literal", "_patterns", "_texts", "severity", "min_count", "warn_count",
-                 "window_s", "count", "cleared_by", "when_corrected", "source", "by_context")
+                 "window_s", "count", "cleared_by", "when_corrected", "source", "by_context", "device",
+                 "by_device")
 
     def __init__(self, event_class: str, what: str, literal: str, patterns: tuple, severity: str,
                  min_count: int, warn_count: int, window_s: float, count: str, cleared_by: str,
-                 when_corrected: str, source: str, by_context: dict[str, str] | None = None):
+                 when_corrected: str, source: str, by_context: dict[str, str] | None = None,
+                 device: str = "", by_device: dict[str, str] | None = None):
         # compiled patterns, or their texts (a policy read back from the cache, validated when it was
         # written): compiled on first use, so a log without the class's literal never compiles them
         texts = all(isinstance(p, str) for p in patterns)
@@ -51,6 +60,8 @@ class HostEventRule:
         self.severity, self.min_count, self.warn_count, self.window_s = severity, min_count, warn_count, window_s
         self.count, self.cleared_by, self.when_corrected, self.source = count, cleared_by, when_corrected, source
         self.by_context = dict(by_context or {})  # context -> severity, where it differs from ``severity``
+        self.device = device  # "", "block" or "hca_port": the device the line names decides too
+        self.by_device = dict(by_device or {})  # device case ("unused", "expected", ...) -> severity
 
     def severity_in(self, context: str | None) -> str:
         """The class's severity in ``context`` (``severity`` where the policy names no other for it,
@@ -78,10 +89,12 @@ class HostEventRule:
 class HostEventPolicy:
     """The classes in policy order (the parser tries them in this order) and the driver names."""
 
-    __slots__ = ("rules", "drivers")
+    __slots__ = ("rules", "drivers", "devices")
 
-    def __init__(self, rules: dict[str, HostEventRule], drivers: dict[str, str]):
+    def __init__(self, rules: dict[str, HostEventRule], drivers: dict[str, str],
+                 devices: "DeviceRules | None" = None):
         self.rules, self.drivers = rules, drivers
+        self.devices = devices if devices is not None else DeviceRules((), {}, ())
 
     def rule(self, event_class: str) -> HostEventRule | None:
         return self.rules.get(event_class)
@@ -118,7 +131,30 @@ def load_host_event_policy(text: str | None = None, overrides: dict | None = Non
             raise ValueError(f"host-event policy override: unknown class {name!r} "
                              f"(known: {', '.join(sorted(rules))})")
         rules[name] = _override(base, change)
-    return HostEventPolicy(rules, policy.drivers)
+    return HostEventPolicy(rules, policy.drivers, policy.devices)
+
+
+class DeviceRules:
+    """The ``[devices]`` table: block devices whose errors never drain (name prefixes followed by digits,
+    what each is) and the vendor/model words of a BMC's virtual media."""
+
+    __slots__ = ("never_drain", "never_drain_what", "virtual_media")
+
+    def __init__(self, never_drain: tuple[str, ...], never_drain_what: dict[str, str],
+                 virtual_media: tuple[str, ...]):
+        self.never_drain, self.never_drain_what, self.virtual_media = never_drain, never_drain_what, virtual_media
+
+    def never_drained(self, device: str | None, vendor_model: str | None = None) -> str | None:
+        """Why an error on block ``device`` never drains (what it is), or None."""
+        if device:
+            for prefix in self.never_drain:
+                rest = device[len(prefix):]
+                if device.startswith(prefix) and rest[:1].isdigit() and rest.isalnum():
+                    return self.never_drain_what.get(prefix, f"{prefix}* device")
+        text = (vendor_model or "").lower()
+        if text and any(word in text for word in self.virtual_media):
+            return f"virtual media ({vendor_model.strip()})"
+        return None
 
 
 def describe(policy: HostEventPolicy) -> list[dict[str, Any]]:
@@ -126,7 +162,8 @@ def describe(policy: HostEventPolicy) -> list[dict[str, Any]]:
     return [{"class": r.event_class, "what": r.what, "severity": r.severity,
              "severity_by_context": dict(r.by_context), "min_count": r.min_count,
              "warn_count": r.warn_count, "window_s": r.window_s, "count": r.count,
-             "cleared_by": r.cleared_by, "source": r.source} for r in policy.rules.values()]
+             "cleared_by": r.cleared_by, "device": r.device, "severity_by_device": dict(r.by_device),
+             "source": r.source} for r in policy.rules.values()]
 
 
 # ------------------------------------------------------------------------------------- validation
@@ -190,6 +227,7 @@ def _build(data: dict[str, Any], validated: bool = False) -> HostEventPolicy:
             when_corrected=_text(entry.get("when_corrected", ""), where, "when_corrected"),
             source=_text(entry.get("source", ""), where, "source"),
             by_context=_by_context(entry.get("severity_by_context", {}), where),
+            **_device(entry, where),
         )
         if rules[name].pattern_texts and not rules[name].literal:
             raise ValueError(f"host-event policy: {where}: 'literal' must not be empty")
@@ -205,7 +243,56 @@ def _build(data: dict[str, Any], validated: bool = False) -> HostEventPolicy:
         if rule.when_corrected and not validated and not any("status" in p.groupindex for p in rule.patterns):
             raise ValueError(f"host-event policy: class {rule.event_class!r}: when_corrected needs a "
                              f"pattern with a (?P<status>...) group")
-    return HostEventPolicy(rules, dict(drivers))
+    return HostEventPolicy(rules, dict(drivers), _devices(data.get("devices", {})))
+
+
+def _device(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """``device`` and its cases' severities (``severity_unused``, ``severity_expected``, ...)."""
+    kind = entry.get("device", "")
+    cases = {key[len("severity_"):] for key in entry if key.startswith("severity_") and key != "severity_by_context"}
+    if not kind:
+        if cases:
+            raise ValueError(f"host-event policy: {where}: {', '.join(sorted('severity_' + c for c in cases))} "
+                             f"need 'device' ({' or '.join(DEVICE_KINDS)})")
+        return {}
+    kind = _choice(kind, DEVICE_KINDS, where, "device")
+    wrong = sorted(cases - set(DEVICE_CASES[kind]))
+    if wrong:
+        raise ValueError(f"host-event policy: {where}: device {kind!r} has no case(s) "
+                         f"{', '.join(wrong)} (it judges: {', '.join(DEVICE_CASES[kind])})")
+    return {"device": kind,
+            "by_device": {case: _choice(entry[f"severity_{case}"], DEVICE_SEVERITIES, where, f"severity_{case}")
+                          for case in sorted(cases)}}
+
+
+def _devices(value: Any) -> DeviceRules:
+    where = "[devices]"
+    if not isinstance(value, dict):
+        raise ValueError(f"host-event policy: {where} must be a table")
+    unknown = sorted(set(value) - _DEVICES_KEYS)
+    if unknown:
+        raise ValueError(f"host-event policy: {where}: unknown key(s) {', '.join(map(repr, unknown))} "
+                         f"(allowed: {', '.join(sorted(_DEVICES_KEYS))})")
+
+    def strings(key: str) -> tuple[str, ...]:
+        items = value.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(s, str) and s.strip() for s in items):
+            raise ValueError(f"host-event policy: {where}: {key!r} must be a list of non-empty strings")
+        return tuple(s.strip() for s in items)
+
+    never = strings("never_drain")
+    for prefix in never:
+        if not prefix.isalpha():
+            raise ValueError(f"host-event policy: {where}: never_drain: {prefix!r} must be letters only "
+                             "(a device-name prefix: sr, loop, ...)")
+    what = value.get("never_drain_what", {})
+    if not isinstance(what, dict) or not all(isinstance(v, str) for v in what.values()):
+        raise ValueError(f"host-event policy: {where}: 'never_drain_what' must map prefixes to strings")
+    extra = sorted(set(what) - set(never))
+    if extra:
+        raise ValueError(f"host-event policy: {where}: never_drain_what names prefixes not in never_drain: "
+                         f"{', '.join(extra)}")
+    return DeviceRules(never, dict(what), tuple(s.lower() for s in strings("virtual_media")))
 
 
 def _override(base: HostEventRule, change: Any) -> HostEventRule:
@@ -225,7 +312,8 @@ def _override(base: HostEventRule, change: Any) -> HostEventRule:
         _count(change.get("min_count", base.min_count), where, "min_count", 1),
         _count(change.get("warn_count", base.warn_count), where, "warn_count", 0),
         _window(change.get("window_s", base.window_s), where),
-        base.count, base.cleared_by, base.when_corrected, "site override", _by_context(by_context, where))
+        base.count, base.cleared_by, base.when_corrected, "site override", _by_context(by_context, where),
+        base.device, base.by_device)
     if rule.warn_count and rule.warn_count >= rule.min_count:
         raise ValueError(f"host-event policy override: {where}: warn_count must be below min_count")
     return rule

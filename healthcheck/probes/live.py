@@ -260,9 +260,23 @@ def _kernel_events(opts: LiveOptions, snap: Snapshot):
         if records is not None:
             from .kernel_cache import cached_events
 
-            return cached_events(records, nvidia, opts.kernel_cache, lambda text: _parse_kernel_log(text, nvidia),
-                                 _host_event_markers)
-    return _parse_kernel_log((opts.kernel_log or read_kernel_log)(), nvidia)
+            return _devices_of(opts, cached_events(records, nvidia, opts.kernel_cache,
+                                                   lambda text: _parse_kernel_log(text, nvidia), _host_event_markers))
+    return _devices_of(opts, _parse_kernel_log((opts.kernel_log or read_kernel_log)(), nvidia))
+
+
+def _devices_of(opts: LiveOptions, events: list) -> list:
+    """What the block devices the host events name are (in use, optical, virtual media, ...): read only
+    when such an event was logged, and afresh every run (a disk is mounted or not now)."""
+    if any(ev.kind == "host" and ev.device and ev.device_info is None for ev in events):
+        from ..policies.host_events import load_host_event_policy
+
+        block = frozenset(r.event_class for r in load_host_event_policy().rules.values() if r.device == "block")
+        if any(ev.event_class in block for ev in events):
+            from .blockdevs import annotate_block_events
+
+            annotate_block_events(events, block, opts.sysfs_root, opts.proc_root, opts.dev_root)
+    return events
 
 
 def _parse_kernel_log(text: str, nvidia: bool):

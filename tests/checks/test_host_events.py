@@ -51,7 +51,7 @@ EXPECTED = {
     "mlx5/charm-issue2532__dmesg-mlx5-cmd-check-rtr2rts-qp-failed-bad-parameter-syndrome-excerpt.txt":
         (WARN, {"mlx5_cmd_failed"}),
     "mlx5/cubecos-issue733__journal-grep-eth-mlx5-eth1-link-up-repeated-flapping.txt":
-        (WARN, {"link_up_repeated"}),
+        (FAIL, {"link_up_repeated"}),  # 3 repeats in 45 s: 3 strikes within 3 h
     "mlx5/qemu-devel-202503-vdpa__dmesg-cx6dx-health-compromised-firmware-internal-error-synd-0x1-multiple-pfs.txt":
         (FAIL, {"mlx5_health"}),
     "mlx5/tinycore-redpill-issue9__dmesg-grep-mlx5-cx4lx-handle-hca-cap-failed-probe-failed-error-22.txt":
@@ -172,13 +172,19 @@ def test_uptime_window_uses_host_uptime_or_newest_line():
     assert f.status is WARN
 
 
-def test_link_flaps_fail_at_five_in_a_day_and_name_the_interface():
+def test_link_downs_are_strikes_in_three_hours_and_name_the_interface():
     lines = "".join(f"[{100 + 10 * i}.0] mlx5_core 0000:17:00.0 ib0: Link down\n"
-                    f"[{105 + 10 * i}.0] mlx5_core 0000:17:00.0 ib0: Link up\n" for i in range(5))
+                    f"[{105 + 10 * i}.0] mlx5_core 0000:17:00.0 ib0: Link up\n" for i in range(3))
     findings = _judge(_snap(lines))
     assert {(f.component, f.status) for f in findings} == {("ib0", FAIL)}
-    four = "".join(f"[{100 + i}.0] igb 0000:02:00.0 eno1: igb: eno1 NIC Link is Down\n" for i in range(4))
-    assert [f.status for f in _judge(_snap(four))] == [WARN]
+    two = "".join(f"[{100 + i}.0] igb 0000:02:00.0 eno1: igb: eno1 NIC Link is Down\n" for i in range(2))
+    assert [f.status for f in _judge(_snap(two))] == [WARN]
+    # three downs two hours apart: as of the newest, only two fall in the 3 h window
+    spread = "".join(f"[{100 + 7200 * i}.0] mlx5_core 0000:17:00.0 ib0: Link down\n" for i in range(3))
+    assert [f.status for f in _judge(_snap(spread))] == [WARN]
+    # the IB core's own wording (Linux 6.14+) counts the same way
+    core = "".join(f"[{100 + i}.0] mlx5_core 0000:17:00.0 mlx5_3: Port: 1 Link DOWN\n" for i in range(3))
+    assert {(f.component, f.status) for f in _judge(_snap(core))} == {("mlx5_3", FAIL)}
 
 
 def test_aer_fatal_names_the_port_and_the_gpu_behind_it():

@@ -86,8 +86,23 @@ def test_nvbandwidth_error_and_cut_blocks_are_not_passes():
                                                              ("incomplete", None)]
 
 
+def test_nvbandwidth_matrix_whose_running_line_was_cut_is_named_by_its_sum_line():
+    text = ("memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n"
+            "           0         1\n"
+            " 0       N/A    357.73\n"
+            " 1    357.80       N/A\n"
+            "\nSUM device_to_device_memcpy_read_ce 715.53\n\n"
+            "Running device_to_device_memcpy_write_ce.\nmemcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)\n"
+            "  0 1\n0 N/A 300.0\n1 301.0 N/A\nSUM device_to_device_memcpy_write_ce 601.00\n")
+    result = parse_nvbandwidth(text)
+    assert [(t.name, t.status, t.sum) for t in result.tests] == [
+        ("device_to_device_memcpy_read_ce", "passed", 715.53), ("device_to_device_memcpy_write_ce", "passed", 601.0)]
+    assert result.tests[0].value(0, 1) == 357.73 and result.tests[0].unit == "GB/s"
+
+
 @pytest.mark.parametrize("text, words", [
     ("", "empty"),
+    ("memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n  0 1\n0 N/A 1.0\n1 1.0 N/A\n", "without its testcase name"),
     ("hello\nworld\n", "no 'Running"),
     ("Running x.\nmemcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)\n  0 1\n0 N/A 1.0 2.0\n", "2 columns"),
     ("Running x.\nmemcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)\n  0 1\n0 N/A fast\n", "not a bandwidth"),
