@@ -14,6 +14,10 @@ apt_install postgresql || echo "warning: could not install postgresql" >&2
 # promtool (Debian's prometheus package) lints our exposition and the example alert rules
 # (tests/output); the Prometheus server itself is not started.
 apt_install_no_start prometheus || echo "warning: could not install prometheus (promtool)" >&2
+# perftest (ib_write_bw) for the burn-in's NIC phase (tests/burnin/test_nic_phase.py runs the real tool: its
+# --help and a loopback's failure; the soft-RoCE loopback also needs an rxe device, which needs the kernel's
+# rdma_rxe module). Not fatal: without it those tests skip and say why.
+apt_install perftest rdma-core ibverbs-providers || echo "warning: could not install perftest rdma-core" >&2
 # The burn-in's torch backend, run on the CPU (tests/burnin/test_torch_cpu.py). Opt-in: from PyPI a
 # plain torch is a CUDA build of several GB; CI's package index serves the 2.13.0 CPU build.
 if [ "${HEALTHCHECK_TEST_TORCH:-0}" = 1 ]; then

@@ -29,6 +29,12 @@ Safety:
   themselves. (An upgrade rewrites files for seconds: a hook started in that second may import a mix
   with or without the agent);
 - a second agent on a live socket refuses to start.
+
+The job sampler (issue 32.6, docs/job-stalls.md): every ``[slurm] job_sample_interval_s`` (30 s) the
+agent forks one child that runs :func:`healthcheck.hook.job_sampler.run_once` and exits (NVML opened and
+shut down inside it, only while a Slurm job has a cgroup on the node). Never while a hook runs (it waits
+for the next second), never two at once, killed at the interval's end (a wedged GPU holds only that child;
+no new one is forked while it lingers).
 """
 from __future__ import annotations
 
@@ -65,6 +71,9 @@ def warm(config_path: str | None = None) -> list[str]:
     from ..hook import gate
     from ..hook import gatefacts
     from ..hook import gpu_samples
+    from ..hook import job_sampler  # noqa: F401 - the sampler child runs it every 30 s
+    from ..hook import net_window  # noqa: F401 - every hook keeps the network counters' growth
+    from ..output import render  # noqa: F401 - every hook renders its verdict's line
     from ..hook import run as hooks
     from ..hook import watchdog  # noqa: F401
     from ..pipeline import acquire
@@ -177,12 +186,13 @@ def listen(socket_path: str):
 
 
 def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm_for: tuple[str, str] | None = None,
-          door_fd: int | None = None) -> int:
+          door_fd: int | None = None, sampler: tuple[float, object] | None = None) -> int:
     """Keep ``spares`` workers forked and waiting in ``accept()``; each takes one request, says so on a
     pipe (the agent forks the next spare) and exits when it is answered. ``door_fd``: the door's FIFO
     (:mod:`door`), whose request lines are handed to the spares through a pipe. Returns EX_TEMPFAIL
     once the code under the agent changed (checked every REAP_EVERY_S: the spares are stopped, the socket
-    goes, busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers)."""
+    goes, busy workers finish their hooks; requests meanwhile find no agent and run in their wrappers).
+    ``sampler``: (interval in seconds, a function run in a forked child): the job sampler, see above."""
     log = log or _log
     lines = door.Lines()
     notify_r, notify_w = os.pipe()
@@ -201,6 +211,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
     server.setblocking(False)  # spares wait in select(): the one that loses the race for a connection waits on
     idle: set[int] = set()
     busy: set[int] = set()
+    sampling = Sampling(*sampler) if sampler else None
 
     def spawn() -> None:
         try:
@@ -263,6 +274,8 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
                 if not idle and time.monotonic() >= not_before:  # the next request must not wait for a fork
                     spawn()
             for pid, status in _reaped():
+                if sampling is not None and sampling.reaped(pid):
+                    continue
                 if pid in idle:  # a spare that died without a request: do not fork them in a loop
                     idle.discard(pid)
                     not_before = time.monotonic() + REAP_EVERY_S
@@ -275,6 +288,10 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
             if changed:
                 log(f"{changed} changed since start: exiting for a restart with the new code")
                 return EX_TEMPFAIL  # the spares are stopped below; busy workers finish their hooks
+            if sampling is not None and not busy:  # a sample never takes the CPU from a hook
+                sampling.tick(time.monotonic(), log, close=(notify_r, notify_w, life_r, life_w, wake_r, wake_w,
+                                                            *([door_fd, hand_r, hand_w] if door_fd is not None else []),
+                                                            server.fileno()))
             # spares are replaced once no hook runs (a new spare's fork and warming would take CPU from it)
             while not busy and len(idle) < spares and time.monotonic() >= not_before:
                 before = len(idle)
@@ -295,6 +312,60 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
         for fd in (notify_r, notify_w, life_r, life_w, wake_r, wake_w, hand_r, hand_w):
             if fd is not None:
                 os.close(fd)
+
+
+class Sampling:
+    """The job sampler's schedule in the agent: one child per ``interval_s``, never two, killed once it
+    has run for ``interval_s`` (SIGKILL; a child stuck in the driver is not replaced while it lingers)."""
+
+    def __init__(self, interval_s: float, run) -> None:
+        self.interval_s, self.run = float(interval_s), run
+        self.pid: int | None = None
+        self.started = 0.0
+        self.next_at = 0.0
+        self.killed = False
+
+    def reaped(self, pid: int) -> bool:
+        if pid != self.pid:
+            return False
+        self.pid, self.killed = None, False
+        return True
+
+    def tick(self, now: float, log, close=()) -> None:
+        if self.pid is not None:
+            if now - self.started >= self.interval_s and not self.killed:
+                log(f"the job sampler has run for {now - self.started:.0f} s: killed (a GPU that does not answer?)")
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self.killed = True
+            return
+        if now < self.next_at:
+            return
+        self.next_at = now + self.interval_s
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log(f"no job sample: {exc}")
+            return
+        if pid == 0:  # pragma: no cover - the sampler child (coverage cannot see a forked child)
+            code = 0
+            try:
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGCHLD, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_DFL)
+                for fd in close:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                self.run()
+            except BaseException:  # noqa: BLE001 - nothing escapes into the agent's loop
+                code = 70
+            finally:
+                os._exit(code)
+        self.pid, self.started = pid, now
 
 
 def _hand_over(fd: int, line: str, log) -> None:
@@ -541,6 +612,20 @@ def _log(message: str) -> None:
         pass
 
 
+def _sampler(config_path: str | None, node: str) -> tuple[float, object] | None:
+    """The job sampler's (interval, child's work) from the config's [slurm] job_sample_interval_s; None: off."""
+    from ..hook import job_sampler
+
+    try:
+        interval = job_sampler.settings_for(config_path, node)[3]
+    except Exception as exc:  # noqa: BLE001 - a config the hooks cannot use: they say so, per run
+        _log(f"job sampler at its default interval: {exc}")
+        interval = job_sampler.INTERVAL_S
+    if interval <= 0:
+        return None
+    return interval, lambda: job_sampler.run_once(config_path, node, _log)
+
+
 def _child_exited(_signum, _frame) -> None:
     """SIGCHLD: nothing to do here; the wake-up pipe has woken the agent's loop, which reaps."""
 
@@ -578,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"no door at {door_path}: {exc}")
         _log(f"listening on {args.socket}; warm in {time.monotonic() - start:.2f} s"
              + (f"; not importable: {', '.join(failed)}" if failed else ""))
-        return serve(server, fingerprint, warm_for=warm_for, door_fd=door_fd)
+        return serve(server, fingerprint, warm_for=warm_for, door_fd=door_fd,
+                     sampler=_sampler(args.config, node))
     finally:
         if door_fd is not None:
             door.close_door(door_fd, door_path, pid_path)

@@ -11,6 +11,7 @@ Layout (every file optional; checks whose sources are absent report skip)::
     ibstat.txt            `ibstat`
     statvfs.json          {mountpoint: [size_bytes, free_bytes, inodes_total, inodes_free]}
     versions.json         the versions probe's result (library versions cannot be re-read offline)
+    gpudirect.json        the GPUDirect probe's result (config spaces and the PCI tree's links are not copied)
     nvme-smart-log-<dev>.json, smartctl-<dev>.json (or .txt), storage-devices.json   storage health
     ipmitool-sel.txt, ipmitool-sdr.txt   `ipmitool sel elist` / `sdr elist` (BMC)
     mlxlink-<dev>.txt     `mlxlink -d <dev> -m -c -e` per HCA port (``-p<N>`` suffix for ports past 1)
@@ -186,6 +187,11 @@ def _read(root: Path, label: str, services: tuple[str, ...],
     if proc_root.is_dir():
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
     guarded("versions", lambda: _versions(root, sys_root, proc_root, snap))
+    gpudirect = _text(root, "gpudirect.json")
+    if gpudirect is not None:  # an older bundle leaves the source absent (its checks SKIP)
+        from ..core.model import GpuDirectInfo, from_dict
+
+        guarded("gpudirect", lambda: from_dict(GpuDirectInfo, json.loads(gpudirect)))
     _storage_and_bmc(root, meta, guarded)
     _host_counters(root, sys_root, guarded)
     recorded = meta.get("probe_errors") or {}
@@ -381,6 +387,8 @@ def _fill_bundle(folder: Path, snap: Snapshot, raw: dict[str, str], sysfs_root: 
         (folder / name).write_text(text)
     if snap.gpus is not None and snap.gpu_source == "nvml":
         (folder / "nvml.json").write_text(json.dumps([asdict(g) for g in snap.gpus], indent=1))
+    if snap.gpudirect is not None:
+        (folder / "gpudirect.json").write_text(json.dumps(asdict(snap.gpudirect), indent=1, sort_keys=True))
     if snap.versions is not None:
         (folder / "versions.json").write_text(json.dumps(snap.versions, indent=1, sort_keys=True))
     (folder / "statvfs.json").write_text(json.dumps(_statvfs_figures(snap, statvfs), indent=1))

@@ -40,6 +40,7 @@ class NodeContext:
     # progress lines (a start and an end line per phase, elapsed time, ETA); None: none. The CLI passes an
     # echo to stderr on a terminal or when asked (--progress)
     progress: Callable[[str], None] | None = None
+    sysfs_root: str = "/sys"  # where the NIC phase reads the PCI tree and the HCAs (a fixture tree in tests)
     # filled while running
     sku: Sku | None = None
     gpu_name: str | None = None
@@ -49,6 +50,7 @@ class NodeContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # the checks phase's snapshot and findings: what the re-check after the load compares with
     before: Any = None
+    expectations: Any = None  # the checks phase's Expectations (the NIC phase's line rates)
     before_findings: list[Finding] = field(default_factory=list)
 
 
@@ -81,6 +83,7 @@ def _phase_checks(ctx: NodeContext) -> list[Finding]:
     snap, exp = ctx.snapshot()
     verdict = judge(snap, exp, "burnin")
     ctx.before, ctx.before_findings = snap, list(verdict.findings)
+    ctx.expectations = exp
     if snap.versions:  # for the fleet's version-drift analysis (the sweep, the report)
         ctx.extra["versions"] = dict(snap.versions)
     ctx.extra.update(job_environment(os.environ))  # the allocation compares them across its nodes
@@ -197,7 +200,7 @@ def _phase_recheck(ctx: NodeContext) -> list[Finding]:
     return judge_recheck(ctx.before_findings, verdict.findings) + judge_load_errors(ctx.before, snap)
 
 
-LOAD_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "storage", "soak")
+LOAD_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "nic", "storage", "soak")
 
 
 def _fleet_digests(ctx: NodeContext) -> tuple[dict[str, str] | None, str | None]:
@@ -265,6 +268,13 @@ def _phase_nccl(ctx: NodeContext) -> list[Finding]:
     return judge_runs(runs, refs_for, sku.name if sku else ctx.gpu_name, section=sku)
 
 
+def _phase_nic(ctx: NodeContext) -> list[Finding]:
+    """Traffic through every rail of this node (burnin/nic.py): a loopback per HCA port, a NIC-only all_reduce."""
+    from .nic import phase
+
+    return phase(ctx)
+
+
 def _learn_gpus(ctx: NodeContext) -> None:
     """The node's GPU count and model when neither the checks nor a GPU backend said (an nccl-only run,
     nccl.sbatch): the PCI bus for the count, NVML for the model (and so the SKU's references)."""
@@ -307,8 +317,8 @@ def _phase_storage(ctx: NodeContext) -> list[Finding]:
 
 PHASES: dict[str, Callable[[NodeContext], list[Finding]]] = {
     "checks": _phase_checks, "gemm": _phase_gemm, "bandwidth": _phase_bandwidth, "dcgm": _phase_dcgm,
-    "nccl": _phase_nccl, "storage": _phase_storage, "soak": _phase_soak}
-GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "soak")
+    "nccl": _phase_nccl, "nic": _phase_nic, "storage": _phase_storage, "soak": _phase_soak}
+GPU_PHASES = ("gemm", "bandwidth", "dcgm", "nccl", "nic", "soak")
 
 
 def deadline(name: str, s: BurninSettings) -> float | None:

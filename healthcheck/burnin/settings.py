@@ -8,7 +8,7 @@ if False:  # annotations only (typing is not imported on the hot path)
     from typing import Any, Mapping  # noqa: F401
 
 SUITES = ("quick", "standard", "full")
-PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "storage")  # each node's own (node_run.PHASES)
+PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "nic", "storage")  # each node's own (node_run.PHASES)
 OPT_IN_PHASES = ("soak",)  # node phases run only when `phases` names them (hours long: soak_duration_s)
 ALLOCATION_PHASES = ("rdma",)  # the job step's alone: perftest pairs across the allocation (full suite, or asked)
 ALL_PHASES = PHASES + OPT_IN_PHASES + ALLOCATION_PHASES
@@ -53,6 +53,12 @@ class BurninSettings:
     known_good: str = ""      # hostlist of nodes trusted as localisation partners (those inside the job)
     soak_duration_s: float = 3600.0  # the soak phase (opt-in: phases = [..., "soak"]): GEMM for this long...
     soak_sample_s: float = 60.0      # ...in slices of this length, one telemetry/throughput point each
+    # the NIC phase (burnin/nic.py): a loopback ib_write_bw per HCA port and a NIC-only all_reduce
+    nic_duration_s: float = 5.0      # -D of each loopback
+    nic_gpu_memory: str = "auto"     # "auto": from the nearest GPU's memory where perftest has CUDA; "host"
+    nic_timeout_s: float = 120.0     # deadline of one loopback (server and client)
+    nic_loopback_fraction: float = 0.0  # floor as a fraction of the line rate; 0: data/nic_loopback.toml's
+    nic_nccl_fraction: float = 0.0      # the same for the NIC-only all_reduce
 
     def phase_on(self, name: str) -> bool:
         return name in self.phases
@@ -69,13 +75,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 ENV_PREFIX = "HEALTHCHECK_BURNIN_"
-_CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES}
+_CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES, "nic_gpu_memory": ("auto", "host")}
 _LIST_CHOICES = {"phases": ALL_PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
                                                             "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
            "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31),
-           "soak_duration_s": (1, 7 * 86400), "soak_sample_s": (0.1, 3600)}
+           "soak_duration_s": (1, 7 * 86400), "soak_sample_s": (0.1, 3600), "nic_duration_s": (1, 3600),
+           "nic_timeout_s": (1, 86400)}
 
 
 class SettingsError(ValueError):

@@ -1,6 +1,8 @@
 """GPU usage checks: is the GPU free of leftovers (processes, allocated memory) between jobs?
 
-Checks: gpu.processes, gpu.memory_used, gpu.stalled.
+Checks: gpu.processes, gpu.memory_used, gpu.stalled. Also the pure half of the job sampler (issue 32.6):
+:func:`job_node_summary` (one node's GPUs of one job) and :func:`odd_nodes` (across the job's nodes, the
+ones whose GPUs differ from the rest: the likely culprit of a stalled collective).
 
 Contexts: prolog (a job must get clean GPUs: leftover processes or memory from the previous job
 mean out-of-memory errors or shared GPUs), epilog (the job's processes should be gone when it ends:
@@ -113,7 +115,7 @@ def _shared_jobs(samples: list[GpuSample]) -> tuple[list[str], list[int]]:
 
 @check("gpu.stalled", needs=("gpus",), contexts=("slurm-check",),
        thresholds={"samples": 3, "min_util_pct": 95, "idle_margin_fraction": 0.1, "max_power_fraction": 0.2,
-                   "fail": False},
+                   "fail": False, "job_samples": 4},
        fails_by_default=False,
        fails_on="threshold fail = true: FAIL for a GPU busy at near-idle power for `samples` runs in a row; "
                 "by default WARN naming the job")
@@ -128,6 +130,9 @@ def gpu_stalled(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     most often the victim of a peer rank or the network, so by default it does not drain this node.
     The samples are kept between runs in the state directory (healthcheck.hook.gpu_samples);
     SKIP where there is no history (any context but HealthCheckProgram, or the first runs).
+    The agent's job sampler (healthcheck.hook.job_sampler, every 30 s while a job holds the node) judges its
+    own denser samples with this check and ``job_samples`` (4) in place of ``samples``: a stall is
+    recorded within 2 minutes, always as WARN (it never drains; docs/job-stalls.md).
     """
     name = "gpu.stalled"
     need = max(1, int(t.get("samples") or 1))
@@ -165,3 +170,78 @@ def gpu_stalled(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g}"
+
+
+# ------------------------------------------------------------- the job sampler's view (issue 32.6)
+
+
+def job_node_summary(node: str, job_id: str, gpus: list[GpuInfo], t: dict) -> dict:
+    """One node's GPUs of one job, from their samples (``GpuInfo.samples``, the newest last): how many
+    are pinned (the last ``job_samples`` readings all busy at near-idle power, by :func:`is_stalled_sample`,
+    the job on each), since when, and the latest utilisation and power. Pure; plain data (JSON) so that
+    the nodes' summaries can be gathered and compared by :func:`odd_nodes`."""
+    need = max(1, int(t.get("job_samples") or t.get("samples") or 1))
+    pinned, unpinned, since, utils, fractions, powers, judged = [], [], [], [], [], [], True
+    for g in gpus:
+        history = [s for s in (g.samples or []) if job_id in s.jobs]
+        if not history:
+            continue
+        last = history[-1]
+        if last.utilization_gpu_pct is not None:
+            utils.append(last.utilization_gpu_pct)
+        if last.power_draw_w is not None:
+            powers.append(last.power_draw_w)
+            if g.power_limit_w:
+                fractions.append(last.power_draw_w / g.power_limit_w)
+        if len(history) < need:
+            judged = False
+            unpinned.append(g.index)
+            continue
+        recent = history[-need:]
+        if all(is_stalled_sample(s, g.idle_power_w, g.power_limit_w, t) for s in recent):
+            pinned.append(g.index)
+            since.append(recent[0].taken_at)
+        else:
+            unpinned.append(g.index)
+    return {"node": node, "job": job_id, "gpus": len(pinned) + len(unpinned), "pinned": sorted(pinned),
+            "not_pinned": sorted(unpinned), "judged": judged,
+            "pinned_since": min(since) if since else None,
+            "utilization_gpu_pct": _mean(utils), "power_draw_w": _mean(powers),
+            "power_fraction": _mean(fractions)}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def odd_nodes(summaries: list[dict], nodes: list[str] | None = None) -> dict:
+    """Across the nodes of one job (:func:`job_node_summary` of each; ``nodes``: the job's node list,
+    where known), which nodes differ from the rest. A node is *pinned* when every GPU it runs the job on
+    is pinned. When some nodes are pinned and others are not, the ranks on the pinned nodes wait in a
+    collective for the ones that are not: those are named ``odd`` (the likely culprit: busy at higher power,
+    idle, or no GPU process of the job left). Every node pinned: ``odd`` is empty (the whole job waits: the fabric, or
+    a rank outside these nodes). No node pinned: no stall. A node without a judged summary (too few
+    samples, no sampler, unreachable) is ``unknown``, never named. Pure."""
+    by_node = {s.get("node"): s for s in summaries if isinstance(s, dict) and s.get("node")}
+    known = [n for n, s in by_node.items() if s.get("judged")]
+    pinned = sorted(n for n in known if by_node[n].get("gpus") and not by_node[n].get("not_pinned"))
+    others = sorted(n for n in known if n not in pinned)
+    unknown = sorted((set(nodes or ()) | set(by_node)) - set(known))
+    stalled = bool(pinned)
+    odd = others if stalled else []
+    if not stalled:
+        why = "no node's GPUs are pinned at idle power: not stalled"
+    elif odd:
+        parts = []
+        for n in odd:
+            s = by_node[n]
+            power = f"{s['power_draw_w']:g} W" if s.get("power_draw_w") is not None else "power n/a"
+            util = f"{s['utilization_gpu_pct']:g} %" if s.get("utilization_gpu_pct") is not None else "util n/a"
+            parts.append(f"{n} (GPUs {','.join(map(str, s['not_pinned']))} not pinned: {util} at {power})"
+                         if s.get("gpus") else f"{n} (no GPU process of the job)")
+        why = (f"{len(pinned)} node(s) pinned at idle power wait in a collective; the likely culprit: "
+               + "; ".join(parts))
+    else:
+        why = ("every node's GPUs are pinned at idle power: the whole job waits (suspect the fabric, or a rank "
+               "on a node without samples)")
+    return {"stalled": stalled, "pinned": pinned, "odd": odd, "unknown": unknown, "why": why}

@@ -35,13 +35,14 @@ def _register() -> None:
     from .drill import drill
     from .fabric import fabric
     from .history import db, history
+    from .job import job
     from .parse import parse
     from .report import report
     from .slurm import slurm
     from .sweep import sweep
 
     for command in (check, collect, config, checks_cmd, history, db, report, slurm, burnin, parse, sweep, fabric,
-                    drill):
+                    drill, job):
         cli.add_command(command)
     _needs_extras(cli)
 

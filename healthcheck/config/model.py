@@ -139,6 +139,7 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         cpu_cores=cpu.get("cores"),
         cpu_threads=cpu.get("threads"),
         mem_total_gib=s.get("mem_total_gib"),
+        gpudirect=s.get("gpudirect"),
         thresholds={k: dict(v) for k, v in s.get("thresholds", {}).items()},
         bundle=s.get("bundle"),
         sysfs_root=s.get("sysfs_root", "/sys"),

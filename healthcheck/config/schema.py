@@ -44,6 +44,7 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "bundle": (str, "read this node's hardware from a bundle: a path with {node}, e.g. /srv/bundles/{node}"),
     "sysfs_root": (str, "where the host's /sys is mounted (containers: e.g. /host/sys)"),
     "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
+    "gpudirect": (bool, "true: the class uses GPUDirect RDMA (the gpudirect.* checks FAIL where it is not ready)"),
 }
 _TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models")
 # Every number is finite and inside its range (NaN compares false: `max_volatile = nan` would pass
@@ -219,7 +220,7 @@ class Validator:
                 if key == "nodes" and not allow_nodes:
                     raise self.error("nodes = belongs in a [class.NAME] table", table, key)
                 kind, what = _SCALARS[key]
-                if not isinstance(value, kind) or isinstance(value, bool):
+                if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                     raise self.error(f"{key} must be {_kind_name(kind)} ({what}), got {value!r}", table, key)
                 if isinstance(value, list) and not all(isinstance(v, str) for v in value):
                     raise self.error(f"{key} must be a list of strings", table, key)
@@ -502,5 +503,5 @@ def _norm_table(name: str) -> str:
 
 def _kind_name(kind) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", bool: "true or false"}
     return " or ".join(names.get(k, k.__name__) for k in kinds)

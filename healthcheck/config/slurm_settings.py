@@ -40,6 +40,9 @@ class SlurmSettings:
     drain_cap_nodes: int = 2
     drain_cap_fraction: float = 0.1
     drain_cap_window_s: float = 86400.0
+    # the agent's job sampler (issue 32.6, docs/job-stalls.md): seconds between samples while a job holds
+    # the node; 0 turns it off
+    job_sample_interval_s: float = 30.0
 
     def budget(self, context: str) -> float:
         return {"prolog": self.prolog_budget_s, "epilog": self.epilog_budget_s}.get(
@@ -51,7 +54,8 @@ class SlurmSettings:
 
 
 # Numbers that are not budgets in seconds (those are in (0, 3600]).
-_RANGES = {"drain_cap_nodes": (0, 100000), "drain_cap_fraction": (0.0, 1.0), "drain_cap_window_s": (60.0, 31 * 86400.0)}
+_RANGES = {"drain_cap_nodes": (0, 100000), "drain_cap_fraction": (0.0, 1.0), "drain_cap_window_s": (60.0, 31 * 86400.0),
+           "job_sample_interval_s": (0.0, 3600.0)}
 
 _CHOICES = {"prolog_mode": PROLOG_MODES, "backend": BACKENDS, "prolog_on_fail": PROLOG_ON_FAIL, "epilog_on_fail": PROLOG_ON_FAIL,
             "slurm_check_on_fail": PROLOG_ON_FAIL, "epilog_stray_processes": STRAY_ACTIONS}

@@ -544,6 +544,39 @@ def aer_total(counts: dict[str, int] | None) -> int | None:
 
 
 @dataclass
+class PciBridgeAcs:
+    """A PCI bridge on the path between a GPU and its NIC: its PCI Express port type and its ACS
+    control bits (config space; ``acs_ctl`` None: not readable, {}: no ACS capability)."""
+    pci_bus_id: str
+    port_type: str | None = None  # "root_port" | "upstream" | "downstream" | ...
+    acs_ctl: dict[str, bool] | None = None  # lspci's names: SrcValid, ReqRedir, CmpltRedir, ...
+
+
+@dataclass
+class GpuNicPath:
+    """A GPU and the HCA nearest it on the PCI tree, with the bridges between them below their
+    common ancestor (``common`` None: they meet only at the root complex)."""
+    gpu: str  # PCI address
+    hca: str  # mlx5_0
+    hca_pci: str | None = None
+    common: str | None = None  # the lowest bridge both sit under
+    bridges: list[PciBridgeAcs] = field(default_factory=list)
+
+
+@dataclass
+class GpuDirectInfo:
+    """What GPUDirect RDMA needs of the host (probes/gpudirect.py: sysfs and procfs)."""
+    peermem_module: str | None = None  # "nvidia_peermem" (or legacy "nv_peer_mem") when loaded
+    nvidia_driver: str | None = None  # /sys/module/nvidia/version
+    nvidia_open: bool | None = None  # /proc/driver/nvidia/version names the open kernel module
+    kernel: str | None = None  # /proc/sys/kernel/osrelease
+    cmdline_iommu: list[str] = field(default_factory=list)  # iommu tokens of /proc/cmdline
+    iommu_units: int | None = None  # entries of /sys/class/iommu (0: no IOMMU enabled)
+    iommu_group_types: dict[str, str] = field(default_factory=dict)  # GPU/HCA address -> "identity" | "DMA" | ...
+    paths: list[GpuNicPath] = field(default_factory=list)
+
+
+@dataclass
 class PcieAer:
     """A PCI function's AER counters since boot (``aer_dev_fatal``/``aer_dev_nonfatal``/
     ``aer_dev_correctable``: per error type, ``TOTAL_ERR_*`` the sum) and what the function is."""
@@ -597,6 +630,64 @@ class MlxlinkPort:
         return f"{self.device}:{self.port}"
 
 
+# ------------------------------------------------------------------------- Ethernet / RoCE network
+
+
+@dataclass
+class NetPort:
+    """A physical Ethernet port (``/sys/class/net/<name>``, issue 32): its kernel statistics
+    (``statistics/*``, ``carrier_down_count``) and, for a RoCE port, the RDMA port on the same PCI
+    function (``rdma``, "mlx5_0:1")."""
+    name: str  # eth0, ens4np0
+    driver: str | None = None  # mlx5_core, bnxt_en, ice, ...
+    pci_bus_id: str | None = None
+    rdma: str | None = None  # "mlx5_0:1": the RDMA port of this netdev (RoCE), where sysfs names one
+    operstate: str | None = None  # up, down, lowerlayerdown, ...
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def component(self) -> str:
+        return self.name
+
+
+@dataclass
+class NetEthtool:
+    """``ethtool -S <name>``'s counters that the driver keeps only there (mlx5: ``*_phy``, pause storms),
+    filtered to those the network checks know; ``error``: why they could not be read."""
+    name: str
+    counters: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class NetGrowth:
+    """How much each counter of one port grew between two readings: the earlier taken at ``from_s``, the
+    later at ``at_s`` (seconds since the epoch). The growth happened somewhere in between."""
+    from_s: float
+    at_s: float
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class NetSeries:
+    """One port's kept growth (``hook.net_window``): the increments since ``since_s`` (the first
+    reading the growth is known from: the first ever, or the last reset/reboot/new device)."""
+    component: str  # "mlx5_0:1" (RDMA port) or "eth0" (netdev)
+    since_s: float
+    growth: list[NetGrowth] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # "counters reset (reboot or driver reload)", ...
+    saturated: list[str] = field(default_factory=list)  # counters stuck at their width's maximum
+
+
+@dataclass
+class NetWindow:
+    """The network counters' growth over the last hours, kept between hook runs (``hook.net_window``):
+    what ``net.errors``, ``net.ethtool`` and ``net.link.flaps`` judge. ``now_s``: this reading's time."""
+    now_s: float
+    series: list[NetSeries] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 # -------------------------------------------------------------------------------------- Snapshot
 
 
@@ -631,6 +722,12 @@ class Snapshot:
     edac: list[EdacController] | None = None
     pcie_aer: list[PcieAer] | None = None
     mlxlink: list[MlxlinkPort] | None = None
+    # GPUDirect RDMA readiness: peer memory or dma-buf, IOMMU mode, ACS between each GPU and its NIC
+    gpudirect: GpuDirectInfo | None = None
+    # Ethernet/RoCE ports (sysfs), their ethtool-only counters, and the growth kept between hook runs
+    net_ports: list[NetPort] | None = None
+    net_ethtool: list[NetEthtool] | None = None
+    net_window: NetWindow | None = None
     # The boot the kernel events belong to (/proc/sys/kernel/random/boot_id) and the keys of events the
     # node's hooks already acted on (a drain that has ended since): gpu.xid passes over those.
     boot_id: str | None = None

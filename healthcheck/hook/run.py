@@ -283,7 +283,8 @@ def snapshot(context, node, exp, state_dir, started, budget):
 
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
     return snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
-                        processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False)
+                        processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False,
+                        net_rdma_only=context in ("prolog", "epilog"))
 
 
 def work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None):
@@ -300,6 +301,12 @@ def work(context, node, exp, settings, job_id, state_dir, started, budget, ackno
         note = keep_samples(state_dir, snap)
         if note:
             log(f"slurm-check on {node}: {note}")
+    if snap.net_ports is not None:  # read for net.errors / net.link.flaps: keep the counters' growth
+        from .net_window import keep_readings
+
+        note = keep_readings(state_dir, snap)
+        if note:
+            log(f"{context} on {node}: {note}")
     # the keys of the events a drain now would be for (acknowledged once that drain ends): kernel-log
     # events (Xid and host events) and BMC SEL records
     events = []

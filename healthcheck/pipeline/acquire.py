@@ -9,7 +9,8 @@ from ..core.model import Snapshot
 def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str | None = None,
                  proc_root: str | None = None, deadlines_s: dict[str, float] | None = None,
                  sources: frozenset[str] | None = None, processes: bool = True,
-                 kernel_cache: str | None = None, nvml_close: bool = True) -> Snapshot:
+                 kernel_cache: str | None = None, nvml_close: bool = True,
+                 net_rdma_only: bool = False) -> Snapshot:
     """Probe ``node`` (this machine) live, or read the bundle its class maps it to; a bundle without
     ``proc/`` gets the host facts (memory, disks, mounts, services) of this machine, probed live.
 
@@ -39,7 +40,7 @@ def snapshot_for(node: str, exp: Expectations, started_at: str, sysfs_root: str 
     from ..probes.live import LiveOptions, snapshot_live
 
     opts = LiveOptions(sysfs_root, proc_root, exp.services, node=node, processes=processes,
-                       kernel_cache=kernel_cache, nvml_close=nvml_close)
+                       kernel_cache=kernel_cache, nvml_close=nvml_close, net_rdma_only=net_rdma_only)
     if deadlines_s is not None:
         opts.deadlines_s = dict(deadlines_s)
     return snapshot_live(opts, started_at, sources)

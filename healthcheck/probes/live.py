@@ -90,6 +90,9 @@ class LiveOptions:
     # False: NVML's session is left to the process's exit (the hooks' child, which exits once it has
     # answered: ~3.5 ms off its run on an H200); anything longer-lived closes it
     nvml_close: bool = True
+    # True: only the Ethernet ports of an RDMA device (RoCE) are read (the prolog and epilog: the job's
+    # fabric; a management NIC's counters are HealthCheckProgram's, ~0.3 ms a port saved before every job)
+    net_rdma_only: bool = False
 
 
 def short_hostname() -> str:
@@ -351,6 +354,24 @@ def _mlxlink(opts: LiveOptions, snap: Snapshot):
     return probe_mlxlink(opts.sysfs_root, deadline_s=0.9 * opts.deadlines_s.get("mlxlink", 15.0))
 
 
+def _gpudirect(opts: LiveOptions, snap: Snapshot):
+    from .gpudirect import probe_gpudirect
+
+    return probe_gpudirect(opts.sysfs_root, opts.proc_root, gpus=snap.gpu_pci_devices)
+
+
+def _net_ports(opts: LiveOptions, snap: Snapshot):
+    from .netdev import probe_net_ports
+
+    return probe_net_ports(opts.sysfs_root, rdma_only=opts.net_rdma_only)
+
+
+def _net_ethtool(opts: LiveOptions, snap: Snapshot):
+    from .ethtool import probe_ethtool
+
+    return probe_ethtool(opts.sysfs_root, deadline_s=0.9 * opts.deadlines_s.get("net_ethtool", 10.0))
+
+
 # ------------------------------------------------------------------------------ the one declaration
 
 # Every snapshot source, one row each. Within a schedule, the rows' order is the order they run in (the
@@ -376,6 +397,15 @@ PROBES: tuple[Probe, ...] = (
     # ipmitool sel elist + sdr elist: BMCs are slow
     Probe("bmc", _bmc, "bmc", 20.0, WALKED,
           "no BMC data (not probed in this context, or none recorded in the bundle)"),
+    # GPUDirect RDMA readiness: sysfs/procfs, a few files, the config space of each bridge GPU-NIC
+    Probe("gpudirect", _gpudirect, "gpudirect", 3.0, WALKED,
+          "no GPUDirect data (not probed, or none recorded in the bundle)"),
+    # Ethernet/RoCE ports: ~10 sysfs files a port (prolog and epilog too: net.errors, net.link.flaps)
+    Probe("net_ports", _net_ports, "netdev", 3.0, WALKED,
+          "no Ethernet/RoCE port data (not probed, or none recorded in the bundle)"),
+    # ethtool -S per mlx5 port, for the counters kept only there: HealthCheckProgram, check, burn-in
+    Probe("net_ethtool", _net_ethtool, "ethtool", 10.0, WALKED,
+          "no ethtool counters (ethtool not installed, not probed in this context, or none recorded)"),
     # mlxlink -m -c -e per HCA port, concurrently
     Probe("mlxlink", _mlxlink, "mlxlink", 15.0, WALKED,
           "no mlxlink data (not probed in this context, or none recorded in the bundle)"),
@@ -387,6 +417,10 @@ PROBES: tuple[Probe, ...] = (
     Probe("versions", _versions, "versions", 3.0, AFTER, "no version data"),
     # the epilog's facts about the job (hook.run), not a probe of this module
     Probe("job", None, None, None, ELSEWHERE, "no job (runs in the epilog of a Slurm job)"),
+    # the network counters' growth kept between the hooks' runs (hook.net_window), not a probe
+    Probe("net_window", None, None, None, ELSEWHERE,
+          "no network counter memory (the hooks keep one between their runs; a terminal's check or a bundle "
+          "has none)"),
 )
 
 

@@ -218,10 +218,9 @@ class _Reader:
         return out + [None] * (len(field_ids) - len(out))
 
 
-def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
-    """Query every GPU through one NVML session, the devices at once. ``close=False``: the session is
-    left to the process's exit (for a process that exits once it has answered; anything longer-lived
-    must close it). Raises :class:`NvmlUnavailable` when NVML cannot start."""
+def open_nvml(nvml: Any = None) -> Any:
+    """``nvml`` (pynvml, imported here when None) with its session started; the caller shuts it down.
+    Raises :class:`NvmlUnavailable` when pynvml cannot be imported or NVML cannot start."""
     if nvml is None:
         try:
             import pynvml as nvml  # noqa: PLC0415 - lazy on purpose (hot path)
@@ -231,6 +230,14 @@ def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
         nvml.nvmlInit()
     except (nvml.NVMLError, OSError) as exc:
         raise NvmlUnavailable(f"nvmlInit failed: {exc}") from exc
+    return nvml
+
+
+def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
+    """Query every GPU through one NVML session, the devices at once. ``close=False``: the session is
+    left to the process's exit (for a process that exits once it has answered; anything longer-lived
+    must close it). Raises :class:`NvmlUnavailable` when NVML cannot start."""
+    nvml = open_nvml(nvml)
     try:
         system = _Reader(nvml)
         driver = _text(system.get("nvmlSystemGetDriverVersion"))
@@ -489,3 +496,47 @@ def _field_values(reader: _Reader, handle: Any, info: GpuInfo) -> None:
         info.reset_required = bool(info.reset_required) or info.recovery_action != "none"
     if info.remap_pending:
         info.reset_required = True
+
+
+def sample_gpus(nvml: Any = None) -> list[dict]:
+    """The job sampler's light reading (issue 32.6): per device only its key (UUID, else PCI address),
+    utilisation, power draw, power limit and compute pids, five calls a device. One session, always
+    closed before returning (the sampler runs every 30 s: nothing may stay open between samples, a GPU
+    reset would find it). A device that cannot be read comes back with ``error`` and no readings.
+    Raises :class:`NvmlUnavailable` when NVML cannot start."""
+    nvml = open_nvml(nvml)
+    try:
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except nvml.NVMLError as exc:
+            raise NvmlUnavailable(f"nvmlDeviceGetCount failed: {exc}") from exc
+        out = []
+        for index in range(count):
+            reader = _Reader(nvml)
+            item: dict[str, Any] = {"index": index}
+            try:
+                handle = reader.call("nvmlDeviceGetHandleByIndex", index)
+                item["key"] = _text(reader.get("nvmlDeviceGetUUID", handle)) or f"index:{index}"
+                util = reader.get("nvmlDeviceGetUtilizationRates", handle)
+                item["utilization_gpu_pct"] = None if util is None else float(util.gpu)
+                power = reader.get("nvmlDeviceGetPowerUsage", handle)
+                item["power_draw_w"] = None if power is None else _milli(power)
+                limit = reader.get("nvmlDeviceGetEnforcedPowerLimit", handle)
+                item["power_limit_w"] = None if limit is None else _milli(limit)
+                procs = None
+                for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"):
+                    procs = reader.get(fn, handle)
+                    if procs is not None:
+                        break
+                item["pids"] = sorted({int(p.pid) for p in procs or []})
+            except (nvml.NVMLError, _GpuLost) as exc:
+                item = {"index": index, "key": f"index:{index}", "error": str(exc)}
+            if reader.notes:
+                item["error"] = "; ".join(reader.notes)
+            out.append(item)
+        return out
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass

@@ -317,3 +317,14 @@ def test_the_kernels_form_takes_the_fast_path():
 
     for kind in ("fatal", "nonfatal", "correctable"):
         assert host_counters._AER_FILE.fullmatch(aer_text(kind, {"DLP": 3}).strip())
+
+
+def test_with_the_hooks_counter_memory_link_downs_are_left_to_the_strike_check():
+    from healthcheck.core.model import NetWindow
+
+    counters = {"link_downed": 60, "symbol_error": 20000}
+    snap = _snap(ib_ports=[_port(counters)], host=HostInfo(uptime_s=3600.0), net_window=NetWindow(now_s=1.0))
+    (f,) = ib_port_errors(snap, Expectations(), dict(ERROR_THRESHOLDS))
+    assert f.status is Status.FAIL and "symbol_error" in f.message and "link_downed" not in f.message
+    snap = _snap(ib_ports=[_port({"link_downed": 60})], host=HostInfo(uptime_s=3600.0), net_window=NetWindow(now_s=1.0))
+    assert ib_port_errors(snap, Expectations(), dict(ERROR_THRESHOLDS))[0].status is Status.PASS

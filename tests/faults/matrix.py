@@ -95,6 +95,23 @@ def _sysfs(**faults) -> Callable[[Path], Snapshot]:
     return lambda root: N.node(root, sysfs_faults=SysfsFaults(**faults)).snapshot()
 
 
+def _windowed(**faults) -> Callable[[Path], Snapshot]:
+    """Two hook runs an hour apart, the second with ``faults`` in the sysfs tree: the counters' memory the
+    hooks keep (``hook.net_window``) holds what grew between them."""
+    def inject(root: Path) -> Snapshot:
+        from healthcheck.hook import net_window
+
+        proc = root / "boot"
+        (proc / "sys" / "kernel" / "random").mkdir(parents=True)
+        (proc / "sys" / "kernel" / "random" / "boot_id").write_text("boot-1\n")
+        state, t0 = str(root / "state"), 1_780_000_000.0
+        net_window.keep_readings(state, N.node(root / "before").snapshot(), now_s=t0, proc_root=str(proc))
+        after = N.node(root / "after", sysfs_faults=SysfsFaults(**faults)).snapshot()
+        net_window.keep_readings(state, after, now_s=t0 + 3600.0, proc_root=str(proc))
+        return after
+    return inject
+
+
 def _gpu(index: int, **changes) -> Callable[[Path], Snapshot]:
     return lambda root: N.faulty_gpu_node(root, index, **changes)
 
@@ -363,6 +380,14 @@ FAULTS: list[Fault] = [
           "epilog: mlx5_2 port 1 symbol_error 0 -> 7 over the prolog's baseline",
           _growth(sysfs_faults=SysfsFaults(symbol_errors={2: 7})), "job.counter_growth", Status.WARN,
           "mlx5_2:1", EPILOG, "report", "IB symbol-error growth", failure_class=CABLE),
+    Fault("net-link-downs-window", "IB port went down 3 times within the hour (counter strikes)",
+          "sysfs: mlx5_4 port 1 link_downed 0 -> 3 between two hook runs an hour apart (FAIL at 3 in 3 h)",
+          _windowed(counters={4: {"link_downed": 3}}), "net.link.flaps", Status.FAIL, "mlx5_4:1", EVERY_HOOK,
+          "drain", "link flaps", failure_class=CABLE),
+    Fault("net-symbol-errors-window", "IB symbol errors growing (a marginal cable or transceiver)",
+          "sysfs: mlx5_2 port 1 symbol_error 0 -> 5000 within an hour (FAIL at 400 an hour)",
+          _windowed(counters={2: {"symbol_error": 5000}}), "net.errors", Status.FAIL, "mlx5_2:1", EVERY_HOOK,
+          "drain", "IB symbol errors", failure_class=CABLE),
     Fault("hca-missing", "HCA missing (not on the bus / driver did not bind)",
           "sysfs: mlx5_5 absent; expected 8 ports mlx5_0..mlx5_7",
           _sysfs(missing_hca=frozenset({5})), "ib.port.state", Status.FAIL, "mlx5_5", EVERY_HOOK, "drain",

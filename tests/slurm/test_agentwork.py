@@ -61,3 +61,30 @@ def test_the_agent_imports_pynvml_only_where_the_bus_shows_an_nvidia_gpu(monkeyp
     assert sys.modules["pynvml"] is not pynvml and sys.modules["pynvml"].nvmlLib is None  # imported, not loaded
     monkeypatch.setitem(sys.modules, "pynvml", None)  # a bus with a GPU and no importable pynvml
     assert agentwork.warm_nvml() is False
+
+
+WARM_AGENT = """
+import json, sys
+from healthcheck.agent import main, work
+main.warm(None)            # the agent, before it forks its spares
+work.warm_run(sys.argv[1], "n1")  # a spare's prepared child, before its hook comes
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("healthcheck"))))
+"""
+
+
+def test_the_agent_warms_every_module_the_prolog_imports(tmp_path):
+    """A module the prolog imports (tests/slurm/test_prolog_imports.py's allow-list) that neither the agent
+    nor the prepared child has imported is imported again by every hook at the door (~0.3-0.5 ms each:
+    issue 32's hook.net_window was)."""
+    from tests.slurm.test_prolog_imports import OURS
+
+    config = tmp_path / "hc.toml"
+    config.write_text(f'[slurm]\nstate_dir = "{tmp_path}/state"\nspool_dir = "{tmp_path}/spool"\n')
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT),
+           "HEALTHCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", WARM_AGENT, str(config)], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    warmed = set(json.loads(out.stdout.splitlines()[-1]))
+    # the wrappers' client runs in the hook's own process, never in the agent's workers
+    assert sorted(OURS - warmed - {"healthcheck.hook.client"}) == []

@@ -49,6 +49,11 @@ OURS = {
     "healthcheck.core", "healthcheck.safeio", "healthcheck.spool", "healthcheck.policies", "healthcheck.pipeline",
     "healthcheck.output",
     "healthcheck.core.clock",  # the run's start time (it was judge's; the hook's parent no longer imports the judge)
+    # issue 32: the Ethernet/RoCE ports' sysfs counters (os-only reads, ~10 files a port), the rules as data
+    # (no imports), the memory of their growth between runs (a plain-lines file, os only) and the checks
+    # judging growth in a window and link downs as strikes (docs/network.md, docs/performance.md)
+    "healthcheck.probes.netdev", "healthcheck.policies.netcounters", "healthcheck.hook.net_window",
+    "healthcheck.checks.network",
 }
 # The standard library beyond start-up: the C JSON string escaper (jsonwrite), the C SHA-256 (config
 # hash), errno, fcntl (the spool's lock), math (finite-number checks), select (the watchdog), _socket (the
