@@ -46,7 +46,9 @@ ensure_venv() {  # ensure_venv EXTRAS — create the venv and install the projec
     fi
     [ -r "$CONSTRAINTS" ] || { echo "constraints file $CONSTRAINTS is missing" >&2; exit 1; }
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-    "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e "$ROOT${extras}" --config-settings editable_mode=compat 2>&1 | grep -v '^WARNING: Location' >&2 || true
+    # compat mode: a plain path entry (no import hook on every prolog run); its deprecation notice is silenced
+    PYTHONWARNINGS="ignore:Compat editable installs" \
+        "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e "$ROOT${extras}" --config-settings editable_mode=compat 2>&1 | grep -v '^WARNING: Location' >&2 || true
     "$VENV/bin/python" -c 'import healthcheck, click, pynvml, ClusterShell' \
         || { echo "installing the project into $VENV failed" >&2; exit 1; }
     # Compiled bytecode, even where PYTHONDONTWRITEBYTECODE is set: every prolog run pays for compiling.

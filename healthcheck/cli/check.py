@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .common import UsageFailure, exit_with, expectations_for, load_config
+from .common import UsageFailure, exit_with, expectations_for, load_config, use_color
 
 
 @click.command()
@@ -27,10 +27,14 @@ from .common import UsageFailure, exit_with, expectations_for, load_config
 @click.option("-v", "--verbose", is_flag=True, help="Show every component, passes included.")
 @click.option("--spool", "spool_dir", type=click.Path(file_okay=False),
               help="Also record the run in this spool directory (for `healthcheck history ingest`).")
-def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_root, verbose, spool_dir):
+@click.option("--strict", is_flag=True,
+              help="Exit 6 when a check could not judge (ERROR: a probe, tool or driver failed) and none failed, "
+                   "instead of 0: for scripts and pdsh loops (`healthcheck check --strict || alert`).")
+def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_root, verbose, spool_dir, strict):
     """Probe this node (or read a bundle) and judge it.
 
-    Exit status: 0 healthy, 1 a check failed, 2 usage or config error, 3 internal error.
+    Exit status: 0 healthy, 1 a check failed, 2 usage or config error, 3 internal error; with --strict, 6
+    when a check could not judge and none failed.
 
     \b
     Example:
@@ -81,9 +85,8 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
         raise UsageFailure(str(exc)) from exc
     if spool_dir:
         _spool_run(spool_dir, verdict, config_path)
-    click.echo(render(verdict, fmt, color=fmt == "text" and sys.stdout.isatty(), verbose=verbose, snapshot=snap),
-               nl=False)
-    exit_with(exit_code(verdict))
+    click.echo(render(verdict, fmt, color=fmt == "text" and use_color(), verbose=verbose, snapshot=snap), nl=False)
+    exit_with(exit_code(verdict, strict=strict))
 
 
 def _spool_run(spool_dir: str, verdict, config_path: str | None) -> None:

@@ -50,6 +50,20 @@ def read_text(path: str, what: str = "tool output", limit: int = MAX_INPUT) -> s
     return read_input(path, what, limit).decode("utf-8", "replace")
 
 
+def use_color(stream=None) -> bool:
+    """Colours only on a terminal, and never with ``--no-color`` or ``NO_COLOR`` set and not empty
+    (https://no-color.org)."""
+    import os
+    import sys
+
+    if os.environ.get("NO_COLOR"):
+        return False
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get("healthcheck.no_color"):
+        return False
+    return (stream or sys.stdout).isatty()
+
+
 def exit_with(code: int) -> None:
     sys.stdout.flush()
     sys.exit(code)

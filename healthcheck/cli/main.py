@@ -15,7 +15,10 @@ from ..core import exitcodes
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="healthcheck")
-def cli():
+@click.option("--no-color", is_flag=True, help="No colours in the output (also: the NO_COLOR environment "
+              "variable, set and not empty; output to a pipe or file never has them).")
+@click.pass_context
+def cli(ctx, no_color):
     """Health checks, bundles and expectations for GPU nodes of a Slurm cluster.
 
     \b
@@ -23,6 +26,8 @@ def cli():
       healthcheck check                      # judge this node with live probes
       healthcheck check --bundle node7.tar.gz --format json
     """
+    ctx.meta["healthcheck.no_color"] = no_color
+
 
 
 def _register() -> None:

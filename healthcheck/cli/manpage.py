@@ -57,6 +57,19 @@ def _options(command: click.Command) -> str:
     return "\n".join(out)
 
 
+# The variables the commands read (tests/cli/test_cli_conventions.py keeps this list and the code in step).
+ENVIRONMENT = (
+    ("HEALTHCHECK_CONFIG", "the expectations file when --config is not given (else /etc/healthcheck/healthcheck.toml)"),
+    ("HEALTHCHECK_DEBUG", "set: an internal error prints its traceback instead of one line (exit 3)"),
+    ("HEALTHCHECK_CACHE_DIR", "where the parsed config and policies are cached (root's own by default)"),
+    ("HEALTHCHECK_SBATCH_DIR", "where `burnin submit` finds its sbatch templates"),
+    ("NO_COLOR", "set and not empty: no colours (as --no-color)"),
+    ("SLURM_CONF", "the slurm.conf Slurm's commands use (only when root owns it and nobody else can write it)"),
+    ("SLURMD_NODENAME", "the node name (slurmd sets it for the hooks; else the short host name)"),
+    ("SLURM_JOB_ID", "the job a hook, a burn-in step or `check --spool` runs for"),
+)
+
+
 def render(cli: click.Group, version: str) -> str:
     parts = [
         f'.TH HEALTHCHECK 1 "" "healthcheck {version}" "User Commands"',
@@ -64,10 +77,12 @@ def render(cli: click.Group, version: str) -> str:
         "healthcheck \\- health checks, burn-in and readiness reports for the GPU nodes of a Slurm cluster",
         ".SH SYNOPSIS",
         ".B healthcheck",
+        "[\\fB--no-color\\fR]",
         ".I COMMAND",
         "[\\fIOPTIONS\\fR]",
         ".SH DESCRIPTION",
         _paragraphs(cli.help or ""),
+        _options(cli),
         ".SH COMMANDS",
     ]
     for path, command in _commands(cli):
@@ -80,6 +95,9 @@ def render(cli: click.Group, version: str) -> str:
     parts.append("Every command uses one table (the Slurm hooks follow Slurm's own contract instead).")
     for code, name, meaning in exitcodes.TABLE:
         parts.append(f".TP\n.B {code}\n{name}: {_escape(meaning)}")
+    parts.append(".SH ENVIRONMENT")
+    for name, meaning in ENVIRONMENT:
+        parts.append(f".TP\n.B {name}\n{_escape(meaning)}")
     parts.append(".SH FILES\n.TP\n.I /etc/healthcheck/healthcheck.toml\nthe expectations file "
                  "(\\fB--config\\fR, \\fB$HEALTHCHECK_CONFIG\\fR)")
     parts.append(".SH SEE ALSO\nREADME.md, docs/ (checks.md, slurm-actions.md, fabric.md, commissioning.md, "

@@ -29,8 +29,9 @@ TABLE = (
     (BUSY, "busy", "sweep: another sweep holds the lock"),
     (UNAVAILABLE, "unavailable", "a service the command needs could not be used: the history database "
                                  "(unreachable, refusing us, or of another schema version: `healthcheck db "
-                                 "upgrade`), slurmctld, systemd (`slurm install-hooks` starting the agent), or the "
-                                 "spool that should record a drill's result (printed all the same)"),
+                                 "upgrade`), slurmctld, systemd (`slurm install-hooks` starting the agent), the "
+                                 "spool that should record a drill's result (printed all the same), or, with "
+                                 "`check --strict`, the probe, tool or driver a check reads (it could not judge)"),
 )
 
 

@@ -39,13 +39,26 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def install_line(extra: str) -> str:
+    """The command that installs ``extra`` into this interpreter. Not ``pip install 'healthcheck[x]'``: that
+    name on the public package index is another project. From the checkout this package runs from (an
+    editable install, the README's way) the line names that folder; otherwise the folder or wheel it was
+    installed from, which only the admin knows."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "pyproject.toml")):
+        return f"{sys.executable} -m pip install -e '{root}[{extra}]'"
+    return f"{sys.executable} -m pip install '<the healthcheck checkout or wheel you installed>[{extra}]'"
+
+
 class MissingExtra(Exception):
     """A command needs an optional extra that is not installed. ``str()`` is the whole message."""
 
     def __init__(self, extra: str, missing: list[str], needed_by: str | None = None):
         self.extra, self.missing, self.needed_by = extra, list(missing), needed_by
         who = needed_by or "this"
-        super().__init__(f"{who} needs the [{extra}] extra: pip install 'healthcheck[{extra}]' "
+        super().__init__(f"{who} needs the [{extra}] extra: {install_line(extra)} "
                          f"(not installed: {', '.join(self.missing)})")
 
 

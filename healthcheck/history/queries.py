@@ -204,7 +204,9 @@ def _pyarrow():
     except MissingExtra as exc:
         raise HistoryError(str(exc)) from None
     except ImportError as exc:  # there but broken: the extra to reinstall, and why it would not import
-        raise HistoryError(f"{needed_by} needs the [parquet] extra: pip install 'healthcheck[parquet]' "
+        from ..core.extras import install_line
+
+        raise HistoryError(f"{needed_by} needs the [parquet] extra: {install_line('parquet')} "
                            f"(pyarrow does not import: {exc})") from None
     return pa, pq
 

@@ -51,14 +51,25 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
     by_check: OrderedDict[str, list] = OrderedDict()
     for f in verdict.findings:
         by_check.setdefault(clean(f.check), []).append(f)
+    worst_of = {check: worst(f.status for f in findings) for check, findings in by_check.items()}
+    n_skipped = sum(s is Status.SKIP for s in worst_of.values())
+    n_error = sum(s is Status.ERROR for s in worst_of.values())
+    counts = f"{len(by_check) - n_skipped - n_error} judged, {n_skipped} skipped"
+    if n_error:
+        counts += f", {n_error} could not judge"
     lines = [f"{clean(verdict.node)}: {paint(verdict.status).strip()}  "
-             f"({len(by_check)} checks, {verdict.duration_s:.3f} s, context {clean(verdict.context)})"]
+             f"({counts}; {verdict.duration_s:.3f} s, context {clean(verdict.context)})"]
     width = max((len(c) for c in by_check), default=10)
     skipped: OrderedDict[str, list[str]] = OrderedDict()  # reason -> checks skipped for it
+    errors: OrderedDict[str, list[str]] = OrderedDict()  # message -> checks that ERRORed with it (one probe)
     for check, findings in by_check.items():
-        status = worst(f.status for f in findings)
+        status = worst_of[check]
         if not verbose and status is Status.SKIP:
             skipped.setdefault(clean(findings[0].message), []).append(check)
+            continue
+        if not verbose and status is Status.ERROR and all(f.status is Status.ERROR for f in findings) \
+                and len({f.message for f in findings}) == 1 and not any(f.component for f in findings):
+            errors.setdefault(clean(findings[0].message), []).append(check)  # one line per probe failure
             continue
         if not verbose and status is Status.PASS:
             comps = [f.component for f in findings if f.component and f.status is Status.PASS]
@@ -71,6 +82,9 @@ def text(verdict: Verdict, color: bool = False, verbose: bool = False) -> str:
                 continue
             comp = f" [{clean(f.component)}]" if f.component else ""
             lines.append(f"  {paint(f.status)} {check.ljust(width)}  {clean(f.message)}{comp}")
+    for message, checks in errors.items():
+        names = checks[0] if len(checks) == 1 else f"{len(checks)} checks ({', '.join(checks)})"
+        lines.append(f"  {paint(Status.ERROR)} {names}: {message}")
     for reason, checks in skipped.items():
         names = checks[0] if len(checks) == 1 else f"{len(checks)} checks ({', '.join(checks)})"
         lines.append(f"  {paint(Status.SKIP)} {names}: {reason}")
@@ -97,8 +111,14 @@ def prometheus(verdict: Verdict, snapshot=None) -> str:
     return render_prometheus(verdict, snapshot)
 
 
-def exit_code(verdict: Verdict) -> int:
-    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail (healthcheck.core.exitcodes)."""
-    from ..core.exitcodes import FAIL, OK
+def exit_code(verdict: Verdict, strict: bool = False) -> int:
+    """0 healthy (pass/warn/skip, and error: the checker could not judge), 1 any fail
+    (healthcheck.core.exitcodes). ``strict`` (``check --strict``, for scripts and pdsh loops): a check
+    that could not judge (ERROR) is 6, unavailable, instead of 0; a FAIL is still 1."""
+    from ..core.exitcodes import FAIL, OK, UNAVAILABLE
 
-    return FAIL if verdict.status is Status.FAIL else OK
+    if verdict.status is Status.FAIL:
+        return FAIL
+    if strict and any(f.status is Status.ERROR for f in verdict.findings):
+        return UNAVAILABLE
+    return OK

@@ -105,8 +105,10 @@ def test_a_missing_extra_names_the_extra_and_the_install_line(monkeypatch):
     monkeypatch.setitem(EXTRAS, "history", ("sqlalchemy", "healthcheck_test_no_such_module"))
     with pytest.raises(MissingExtra) as err:
         extras.require_for("report")
-    assert str(err.value) == ("healthcheck report needs the [history] extra: pip install 'healthcheck[history]' "
-                              "(not installed: healthcheck_test_no_such_module)")
+    assert str(err.value) == (f"healthcheck report needs the [history] extra: {sys.executable} -m pip install -e "
+                              f"'{ROOT}[history]' (not installed: healthcheck_test_no_such_module)")
+    # never the bare package-index name: 'healthcheck' there is another project
+    assert "pip install 'healthcheck[" not in str(err.value)
     assert err.value.extra == "history" and err.value.missing == ["healthcheck_test_no_such_module"]
     extras.require_for("check")  # needs nothing beyond the node install
 
@@ -125,8 +127,8 @@ def test_require_sees_a_library_refused_by_the_import_system(tmp_path):
     proc = _blocked("from healthcheck.core.extras import require\nrequire('history', 'healthcheck report')\n",
                     "pandas", "sqlalchemy", cwd=tmp_path)
     assert proc.returncode == 1
-    assert ("healthcheck.core.extras.MissingExtra: healthcheck report needs the [history] extra: pip install "
-            "'healthcheck[history]' (not installed: sqlalchemy, pandas)") in proc.stderr
+    assert ("healthcheck.core.extras.MissingExtra: healthcheck report needs the [history] extra: "
+            f"{sys.executable} -m pip install -e '{ROOT}[history]' (not installed: sqlalchemy, pandas)") in proc.stderr
 
 
 def test_parquet_export_without_pyarrow_names_the_parquet_extra_and_writes_nothing(tmp_path):
@@ -138,5 +140,6 @@ def test_parquet_export_without_pyarrow_names_the_parquet_extra_and_writes_nothi
     proc = subprocess.run([sys.executable, "-I", "-c", BLOCK.format(blocked={"pyarrow"}) + code, str(target)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.stdout.strip() == ("healthcheck history export --format parquet needs the [parquet] extra: "
-                                   "pip install 'healthcheck[parquet]' (not installed: pyarrow)"), proc.stderr
+                                   f"{sys.executable} -m pip install -e '{ROOT}[parquet]' (not installed: pyarrow)"), \
+        proc.stderr
     assert list(tmp_path.iterdir()) == []
