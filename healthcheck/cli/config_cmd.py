@@ -21,11 +21,27 @@ def config():
     """
 
 
+def _every_problem(path: str, first) -> list:
+    """Every problem of the file (config.problems), the first load's error first; that one alone when the
+    file cannot be read as text (unreadable, untrusted, not UTF-8)."""
+    from ..config.problems import all_problems
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return [first]
+    found = all_problems(text, path)
+    found = found if found and str(found[0]) == str(first) else [first, *found[1:]]
+    return sorted(found, key=lambda p: (p.line is None, p.line or 0))  # in the file's order
+
+
 @config.command("validate")
 @click.argument("path", type=click.Path(dir_okay=False))
-@format_option(help_text="json: {path, valid, classes, warnings, error}; exit 2 when not valid either way.")
+@format_option(help_text="json: {path, valid, classes, warnings, error, errors}; exit 2 when not valid either way.")
 def config_validate(path, fmt):
-    """Check an expectations file; errors name the file and line (exit 2).
+    """Check an expectations file: every problem in one run, each with its file and line and, for a
+    misspelt name, what it may have meant (exit 2).
 
     \b
     Example:
@@ -38,10 +54,15 @@ def config_validate(path, fmt):
         cfg = load(path)
         cfg.expectations_for("__validate__")
     except ConfigError as exc:
+        problems = _every_problem(path, exc)
         if fmt == "json":
-            emit_json({"path": path, "valid": False, "classes": None, "warnings": [], "error": str(exc)})
+            emit_json({"path": path, "valid": False, "classes": None, "warnings": [], "error": str(exc),
+                       "errors": [str(p) for p in problems]})
             exit_with(exitcodes.USAGE)
-        raise UsageFailure(str(exc)) from exc
+        for problem in problems[:-1]:
+            click.echo(f"error: {problem}", err=True)
+        more = f" ({len(problems)} problems; the others above)" if len(problems) > 1 else ""
+        raise UsageFailure(f"{problems[-1]}{more}") from exc
     from ..config import overlapping_classes
     from ..config.overlap import MAX_OVERLAPS
 

@@ -19,12 +19,58 @@ if False:  # annotations only (typing is not imported on the hot path)
 
 class ConfigError(ValueError):
     def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        message = with_suggestion(message)
         super().__init__(message)
         self.message, self.path, self.line = message, path, line
 
     def __str__(self) -> str:
         where = self.path or "<config>"
         return f"{where}:{self.line}: {self.message}" if self.line else f"{where}: {self.message}"
+
+
+def with_suggestion(message: str) -> str:
+    """``message`` with "did you mean 'x'?" where it names an unknown key, section, check or threshold
+    and lists what is allowed (``unknown key 'gpus' ... (allowed: gpu, ...)``) and one allowed name is
+    close to it. Only error messages pass here (difflib and re are imported then)."""
+    if not message.startswith(("unknown", "thresholds for unknown")) or "did you mean" in message:
+        return message
+    import difflib
+    import re
+
+    name = re.search(r"'([^']{1,200})'", message)
+    listed = re.search(r"\((?:allowed|expected|known):? ([^()]{1,4000})\)", message)
+    if not name:
+        return message
+    if listed:
+        candidates = [c.strip().strip("[]").strip("'\"") for c in listed.group(1).split(",")]
+        candidates = [c.split(".")[-1] if c.startswith(("class.", "defaults")) is False and "." in c else c
+                      for c in candidates]
+    elif "check" in message:
+        try:
+            from ..checks.registry import index
+
+            candidates = list(index())
+        except Exception:  # noqa: BLE001 - a suggestion is a courtesy, never a second error
+            return message
+    else:
+        return message
+    word, candidates = name.group(1), [c for c in candidates if c]
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.8)  # a typo: state_dri
+    if not close:  # a near name: gpus -> gpu_count, gpu_model, ...
+        prefix = max((len(_common_prefix(word, c)) for c in candidates), default=0)
+        close = [c for c in candidates if prefix >= 3 and len(_common_prefix(word, c)) == prefix][:3]
+    if not close:
+        close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    if not close:
+        return message
+    return f"{message}; did you mean {' or '.join(repr(c) for c in close)}?"
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 @dataclass
