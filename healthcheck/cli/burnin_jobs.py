@@ -10,7 +10,7 @@ import click
 from ..core import exitcodes
 
 from .burnin import burnin_settings, burnin
-from .common import emit_json, guard, load_config, open_history, SINCE, UsageFailure
+from .common import emit_json, guard, load_config, open_history, OutputPath, SINCE, UsageFailure
 
 
 @burnin.command("report")
@@ -83,7 +83,7 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
               help="GPUs that must have run a fleet key before its majority is trusted.")
 @click.option("--min-nodes", type=click.IntRange(1, 1_000_000), default=2, show_default=True,
               help="Nodes those GPUs must span.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
+@click.option("--output", "-o", type=OutputPath(),
               help="Write the fleet digests file here (point [burnin] fleet_digests at it).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def burnin_fleet_digests(db_url, since, min_gpus, min_nodes, output, fmt):

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .common import UsageFailure, exit_with, expectations_for, load_config, use_color
+from .common import OutputPath, UsageFailure, exit_with, expectations_for, load_config, use_color
 
 
 @click.command()
@@ -100,7 +100,7 @@ def _spool_run(spool_dir: str, verdict, config_path: str | None) -> None:
 
 
 @click.command()
-@click.option("--output", "-o", required=True, type=click.Path(),
+@click.option("--output", "-o", required=True, type=OutputPath(folder_ok=True),
               help="Directory (new or empty) or a file name ending in .tar.gz.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
 @click.option("--sysfs-root", default="/sys", show_default=True)

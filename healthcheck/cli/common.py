@@ -109,6 +109,34 @@ def open_history(db_url: str | None, config_path: str | None = None):
         raise UsageFailure(str(exc)) from None
 
 
+class OutputPath(click.ParamType):
+    """A file (or, ``folder_ok``, a new or empty folder) the command will write: refused as a usage error
+    (exit 2) at once, before any work, when it cannot be written there: its folder missing or not
+    writable, or it names an existing folder where a file is meant (``report --html DIR/x.html`` into a
+    missing DIR used to fail after the whole build)."""
+
+    name = "path"
+
+    def __init__(self, folder_ok: bool = False):
+        self.folder_ok = folder_ok
+        self.name = "path" if folder_ok else "file"  # the metavar in --help and the man page
+
+    def convert(self, value, param, ctx):
+        import os
+
+        path = os.fspath(value)
+        if not path:
+            self.fail("an empty path", param, ctx)
+        if os.path.isdir(path) and not self.folder_ok:
+            self.fail(f"{path!r} is a folder; give a file name", param, ctx)
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            self.fail(f"cannot write {path!r}: its folder {parent!r} does not exist", param, ctx)
+        if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            self.fail(f"cannot write {path!r}: permission denied", param, ctx)
+        return path
+
+
 def guard(fn, *args, **kwargs):
     """Run a history call; its errors (already redacted by the store) become exit 6 with one line."""
     from ..history.db import HistoryError

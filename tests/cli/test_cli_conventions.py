@@ -131,3 +131,14 @@ def test_the_man_page_lists_every_environment_variable_the_commands_read():
     listed = {name for name, _ in manpage.ENVIRONMENT}
     assert read and read <= listed, sorted(read - listed)
     assert ".SH ENVIRONMENT" in (ROOT / "docs" / "healthcheck.1").read_text()
+
+
+def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(tmp_path):
+    missing = tmp_path / "no-such-dir" / "node.tar.gz"
+    result = CliRunner().invoke(cli, ["collect", "-o", str(missing), "--sysfs-root", str(tmp_path)])
+    assert result.exit_code == 2 and "does not exist" in result.output, result.output
+    assert not (tmp_path / "no-such-dir").exists()
+    result = CliRunner().invoke(cli, ["burnin", "fleet-digests", "-o", str(tmp_path), "--db",
+                                      f"sqlite:///{tmp_path}/h.db"])
+    assert result.exit_code == 2 and "is a folder" in result.output, result.output
+    assert not (tmp_path / "h.db").exists()  # refused before the history was opened
