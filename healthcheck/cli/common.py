@@ -109,6 +109,23 @@ def open_history(db_url: str | None, config_path: str | None = None):
         raise UsageFailure(str(exc)) from None
 
 
+def verbosity_options(fn):
+    """``-q/--quiet`` and ``-v/--verbose``, the same on every command that prints progress: the command gets
+    ``verbosity`` -1 (errors and the result only), 0 (the default: progress on a terminal) or 1 (a line
+    per step, also into a log file or cron mail)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, quiet, verbose, **kwargs):
+        if quiet and verbose:
+            raise UsageFailure("-q/--quiet and -v/--verbose exclude each other")
+        return fn(*args, verbosity=-1 if quiet else 1 if verbose else 0, **kwargs)
+
+    wrapper = click.option("-v", "--verbose", is_flag=True, help="A line per step (into logs and cron mail "
+                           "too), instead of a progress bar on a terminal.")(wrapper)
+    return click.option("-q", "--quiet", is_flag=True, help="Only errors and the result: no progress.")(wrapper)
+
+
 class OutputPath(click.ParamType):
     """A file (or, ``folder_ok``, a new or empty folder) the command will write: refused as a usage error
     (exit 2) at once, before any work, when it cannot be written there: its folder missing or not

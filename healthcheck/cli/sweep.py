@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .common import emit_json, exit_with, load_config, Unavailable, UsageFailure
+from .common import emit_json, exit_with, load_config, Unavailable, UsageFailure, verbosity_options
 
 
 class _Bar:
@@ -42,7 +42,8 @@ class _Bar:
 @click.option("--no-report", is_flag=True, help="Do not write the readiness report at the end.")
 @click.option("--db", "db_url", help="History database for the sweep's results (else the config's / default).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, db_url, fmt):
+@verbosity_options
+def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, db_url, fmt, verbosity):
     """Burn in idle nodes and nodes we drained; resume what passes, drain what fails, within a budget.
 
     Never touches a node whose reason is not ours; when one check fails on more nodes than the blast
@@ -73,9 +74,16 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
         raise UsageFailure(str(exc)) from None
 
     def log(message: str) -> None:
-        click.echo(f"[sweep] {message}", err=True)
+        if verbosity >= 0:
+            click.echo(f"[sweep] {message}", err=True)
 
-    bar = _Bar() if sys.stderr.isatty() and not dry_run else None
+    def steps(done: int, total: int) -> None:
+        click.echo(f"[sweep] burn-in jobs: {done} of {total} done", err=True)
+
+    if dry_run or verbosity < 0:
+        bar = None
+    else:
+        bar = steps if verbosity > 0 else (_Bar() if sys.stderr.isatty() else None)
     fleet = None
     if settings.report:  # the sweep uses the history: its jobs compare their GEMM products with the fleet's
         from ..sweep.finish import write_fleet_digests
@@ -98,7 +106,7 @@ def sweep(config_path, dry_run, max_nodes, partition, window, suite, no_report, 
     except (st.StateError, JobError, SubmitError, UntrustedFile, OSError) as exc:
         raise click.ClickException(f"sweep stopped: {exc} (the next run continues from the saved state)") from None
     finally:
-        if bar is not None:
+        if isinstance(bar, _Bar):
             bar.close()
     if not dry_run and outcome.results_dir and settings.report and outcome.results:
         from ..sweep.finish import ingest_and_report

@@ -142,3 +142,39 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
                                       f"sqlite:///{tmp_path}/h.db"])
     assert result.exit_code == 2 and "is a folder" in result.output, result.output
     assert not (tmp_path / "h.db").exists()  # refused before the history was opened
+
+
+def test_sweep_quiet_and_verbose(monkeypatch, tmp_path):
+    """-q: no progress and no [sweep] lines; -v: a line per step even off a terminal; both: usage error."""
+    from healthcheck.sweep import run as sweep_run
+
+    class FakeOutcome:
+        results_dir, results, report, fleet, exit_code = None, [], None, None, 0
+
+        def to_dict(self):
+            return {"schema_version": 1}
+
+    class FakeSweeper:
+        def __init__(self, config, settings, backend, log, progress, fleet_digests):
+            self.log, self.progress = log, progress
+
+        def run(self, dry_run):
+            self.log("planning 2 nodes")
+            for done in (1, 2):
+                if self.progress is not None:
+                    self.progress(done, 2)
+            return FakeOutcome()
+
+    monkeypatch.setattr(sweep_run, "Sweeper", FakeSweeper)
+    monkeypatch.setattr("healthcheck.slurm.actions.backend_for", lambda settings: None)
+    config = tmp_path / "site.toml"
+    config.write_text(f'[sweep]\nresults_root = "{tmp_path / "sweeps"}"\n')
+    base = ["sweep", "--config", str(config), "--no-report", "--format", "json"]
+    normal = CliRunner().invoke(cli, base)
+    assert "[sweep] planning 2 nodes" in normal.output and "of 2 done" not in normal.output  # not a tty: no bar
+    verbose = CliRunner().invoke(cli, [*base, "-v"])
+    assert "[sweep] burn-in jobs: 1 of 2 done" in verbose.output and "2 of 2 done" in verbose.output
+    quiet = CliRunner().invoke(cli, [*base, "-q"])
+    assert quiet.exit_code == 0 and "[sweep]" not in quiet.output, quiet.output
+    both = CliRunner().invoke(cli, [*base, "-q", "-v"])
+    assert both.exit_code == 2 and "exclude each other" in both.output
