@@ -40,6 +40,9 @@ class SlurmSettings:
     drain_cap_nodes: int = 2
     drain_cap_fraction: float = 0.1
     drain_cap_window_s: float = 86400.0
+    # a [topology] level whose groups are NVLink domains (e.g. "nvlink": [topology.nvlink] nvl01 = "gb[001-018]"):
+    # the cap also counts within this node's group, and blames the domain (issue 33); "" = partitions only
+    drain_cap_level: str = ""
     # the agent's job sampler (issue 32.6, docs/job-stalls.md): seconds between samples while a job holds
     # the node; 0 turns it off
     job_sample_interval_s: float = 30.0

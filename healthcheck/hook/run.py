@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None, handoff: Handoff | None = None) -> int:
             on_acting(1)
 
     decision = actions.decide_and_act(context, verdict, node, settings, backend, state_dir, run_id, log, events,
-                                      state_read, before_act=before_act if on_acting is not None else None)
+                                      state_read, before_act=before_act if on_acting is not None else None,
+                                      domain=lambda: nvlink_domain(config, settings, node))
     verdict.duration_s = time.monotonic() - t0
     if verdict.status.value in ("fail", "error") or decision.action != "none":
         log(f"{context} on {node}: {verdict.status.value}; {decision.action}: {decision.why}"
@@ -272,6 +273,24 @@ def load_config(path: str, node: str):
         return None, default_expectations()
     config = load(path, use_cache=True)
     return config, config.expectations_for(node)
+
+
+def nvlink_domain(config, settings, node: str) -> tuple[str, list[str]] | None:
+    """This node's group of the ``[topology]`` level ``[slurm] drain_cap_level`` names (its NVLink domain)
+    and the group's nodes, for the drain cap; None when none is declared or the table cannot be used
+    (said in the log: the partition's cap still applies). Read only when the cap is evaluated."""
+    level = settings.drain_cap_level
+    if not level or config is None:
+        return None
+    try:
+        from ..config.topology import groups_of, members
+
+        table = config.section("topology")
+        group = groups_of(table, [node])[node].get(level)
+        return (f"{level} {group}", members(table, level, group)) if group else None
+    except Exception as exc:  # noqa: BLE001 - a bad table never stops a drain decision
+        log(f"drain cap: [topology.{level}] not used ({type(exc).__name__}: {exc})")
+        return None
 
 
 def snapshot(context, node, exp, state_dir, started, budget):

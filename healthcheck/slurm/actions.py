@@ -196,9 +196,11 @@ def reconcile_before_checks(backend, node: str, state_dir: str, log: Log) -> lis
     return read_acks(state_dir, log)
 
 
-def _capped(node: str, checks: list[str], backend, settings: SlurmSettings, log: Log) -> dict:
+def _capped(node: str, checks: list[str], backend, settings: SlurmSettings, log: Log,
+            domain: tuple[str, list[str]] | None = None) -> dict:
     """The failing checks the drain cap holds back on this node (one ``nodes()`` call); {} when the cap is
-    off, or when slurmctld cannot be asked (the drain is then queued anyway and re-judged when applied)."""
+    off, or when slurmctld cannot be asked (the drain is then queued anyway and re-judged when applied).
+    ``domain``: this node's NVLink domain (name, members), capped on its own too (draincap)."""
     if not settings.drain_cap:
         return {}
     import time
@@ -211,18 +213,26 @@ def _capped(node: str, checks: list[str], backend, settings: SlurmSettings, log:
     except (SlurmUnreachable, SlurmError) as exc:
         log(f"drain cap not evaluated ({exc})")
         return {}
-    return held_back(node, [c for c in checks if c], nodes, settings, time.time())
+    return held_back(node, [c for c in checks if c], nodes, settings, time.time(), domain)
 
 
 def _cap_finding(held: dict, decided: str):
     from ..core.model import Finding, Status
 
-    parts = [f"{check} (already drained by us on {h['drained']} of {h['nodes']} nodes, cap {h['cap']}: "
+    def where(h: dict) -> str:
+        scope = h.get("scope", "partition")
+        return "nodes" if scope == "partition" else f"nodes of {scope}"
+
+    parts = [f"{check} (already drained by us on {h['drained']} of {h['nodes']} {where(h)}, cap {h['cap']}: "
              f"{', '.join(h['examples'])})" for check, h in sorted(held.items())]
+    domains = sorted({h["scope"] for h in held.values() if h.get("scope", "partition") != "partition"})
+    why = (f" - a check failing on this many nodes of one NVLink domain ({', '.join(domains)}) is more likely "
+           "the domain (an NVLink switch tray, the backplane, the fabric manager, IMEX) than each tray: "
+           "inspect it as a unit" if domains else
+           " - a check failing on this many nodes is more likely a wrong expectation than faulty nodes; fix "
+           "it, or raise [slurm] drain_cap_nodes/drain_cap_fraction")
     return Finding("slurm.drain_cap", Status.WARN,
-                   f"held back by the drain cap, {decided}: " + "; ".join(parts)
-                   + " - a check failing on this many nodes is more likely a wrong expectation than "
-                     "faulty nodes; fix it, or raise [slurm] drain_cap_nodes/drain_cap_fraction",
+                   f"held back by the drain cap, {decided}: " + "; ".join(parts) + why,
                    None, {"held_back": float(len(held)),
                           "drained_same_check": float(max(h["drained"] for h in held.values())),
                           "cap": float(min(h["cap"] for h in held.values()))})
@@ -231,13 +241,15 @@ def _cap_finding(held: dict, decided: str):
 def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSettings, backend,
                    state_dir: str, run_id: str, log: Log, events: list[str] | None = None,
                    state_read: StateRead | None = None,
-                   before_act: Callable[[Decision], None] | None = None) -> Decision:
+                   before_act: Callable[[Decision], None] | None = None,
+                   domain: Callable[[], tuple[str, list[str]] | None] | None = None) -> Decision:
     """Decide and act on ``verdict``. ``events``: keys of the kernel events the run saw (recorded with a
     drain once Slurm confirmed it, or carried by the queued drain; acknowledged when that drain ends).
     ``state_read``: the node's state, read already (begun while the checks ran). ``before_act``: called
     with the final decision right before the drain/resume is asked of Slurm (an exception in it is
     logged, the action goes on). A check held back by the drain cap adds a ``slurm.drain_cap`` finding
-    to ``verdict``.
+    to ``verdict``. ``domain``: called only when the cap is evaluated, this node's NVLink domain (name,
+    members) or None.
 
     Only a confirmed drain is remembered (the ledger); one slurmctld did not answer is queued with the
     run's events, and a resume that was only queued leaves the ledger (its events are acknowledged when
@@ -270,7 +282,8 @@ def decide_and_act(context: str, verdict: Verdict, node: str, settings: SlurmSet
     # anyone) is left to the ownership rules
     in_service = state is None or not (state.drained or state.down)
     if failed and settings.on_fail(context) == "drain" and in_service:
-        held = _capped(node, sorted({check for check, _, _ in failed}), backend, settings, log)
+        held = _capped(node, sorted({check for check, _, _ in failed}), backend, settings, log,
+                       domain() if domain is not None else None)
     if held:
         kept = [f for f in failed if f[0] not in held]
         verdict.findings.append(_cap_finding(held, "not drained for these" if kept else "not drained"))

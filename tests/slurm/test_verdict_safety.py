@@ -190,7 +190,8 @@ def test_the_third_node_for_the_same_check_is_held_back():
     reason = "healthcheck: gpu.count: expected 16 GPUs, found 8 [run 0123456789ab]"
     nodes = fleet(8, {"node1": reason, "node2": reason})
     held = held_back("node3", ["gpu.count"], nodes, settings(), time.time())
-    assert held == {"gpu.count": {"drained": 2, "cap": 2, "nodes": 8, "examples": ["node1", "node2"]}}
+    assert held == {"gpu.count": {"drained": 2, "cap": 2, "nodes": 8, "examples": ["node1", "node2"],
+                                  "scope": "partition"}}
     assert held_back("node3", ["gpu.xid"], nodes, settings(), time.time()) == {}  # another check
     assert held_back("node3", ["gpu.count"], nodes, settings(drain_cap=False), time.time()) == {}
 
@@ -208,6 +209,56 @@ def test_only_nodes_sharing_a_partition_count():
     nodes = fleet(4, {"node1": reason, "node2": reason}, partitions="other")
     nodes["node3"] = state("node3", partitions="batch")
     assert held_back("node3", ["gpu.count"], nodes, settings(), time.time()) == {}
+
+
+def test_the_cap_counts_within_an_nvlink_domain_and_names_it():
+    """Issue 33: 2 trays of one 18-tray NVLink domain drained for gpu.fabric hold the third back even in a
+    partition of 200 nodes (whose own cap is 20): the fault is the domain's, not each tray's."""
+    reason = "healthcheck: gpu.fabric gpu0: fabric health Unhealthy"
+    nodes = fleet(200, {"node1": reason, "node2": reason})
+    domain = ("nvlink nvl01", [f"node{i}" for i in range(1, 19)])
+    assert held_back("node3", ["gpu.fabric"], nodes, settings(), time.time()) == {}  # the partition's cap: 20
+    held = held_back("node3", ["gpu.fabric"], nodes, settings(), time.time(), domain)
+    assert held["gpu.fabric"] == {"drained": 2, "cap": 2, "nodes": 18, "examples": ["node1", "node2"],
+                                  "scope": "nvlink nvl01"}
+    other = ("nvlink nvl02", [f"node{i}" for i in range(19, 37)])  # a tray of another domain: drained as usual
+    assert held_back("node20", ["gpu.fabric"], nodes, settings(), time.time(), other) == {}
+
+
+def test_a_domain_held_back_finding_blames_the_domain(tmp_path):
+    reason = "healthcheck: gpu.fabric gpu0: fabric health Unhealthy"
+    backend = FakeBackend(fleet(200, {"node1": reason, "node2": reason}))
+    verdict = Verdict.of("node3", [Finding("gpu.fabric", Status.FAIL, "fabric health Unhealthy", "gpu0")],
+                         "2026-12-03T00:00:00+00:00", 0.1, "prolog")
+    asked = []
+
+    def domain():
+        asked.append(1)
+        return ("nvlink nvl01", [f"node{i}" for i in range(1, 19)])
+
+    decision = actions.decide_and_act("prolog", verdict, "node3", settings(), backend, str(tmp_path / "s"),
+                                      "run-1", Recorder(), domain=domain)
+    assert decision.action == "none" and decision.held == ("gpu.fabric",) and backend.drained == []
+    (cap,) = [f for f in verdict.findings if f.check == "slurm.drain_cap"]
+    assert "2 of 18 nodes of nvlink nvl01" in cap.message and "NVLink domain" in cap.message
+    healthy = Verdict.of("node3", [Finding("gpu.ecc.mode", Status.PASS, "on")], "2026-12-03T00:00:00+00:00", 0.1,
+                         "prolog")
+    actions.decide_and_act("prolog", healthy, "node3", settings(), backend, str(tmp_path / "t"), "run-2",
+                           Recorder(), domain=domain)
+    assert asked == [1]  # asked only when the cap is evaluated: never on a healthy run
+
+
+def test_the_hook_finds_the_nodes_nvlink_domain_in_the_topology(tmp_path):
+    from healthcheck.config import loads
+    from healthcheck.hook.run import nvlink_domain
+
+    config = loads('[slurm]\ndrain_cap_level = "nvlink"\n[topology.nvlink]\nnvl01 = "gb[001-018]"\n'
+                   'nvl02 = "gb[019-036]"\n', "site.toml")
+    name, members = nvlink_domain(config, config.slurm, "gb020")
+    assert name == "nvlink nvl02" and members[0] == "gb019" and len(members) == 18
+    assert nvlink_domain(config, config.slurm, "login1") is None  # in no domain
+    plain = loads('[topology.nvlink]\nnvl01 = "gb[001-018]"\n', "site.toml")
+    assert nvlink_domain(plain, plain.slurm, "gb001") is None  # no drain_cap_level: partitions only
 
 
 class FakeBackend:
