@@ -156,6 +156,66 @@ def check(topology, source, fmt, spool_dir):
     raise SystemExit(exitcodes.OK if result.ok else exitcodes.FAIL)
 
 
+@fabric.command("nvlink-domains", context_settings=_CONTEXT)
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="The site config whose [topology.LEVEL] groups declare the NVLink domains.")
+@click.option("--level", help="The [topology] level of the domains (default: [slurm] drain_cap_level, else nvlink).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def nvlink_domains(outputs, config_path, level, fmt):
+    """The declared NVLink domains against what each node's GPUs report (cluster UUID and clique id):
+    every deviation named (a tray outside its rack's domain or in none, two racks that are one domain,
+    a node in a domain but declared in none). Exit 1 when any.
+
+    OUTPUTS: one `nvidia-smi -q -x` (or `-q`) output per node, named NODE.xml or NODE.txt.
+
+    \b
+    Example:
+      srun -N 72 --ntasks-per-node=1 bash -c 'nvidia-smi -q -x > /shared/smi/$(hostname -s).xml'
+      healthcheck fabric nvlink-domains --config /etc/healthcheck/healthcheck.toml /shared/smi/*.xml
+    """
+    import os
+
+    from ..config import ConfigError, load
+    from ..config.topology import TopologyError, members
+    from ..fabric.nvldomains import compare
+    from ..parsers import ParseError
+    from ..parsers.nvidia_smi import parse_nvidia_smi
+
+    try:
+        config = load(config_path)
+        table = config.section("topology")
+    except ConfigError as exc:
+        raise FabricUsageError(str(exc)) from None
+    level = level or config.slurm.drain_cap_level or "nvlink"
+    if level not in table:
+        raise FabricUsageError(f"{config_path}: no [topology.{level}] table declares the NVLink domains "
+                               f"(levels: {', '.join(table) or 'none'})")
+    try:
+        declared = {group: members(table, level, group) for group in table[level]}
+    except TopologyError as exc:
+        raise FabricUsageError(str(exc)) from None
+    seen = {}
+    for path in outputs:
+        node = os.path.basename(path).rsplit(".", 1)[0]
+        if node in seen:
+            raise FabricUsageError(f"{path}: a second output of node {node!r}")
+        try:
+            seen[node] = parse_nvidia_smi(_read(path, "nvidia-smi output").decode("utf-8", "replace")).gpus
+        except ParseError as exc:
+            raise FabricUsageError(f"{path}: {exc}") from None
+    report = compare(declared, seen)
+    if fmt == "json":
+        emit_json({"level": level, **report.to_dict()})
+    else:
+        agree = sum(d["agree"] for d in report.domains.values())
+        click.echo(f"{len(report.domains)} NVLink domains declared ([topology.{level}]), {len(seen)} nodes read, "
+                   f"{agree} in their domain's majority: {'ok' if report.ok else f'{len(report.deviations)} deviations'}")
+        for deviation in report.deviations:
+            click.echo(f"  {deviation.kind}: {deviation.message}")
+    raise SystemExit(exitcodes.OK if report.ok else exitcodes.FAIL)
+
+
 def _register() -> None:
     """Inside a node (topology, NVLink, P2P bandwidth) and across the fleet (software consistency)."""
     from .fabric_node import consistency, node
