@@ -24,12 +24,13 @@ def config():
 def _every_problem(path: str, first) -> list:
     """Every problem of the file (config.problems), the first load's error first; that one alone when the
     file cannot be read as text (unreadable, untrusted, not UTF-8)."""
+    from ..config.loading import MAX_CONFIG_BYTES
     from ..config.problems import all_problems
+    from ..safeio.trust import NotARegularFile, read_regular
 
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError, ValueError):
+    try:  # as the load read it: a FIFO, a device or a huge file is refused, never waited on
+        text = read_regular(path, "config", MAX_CONFIG_BYTES).decode("utf-8")
+    except (NotARegularFile, OSError, UnicodeDecodeError, ValueError):
         return [first]
     found = all_problems(text, path)
     found = found if found and str(found[0]) == str(first) else [first, *found[1:]]
