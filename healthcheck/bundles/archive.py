@@ -15,6 +15,8 @@ Layout (every file optional; checks whose sources are absent report skip)::
     nvme-smart-log-<dev>.json, smartctl-<dev>.json (or .txt), storage-devices.json   storage health
     ipmitool-sel.txt, ipmitool-sdr.txt   `ipmitool sel elist` / `sdr elist` (BMC)
     mlxlink-<dev>.txt     `mlxlink -d <dev> -m -c -e` per HCA port (``-p<N>`` suffix for ports past 1)
+    nvidia-imex-ctl-q.txt, nvidia-imex-ctl-N.json   `nvidia-imex-ctl -q` / `-N -j` (the IMEX daemon, its domain)
+    fabricmanager.log     the tail of /var/log/fabricmanager.log (its NVSwitch errors join the kernel's SXids)
     sys/...  proc/...     the sysfs and procfs files the probes read, same relative paths, no symlinks
 
 GPU facts come from nvml.json, else the XML, else the text output, in that order.
@@ -31,6 +33,8 @@ from typing import Callable, Iterator
 
 from ..core.model import GpuInfo, ProbeError, Snapshot
 from ..safeio.trust import NotARegularFile, read_regular
+
+FABRICMANAGER_LOG = "fabricmanager.log"
 
 # Limits on untrusted bundles (support tickets): a bundle over any of them is refused with a
 # BundleError (exit 2), before its contents are extracted or parsed.
@@ -183,6 +187,11 @@ def _read(root: Path, label: str, services: tuple[str, ...],
         from ..parsers.kernel_log import parse_kernel_log
 
         guarded("kernel_events", lambda: parse_kernel_log(dmesg) + parse_host_events(dmesg))
+        fm_log = _text(root, FABRICMANAGER_LOG)
+        if fm_log is not None and snap.kernel_events is not None:  # NVSwitch errors the fabric manager logged
+            from ..parsers.fabricmanager import parse_fabricmanager_log
+
+            guarded("kernel_events", lambda: snap.kernel_events + parse_fabricmanager_log(fm_log))
     guarded("ib_ports", lambda: _ib_ports(root, sys_root))
     if proc_root.is_dir():
         guarded("host", lambda: _host(root, proc_root, sys_root, services, node))
@@ -194,6 +203,10 @@ def _read(root: Path, label: str, services: tuple[str, ...],
         guarded("gpudirect", lambda: from_dict(GpuDirectInfo, json.loads(gpudirect)))
     _storage_and_bmc(root, meta, guarded)
     _host_counters(root, sys_root, guarded)
+    from ..probes.imex import DOMAIN_FILE, QUERY_FILE, imex_from_bundle
+
+    if (root / QUERY_FILE).is_file() or (root / DOMAIN_FILE).is_file():  # else (older bundle): source absent
+        guarded("imex", lambda: imex_from_bundle(lambda name: _text(root, name)))
     recorded = meta.get("probe_errors") or {}
     if not isinstance(recorded, dict):
         raise BundleError(f"{label}: meta.json probe_errors must be an object")

@@ -28,13 +28,15 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
     opts = options or LiveOptions(sysfs_root, proc_root, services)
     # storage and BMC are read below, every tool's output kept (the live probe stops at the first)
     every = frozenset(SOURCES) | frozenset(DEFAULT_DEADLINES_S)
-    snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc", "mlxlink"})
+    snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc", "mlxlink", "imex"})
     raw: dict[str, str] = {}
     notes: list[str] = []
     meta_extra = {"collected_by": "healthcheck collect"}
     _storage(snap, opts, raw, notes)
     _bmc(snap, opts, raw, notes, meta_extra)
     _mlxlink(snap, opts, raw, notes)
+    _imex(snap, raw, notes)
+    _fabricmanager_log(raw, notes)
     for name, (argv, timeout) in TOOLS.items():
         if subproc.which(argv[0]) is None:
             continue
@@ -116,3 +118,54 @@ def _mlxlink(snap, opts: LiveOptions, raw: dict[str, str], notes: list[str]) -> 
     for port in ports or []:
         if port.error:
             notes.append(f"mlxlink {port.component}: {port.error}")
+
+
+IMEX_TIMEOUT_S = 20.0  # both nvidia-imex-ctl calls
+
+
+def _imex(snap, raw: dict[str, str], notes: list[str]) -> None:
+    """nvidia-imex-ctl-q.txt and nvidia-imex-ctl-N.json where nvidia-imex-ctl is installed (nvlink.imex)."""
+    from ..probes.imex import read_imex
+
+    info, outputs = read_imex(IMEX_TIMEOUT_S)
+    raw.update(outputs)
+    snap.imex = info
+    if info is not None and info.error:
+        notes.append(f"imex: {info.error}")
+
+
+FABRICMANAGER_LOG_PATH = "/var/log/fabricmanager.log"
+FABRICMANAGER_LOG_TAIL = 4 * 1024 * 1024  # its last 4 MiB: the recent NVSwitch errors
+
+
+def _fabricmanager_log(raw: dict[str, str], notes: list[str], path: str = FABRICMANAGER_LOG_PATH) -> None:
+    """fabricmanager.log: the tail of the fabric manager's log where there is one (NVSwitch systems)."""
+    import os
+
+    from .archive import FABRICMANAGER_LOG
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        notes.append(f"fabric manager log: {exc}")
+        return
+    try:
+        import stat
+
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            notes.append(f"fabric manager log: {path} is not a regular file")
+            return
+        os.lseek(fd, max(0, st.st_size - FABRICMANAGER_LOG_TAIL), os.SEEK_SET)
+        chunks, left = [], FABRICMANAGER_LOG_TAIL
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw[FABRICMANAGER_LOG] = b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        os.close(fd)

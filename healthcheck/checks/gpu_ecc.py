@@ -216,7 +216,9 @@ def retired_pages(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 def row_remap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """Row remapping (Ampere and newer): no remap failure, no remap pending, spare rows left.
 
-    Remapping failure -> FAIL (a bank ran out of spare rows: NVIDIA's RMA condition). Pending
+    Remapping failure -> FAIL (a bank ran out of spare rows: NVIDIA's RMA condition). The driver's
+    unrepairable-memory flag (Blackwell memory repair, NVML ``nvmlDeviceGetUnrepairableMemoryFlag_v1``,
+    nvidia-smi "Unrepairable Memory") -> FAIL with RMA advice, whatever the counts. Pending
     remap -> FAIL (takes effect only after a GPU reset; also the reason the GPU asks for a reset,
     which gpu.reset_required does not count again). Rows remapped for uncorrectable errors >=
     ``max_uncorrectable`` (512, the documented remapping capacity of the frame buffer) -> FAIL;
@@ -229,11 +231,15 @@ def row_remap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     def judge(g: GpuInfo) -> Finding:
         corr, unc = g.remap_correctable, g.remap_uncorrectable
         pending, failed = g.remap_pending, g.remap_failure
+        if g.unrepairable_memory:  # Blackwell memory repair: the driver can repair no more (issue 33)
+            return finding(name, Status.FAIL, UNREPAIRABLE_ADVICE, g.component, unrepairable_memory=1)
         if corr is None and unc is None and pending is None and failed is None:
             return not_reported(name, g, "row remapping")
         metrics = {"remap_correctable": corr, "remap_uncorrectable": unc,
                    "remap_pending": None if pending is None else int(pending),
                    "remap_failure": None if failed is None else int(failed)}
+        if g.unrepairable_memory is not None:
+            metrics["unrepairable_memory"] = 0
         counts = f"remapped rows: correctable {_n(corr)}, uncorrectable {_n(unc)}"
         if failed:
             return finding(name, Status.FAIL, f"row remapping failure occurred (RMA); {counts}",
@@ -248,7 +254,13 @@ def row_remap(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                            **metrics)
         return finding(name, Status.PASS, counts, g.component, **metrics)
 
-    return each_gpu(name, snap, judge, ("remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure"))
+    return each_gpu(name, snap, judge, ("remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure",
+                                        "unrepairable_memory"))
+
+
+UNREPAIRABLE_ADVICE = ("unrepairable memory flagged by the driver (Blackwell memory repair has no spare left: "
+                       "NVML UnrepairableMemoryFlag / nvidia-smi 'Unrepairable Memory: Yes'): RMA the GPU "
+                       "(collect nvidia-bug-report and a bundle, open an RMA)")
 
 
 # ------------------------------------------------------------------------------ gpu.ecc.sram

@@ -228,34 +228,97 @@ _RESET_ONLY = ("none", "gpu_reset")
 
 @check("gpu.fabric", needs=("gpus",), contexts=ALL_CONTEXTS)
 def gpu_fabric(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """NVSwitch fabric registration finished (Hopper and newer SXM systems; NVML GpuFabricInfo).
+    """NVSwitch fabric registration finished and the fabric is healthy (Hopper and newer SXM; NVML
+    GpuFabricInfo, nvidia-smi -q "Fabric").
 
-    SKIP when the GPU has no fabric (state None / not_supported). PASS when completed with status
-    Success (or no status). FAIL when not_started / in_progress: the fabric manager has not
-    registered the GPU and CUDA initialisation fails with error 802 (cudaErrorSystemNotReady).
-    FAIL when completed with a non-success status.
+    SKIP when the GPU has no fabric (state None / not_supported). FAIL when not_started / in_progress:
+    the fabric manager has not registered the GPU and CUDA initialisation fails with error 802
+    (cudaErrorSystemNotReady). FAIL when completed with a non-success status. The health fields the
+    driver reports (R570+: summary, bandwidth, route recovery / unhealthy, access timeout recovery,
+    incorrect configuration, partition, fabric manager state) are judged by the rules of
+    ``healthcheck/policies/fabric.py``: FAIL on an unhealthy summary, degraded bandwidth, an unhealthy
+    route or an incorrect configuration, WARN on a recovery in progress. Where the class declares an
+    NVLink domain (``nvlink_domain``), the GPU must also be in it: a non-zero clique id and a set
+    (not all-zero) cluster UUID, both the same on every GPU of the node (FAIL naming the odd ones).
     """
     name = "gpu.fabric"
+    domain = _domain_majority(present_gpus(snap)) if exp.nvlink_domain is not None else None
 
     def judge(g: GpuInfo) -> Finding:
         state = (g.fabric_state or "").lower() or None
         status = (g.fabric_status or "").strip()
+        if state is None and status and status.lower() not in ("success", "n/a"):
+            return finding(name, Status.FAIL, f"fabric status {status!r} (state not reported)", g.component,
+                           fabric_completed=0)
         if state is None or state == "not_supported":
+            if exp.nvlink_domain is not None:
+                return finding(name, Status.FAIL, "no GPU fabric reported, but the class declares an NVLink "
+                               "domain", g.component, fabric_completed=0)
             return finding(name, Status.SKIP, "no GPU fabric (not supported / not reported)",
                            g.component)
         if state in ("not_started", "in_progress"):
             return finding(name, Status.FAIL,
                            f"fabric manager not done (state {state}): CUDA will fail with error 802",
                            g.component, fabric_completed=0)
-        if state == "completed":
-            if not status or status.lower() in ("success", "n/a"):
-                return finding(name, Status.PASS, "fabric registration completed", g.component,
-                               fabric_completed=1)
-            return finding(name, Status.FAIL, f"fabric registration completed with status {status!r}",
-                           g.component, fabric_completed=1)
-        return finding(name, Status.WARN, f"unknown fabric state {g.fabric_state!r}", g.component)
+        if state != "completed":
+            return finding(name, Status.WARN, f"unknown fabric state {g.fabric_state!r}", g.component)
+        problems: list[tuple[str, str]] = []
+        if status and status.lower() not in ("success", "n/a"):
+            problems.append(("fail", f"fabric registration completed with status {status!r}"))
+        from ..policies.fabric import judge_health  # noqa: PLC0415 - only where a GPU has a fabric
 
-    return each_gpu(name, snap, judge, ("fabric_state", "fabric_status"))
+        problems += judge_health(g.fabric_health)
+        if domain is not None:
+            problems += _domain_problems(g, domain)
+        metrics = {"fabric_completed": 1}
+        if g.fabric_health and "summary" in g.fabric_health:
+            metrics["fabric_healthy"] = int(g.fabric_health["summary"] == "healthy")
+        if not problems:
+            text = "fabric registration completed"
+            if g.fabric_health:
+                text += ", fabric healthy"
+            if domain is not None:
+                text += f", in the NVLink domain (clique {g.fabric_clique_id}, cluster {g.fabric_cluster_uuid})"
+            return finding(name, Status.PASS, text, g.component, **metrics)
+        worst_status = Status.FAIL if any(s == "fail" for s, _ in problems) else Status.WARN
+        return finding(name, worst_status, "; ".join(why for _, why in problems), g.component, **metrics)
+
+    return each_gpu(name, snap, judge, ("fabric_state", "fabric_status", "fabric_health"))
+
+
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def _domain_majority(gpus: list[GpuInfo]) -> tuple[int | None, str | None]:
+    """The clique id and cluster UUID most of the node's GPUs report (their domain), None where none."""
+    def most(values: list) -> object:
+        counts: dict = {}
+        for v in values:
+            if v is not None:
+                counts[v] = counts.get(v, 0) + 1
+        return max(sorted(counts, key=str), key=lambda v: counts[v]) if counts else None
+
+    return most([g.fabric_clique_id for g in gpus]), most([g.fabric_cluster_uuid for g in gpus])
+
+
+def _domain_problems(g: GpuInfo, domain: tuple[int | None, str | None]) -> list[tuple[str, str]]:
+    """The class declares an NVLink domain: the GPU's clique id and cluster UUID are set and the node's."""
+    clique, cluster = domain
+    out = []
+    uuid = (g.fabric_cluster_uuid or "").strip().lower()
+    if g.fabric_clique_id is None:
+        out.append(("warn", "clique id not reported (NVLink domain not verified)"))
+    elif g.fabric_clique_id == 0:
+        out.append(("fail", "clique id 0: the GPU is in no NVLink domain (the class declares one)"))
+    elif clique is not None and g.fabric_clique_id != clique:
+        out.append(("fail", f"clique id {g.fabric_clique_id}, the node's other GPUs {clique}"))
+    if g.fabric_cluster_uuid is None:
+        out.append(("warn", "cluster UUID not reported (NVLink domain not verified)"))
+    elif not uuid.replace("-", "").strip("0"):
+        out.append(("fail", f"cluster UUID {g.fabric_cluster_uuid} (all zeros): no NVLink domain"))
+    elif cluster is not None and uuid != (cluster or "").strip().lower():
+        out.append(("fail", f"cluster UUID {g.fabric_cluster_uuid}, the node's other GPUs {cluster}"))
+    return out
 
 
 # ----------------------------------------------------------------------------- gpu.persistence

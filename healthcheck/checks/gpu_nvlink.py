@@ -69,18 +69,27 @@ def _nvlink_source_error(name: str, snap: Snapshot) -> Finding:
 
 
 _COUNTERS = (("crc", "CRC"), ("replay", "replay"), ("recovery", "recovery"))
+# NVLink5 (Blackwell, issue 33), shown and judged only where reported: errors left after FEC. Any is worth a
+# warning: DCGM's NVLink health watch fails on 1 or more (its test_health.py, NVLink5 error counters).
+_NVLINK5_COUNTERS = (("effective", "effective (after FEC)"),)
 
 
 @check("gpu.nvlink.errors", needs=("gpus",), contexts=ALL_CONTEXTS,
        thresholds={"crc_warn": 10000, "replay_warn": 1000, "recovery_warn": 0,
-                   "crc_fail": None, "replay_fail": None, "recovery_fail": None})
+                   "crc_fail": None, "replay_fail": None, "recovery_fail": None,
+                   "effective_warn": 0, "effective_fail": None,
+                   "effective_ber_warn": None, "effective_ber_fail": None})
 def nvlink_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     """NVLink error counters, summed over a GPU's links, stay at or below their limits.
 
     A sum above ``<counter>_fail`` -> FAIL, above ``<counter>_warn`` -> WARN, for counter in crc
-    (flit + data), replay, recovery. Defaults: CRC warn above 10000, replay above 1000, recovery
-    above 0 (any link retraining); no FAIL limit (totals since driver load, not rates).
-    SKIP when no counter is reported.
+    (flit + data), replay, recovery and, on NVLink5 (Blackwell, NVML field values), effective (errors
+    left after FEC). Defaults: CRC warn above 10000, replay above 1000, recovery above 0 (any link
+    retraining), effective above 0 (DCGM's NVLink health watch fails on any); no FAIL limit (totals
+    since driver load, not rates). The worst link's effective bit error rate is judged against
+    ``effective_ber_warn`` / ``effective_ber_fail`` (unset by default: NVIDIA publishes no limit; a
+    site sets one, e.g. 1e-12); symbol errors (before FEC) are shown, not judged. SKIP when no
+    counter is reported.
     """
     name = "gpu.nvlink.errors"
     if "gpus.nvlink" in snap.probe_errors:
@@ -93,13 +102,29 @@ def nvlink_errors(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
                         + [link.crc_data_errors for link in links]),
             "replay": _sum([link.replay_errors for link in links]),
             "recovery": _sum([link.recovery_errors for link in links]),
+            "effective": _sum([link.effective_errors for link in links]),
         }
         if all(v is None for v in sums.values()):
             return not_reported(name, g, "NVLink error counters")
-        metrics = {f"nvlink_{key}_errors": value for key, value in sums.items()}
-        text = ", ".join(f"{label} {_n(sums[key])}" for key, label in _COUNTERS)
+        nvlink5 = [(key, label) for key, label in _NVLINK5_COUNTERS if sums[key] is not None]
+        metrics = {f"nvlink_{key}_errors": value for key, value in sums.items()
+                   if key in dict(_COUNTERS) or value is not None}
+        text = ", ".join(f"{label} {_n(sums[key])}" for key, label in _COUNTERS + tuple(nvlink5))
+        symbols = _sum([link.symbol_errors for link in links])
+        if symbols is not None:
+            metrics["nvlink_symbol_errors"] = symbols
+            text += f", symbol (before FEC) {symbols}"
         fails, warns = [], []
-        for key, label in _COUNTERS:
+        ber = max((link.effective_ber for link in links if link.effective_ber is not None), default=None)
+        if ber is not None:
+            metrics["nvlink_effective_ber_max"] = ber
+            text += f", worst effective BER {ber:.1e}"
+            fail, warn = t.get("effective_ber_fail"), t.get("effective_ber_warn")
+            if fail is not None and ber > fail:
+                fails.append(f"effective BER limit {fail:g}")
+            elif warn is not None and ber > warn:
+                warns.append(f"effective BER warn limit {warn:g}")
+        for key, label in _COUNTERS + tuple(nvlink5):
             value = sums[key]
             if value is None:
                 continue

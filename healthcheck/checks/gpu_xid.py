@@ -30,15 +30,20 @@ _OTHER_KINDS = {
 
 @check("gpu.xid", needs=("kernel_events",), contexts=ALL_CONTEXTS)
 def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
-    """No Xid the policy calls a failure, no GPU fallen off the bus, no RmInitAdapter failure.
+    """No Xid the policy calls a failure, no GPU fallen off the bus, no RmInitAdapter failure, no fatal
+    NVSwitch SXid.
 
     Events are grouped per PCI address and Xid; each group is judged by its rule: the events no
     older than the rule's window (0 = all) are counted and, when at least ``min_count``, give the
     rule's action (fail -> FAIL, warn -> WARN, ignore -> PASS). An event's age comes from its wall
     clock time (an ISO time without offset is taken as UTC) or, failing that, from its uptime
     stamp against the host's uptime; an event of unknown age is counted (conservative).
-    "fallen off the bus" and "RmInitAdapter failed" lines FAIL always. One finding per component:
-    ``gpuN`` when the address belongs to a GPU, else the PCI address, else "node".
+    "fallen off the bus" and "RmInitAdapter failed" lines FAIL always. An NVLink5 Xid (144-150) is judged
+    by the severity its message states (the rule's ``fatal_action`` / ``nonfatal_action``); an Xid known
+    only from a later one's "caused by previous Xid N" counts as an event of Xid N. An NVSwitch SXid line
+    gets the policy's ``sxid_fatal_action`` (fail) or ``sxid_nonfatal_action`` (warn) by the severity it
+    states, one finding per switch ("nvswitch3"). One finding per component: ``gpuN`` when the address
+    belongs to a GPU, else the PCI address, else "node".
     """
     name = "gpu.xid"
     events = snap.kernel_events or []
@@ -56,23 +61,33 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     groups: dict[str, list[tuple[Status, str, str, int]]] = {}
     xid_events: dict[tuple[str | None, int], list[KernelEvent]] = {}
     other: dict[tuple[str | None, str], int] = {}
+    sxids: dict[tuple[str, int, str], int] = {}
     for ev in events:
         pci = normalize_pci_bus_id(ev.pci_bus_id)
         if ev.kind == "xid" and ev.xid is not None:
             xid_events.setdefault((pci, ev.xid), []).append(ev)
+        elif ev.kind == "sxid" and ev.xid is not None:
+            switch = ev.device or pci or "nvswitch"
+            key = (switch, ev.xid, ev.event_class or "nonfatal")
+            sxids[key] = sxids.get(key, 0) + 1
         elif ev.kind in _OTHER_KINDS:
             other[(pci, ev.kind)] = other.get((pci, ev.kind), 0) + 1
 
+    implied = _implied(xid_events)
     for (pci, xid), evs in sorted(xid_events.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         rule = policy.rule(xid)
-        counted = sum(1 for ev in evs if _in_window(ev, rule.window_s, now, snap))
+        counted_events = [ev for ev in evs if _in_window(ev, rule.window_s, now, snap)]
+        counted = len(counted_events)
+        action, severity = _action(rule, counted_events)
         where = f" on {pci}" if pci else ""
-        label = f"Xid {xid} ({_xid_name(rule)}) x{counted}{where}"
+        label = f"Xid {xid} ({_xid_name(rule)}){severity} x{counted}{where}"
+        if (pci, xid) in implied:
+            label += f" (named by Xid {implied[(pci, xid)]}: 'caused by previous Xid {xid}')"
         window = f" in {rule.window_s:g}s" if rule.window_s else ""
-        if rule.action == "ignore":
+        if action == "ignore":
             status, text = Status.PASS, f"{label} (ignored by policy)"
         elif counted >= max(rule.min_count, 1):
-            status = _ACTION_STATUS.get(rule.action, Status.WARN)
+            status = _ACTION_STATUS.get(action, Status.WARN)
             text = label + (window if window else "")
         else:
             status = Status.PASS
@@ -83,6 +98,13 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
         where = f" ({pci})" if pci else ""
         groups.setdefault(_component(pci, by_pci), []).append(
             (Status.FAIL, f"{_OTHER_KINDS[kind]}{where} x{count}", kind, count))
+
+    for (switch, sxid, severity), count in sorted(sxids.items()):
+        action = policy.sxid_fatal_action if severity == "fatal" else policy.sxid_nonfatal_action
+        words = "Fatal" if severity == "fatal" else "Non-fatal"
+        groups.setdefault(switch, []).append(
+            (_ACTION_STATUS.get(action, Status.WARN), f"SXid {sxid} ({words}) x{count} on {switch}", f"sxid_{sxid}",
+             count))
 
     if not groups:
         if n_acked:
@@ -102,6 +124,43 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             metrics[key] = metrics.get(key, 0) + c
         findings.append(finding(name, status, "; ".join(shown), component, **metrics))
     return findings
+
+
+_CAUSED_BY = "caused by previous Xid "
+
+
+def _implied(xid_events: dict[tuple[str | None, int], list[KernelEvent]]) -> dict[tuple[str | None, int], int]:
+    """Xids known only from a later Xid's words ("45, ... Ch 00000001 caused by previous Xid 149": the
+    Xid 149 line itself rotated out of the log or was not captured): each such message counts as an
+    event of the named Xid on the same GPU, where the log holds no line of that Xid there. Returns
+    (pci, named Xid) -> the Xid that named it. ``xid_events`` gains the implied groups."""
+    found: dict[tuple[str | None, int], tuple[int, list[KernelEvent]]] = {}
+    for (pci, xid), evs in xid_events.items():
+        for ev in evs:
+            at = (ev.message or "").find(_CAUSED_BY)
+            if at < 0:
+                continue
+            digits = (ev.message[at + len(_CAUSED_BY):].split(None, 1) or [""])[0].rstrip(".,;")
+            if digits.isdigit() and len(digits) <= 6 and (pci, int(digits)) not in xid_events:
+                found.setdefault((pci, int(digits)), (xid, []))[1].append(ev)
+    for key, (_, evs) in found.items():
+        xid_events[key] = evs
+    return {key: by for key, (by, _) in found.items()}
+
+
+def _action(rule: XidRule, events: list[KernelEvent]) -> tuple[str, str]:
+    """The group's action and a label for it: the rule's action, or for an Xid whose message states its
+    severity (NVLink5, ``fatal_action`` / ``nonfatal_action``) the gravest action of its events."""
+    if rule.fatal_action is None and rule.nonfatal_action is None:
+        return rule.action, ""
+    from ..core.expectations import message_severity  # noqa: PLC0415 - NVLink5 Xids only
+
+    severities = {message_severity(ev.message) for ev in events}
+    actions = {rule.action_for(ev.message) for ev in events} or {rule.action}
+    action = next(a for a in ("fail", "warn", "ignore") if a in actions) if actions <= set(_ACTION_STATUS) \
+        else rule.action
+    words = sorted(s for s in severities if s)
+    return action, (f" [{', '.join(words)}]" if words else "")
 
 
 def event_key(ev: KernelEvent, boot_id: str | None) -> str:

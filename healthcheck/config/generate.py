@@ -66,6 +66,10 @@ def _gpus(gpus: list, s: dict, thresholds: dict) -> None:
                            for model, members in sorted(groups.items())}
     if min_links and (len(set(min_links.values())) == 1 or len(groups) == 1):
         s["nvlinks_per_gpu"] = min(min_links.values())
+    if any(g.fabric_cluster_uuid and g.fabric_cluster_uuid.replace("-", "").strip("0") for g in gpus):
+        # the node is in a multi-node NVLink domain (a cluster UUID set): gpu.fabric holds the class to it and
+        # nvlink.imex runs; the domain's size is not seen from one node (set it: 72 for an NVL72 rack)
+        s["nvlink_domain"] = {"name": "nvlink"}
     if all(g.persistence_mode is True for g in gpus):
         thresholds["gpu.persistence"] = {"require": True}
     limit = _only([g.power_limit_w for g in gpus])
@@ -126,7 +130,7 @@ def _ib(ports: list) -> dict:
 MADE_REAL_BY = {"host.cpu": "cpu", "host.memory": "mem_total_gib", "host.services": "services",
                 "sw.versions": "versions", "ib.port.state": "ib", "ib.port.rate": "ib", "ib.hca.firmware": "ib",
                 "host.swap": "thresholds.host.swap", "gpu.persistence": "thresholds.gpu.persistence",
-                "gpu.power": "thresholds.gpu.power", "storage.count": "nvme_count"}
+                "gpu.power": "thresholds.gpu.power", "storage.count": "nvme_count", "nvlink.imex": "nvlink_domain"}
 
 
 def expectations_of(snap: Snapshot) -> dict:

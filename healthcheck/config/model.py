@@ -9,7 +9,8 @@ when a section is asked for.
 """
 from __future__ import annotations
 
-from ..core.expectations import Expectations, PcieExpect, gpu_model_expectations, ib_port_expectations
+from ..core.expectations import (Expectations, NvlinkDomainExpect, PcieExpect, gpu_model_expectations,
+                                 ib_port_expectations)
 from ..core.struct import record as dataclass, field
 from .slurm_settings import SlurmSettings
 from ..policies.xid import load_xid_policy
@@ -186,6 +187,8 @@ def build_expectations(name: str | None, s: dict[str, Any], policy) -> Expectati
         cpu_threads=cpu.get("threads"),
         mem_total_gib=s.get("mem_total_gib"),
         gpudirect=s.get("gpudirect"),
+        nvlink_domain=(NvlinkDomainExpect(s["nvlink_domain"].get("size"), s["nvlink_domain"].get("name"))
+                       if isinstance(s.get("nvlink_domain"), dict) else None),
         thresholds={k: dict(v) for k, v in s.get("thresholds", {}).items()},
         bundle=s.get("bundle"),
         sysfs_root=s.get("sysfs_root", "/sys"),

@@ -46,13 +46,14 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "proc_root": (str, "where the host's /proc is mounted (containers: e.g. /host/proc)"),
     "gpudirect": (bool, "true: the class uses GPUDirect RDMA (the gpudirect.* checks FAIL where it is not ready)"),
 }
-_TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models")
+_TABLES = ("cpu", "pcie", "ib", "versions", "thresholds", "checks", "gpu_models", "nvlink_domain")
 # Every number is finite and inside its range (NaN compares false: `max_volatile = nan` would pass
 # every GPU); the ranges are far beyond any real node, they only refuse nonsense.
 _RANGES: dict[str, tuple[float, float]] = {
     "gpu_count": (0, 1024), "nvme_count": (0, 1024), "nvlinks_per_gpu": (0, 64), "mem_total_gib": (0, 1 << 20),
     "sockets": (0, 1024), "cores": (0, 1 << 20), "threads": (0, 1 << 20), "ports": (0, 1024),
     "gen": (0, 16), "width": (0, 64), "rate_gbps": (0, 100_000), "count": (0, 1024), "nvlinks": (0, 64),
+    "size": (1, 1 << 16),
 }
 THRESHOLD_RANGE = (0, 10 ** 12)  # every numeric threshold (counts, fractions, degrees, watts)
 _XID_RANGES = {"window_s": (0, 10 * 366 * 86400), "min_count": (1, 1_000_000)}
@@ -60,6 +61,7 @@ _CPU_KEYS = ("sockets", "cores", "threads")
 _IB_KEYS = ("ports", "rate_gbps", "link_layer", "devices", "firmware", "per_port")
 _IB_PORT_KEYS = ("ca_type", "firmware", "rate_gbps", "link_layer", "active")
 _GPU_MODEL_KEYS = ("count", "nvlinks")
+_NVLINK_DOMAIN_KEYS = ("size", "name")
 _PCIE_KEYS = ("gen", "width")
 _VERSION_KEYS = ("driver", "cuda", "nccl", "ofed", "rdma_core", "kernel", "vbios", "hca_firmware", "mlx5_core")
 _XID_KEYS = ("action", "window_s", "min_count", "name")
@@ -316,6 +318,14 @@ class Validator:
                 self._int(spec, f"{table}.\"{model}\"", key)
             out[model] = dict(spec)
         return out
+
+    def table_nvlink_domain(self, value: dict, table: str) -> dict:
+        """[class.NAME] nvlink_domain = { size = 72, name = "block" }: a multi-node NVLink domain (issue 33)."""
+        self._keys(value, table, _NVLINK_DOMAIN_KEYS)
+        self._int(value, table, "size")
+        if "name" in value and not isinstance(value["name"], str):
+            raise self.error("nvlink_domain.name must be a string (e.g. \"block\")", table, "name")
+        return dict(value)
 
     def table_pcie(self, value: dict, table: str) -> dict:
         out = {}

@@ -20,6 +20,37 @@ class XidRule:
     window_s: float = 0.0
     # Act only when at least this many events fall in the window (storms of warn-level classes).
     min_count: int = 1
+    # NVLink5 Xids (144-150) say in their message whether the error was fatal ("NETIR_LINK_EVT Fatal XC0
+    # ...", "RLW_RXPIPE Nonfatal XC0 ..."): the action for each, where set; ``action`` when the message
+    # says neither (issue 33).
+    fatal_action: str | None = None
+    nonfatal_action: str | None = None
+
+    def action_for(self, message: str | None) -> str:
+        """The action for one event of this Xid, by the severity word its message carries."""
+        if self.fatal_action is None and self.nonfatal_action is None:
+            return self.action
+        severity = message_severity(message)
+        if severity == "fatal" and self.fatal_action is not None:
+            return self.fatal_action
+        if severity == "nonfatal" and self.nonfatal_action is not None:
+            return self.nonfatal_action
+        return self.action
+
+
+def message_severity(message: str | None) -> str | None:
+    """"fatal" / "nonfatal" when an Xid message (the text after the Xid number) names its severity the way
+    the NVLink5 Xids print it: the word right before ``XC<n>`` ("NETIR_LINK_EVT Fatal XC0 i0 Link 00 (...)",
+    "MSE degraded Nonfatal XC0 ..."). No regular expression (the prolog compiles none on a healthy node)."""
+    words = (message or "").split(None, 5)[:5]
+    for word, after in zip(words, words[1:]):
+        if after.startswith("XC"):
+            word = word.lower()
+            if word == "fatal":
+                return "fatal"
+            if word in ("nonfatal", "non-fatal"):
+                return "nonfatal"
+    return None
 
 
 @dataclass(frozen=True)
@@ -28,6 +59,10 @@ class XidPolicy:
     # Action for an Xid the policy does not list.
     unknown_action: str = "warn"
     unknown_window_s: float = 0.0
+    # NVSwitch SXids (kernel log "nvidia-nvswitchN: SXid (PCI:...): NNNNN, Fatal|Non-fatal, ..."): the
+    # action by the severity the line states (issue 33); a line without one gets the non-fatal action.
+    sxid_fatal_action: str = "fail"
+    sxid_nonfatal_action: str = "warn"
 
     def rule(self, xid: int) -> XidRule:
         found = self.rules.get(xid)
@@ -60,6 +95,16 @@ class GpuModelExpect:
 
     count: int | None = None
     nvlinks: int | None = None  # active NVLinks per GPU of this model
+
+
+@dataclass(frozen=True)
+class NvlinkDomainExpect:
+    """The class's GPUs sit in a multi-node NVLink domain (GB200/GB300 NVL72 and the like:
+    ``nvlink_domain = { size = 72, name = "block" }``): the fabric's clique and cluster UUID are judged
+    (gpu.fabric) and IMEX runs (nvlink.imex). Either key may be left out: the table's presence declares it."""
+
+    size: int | None = None  # GPUs in one domain (72 for an NVL72 rack)
+    name: str | None = None  # what the site calls one domain ("block": a Slurm topology block, "rack")
 
 
 def ib_port_expectations(raw: dict[str, Any] | None) -> dict[str, IbPortExpect]:
@@ -104,6 +149,9 @@ class Expectations:
     mem_total_gib: float | None = None
     # The class sends GPU memory over RDMA (GPUDirect): the gpudirect.* checks FAIL where it is not ready
     gpudirect: bool | None = None
+    # The class's GPUs form a multi-node NVLink domain (issue 33); None: not declared (single-node NVLink,
+    # HGX B200/H100: clique 0 and an all-zero cluster UUID are normal there, nvlink.imex skips)
+    nvlink_domain: NvlinkDomainExpect | None = None
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> key -> value
     checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # context -> check globs
     xid_policy: XidPolicy = field(default_factory=XidPolicy)

@@ -140,6 +140,13 @@ class NvLink:
     recovery_errors: int | None = None
     crc_flit_errors: int | None = None
     crc_data_errors: int | None = None
+    # NVLink5 (Blackwell) per-link counters through NVML field values (issue 33), where reported:
+    # symbol errors (before FEC), effective errors (left after FEC), their bit error rates decoded
+    # (NVML's mantissa << 8 | exponent: mantissa x 10^-exponent)
+    symbol_errors: int | None = None
+    effective_errors: int | None = None
+    symbol_ber: float | None = None
+    effective_ber: float | None = None
 
 
 @dataclass
@@ -248,6 +255,17 @@ class GpuInfo:
     # ({"ecc_mode_current": "Unknown Error"}); the field itself stays None. Unlike None alone ("not
     # reported / not supported"), a field here is judged: see GPU_FAULT_ERRORS and docs/gpu-errors.md.
     field_errors: dict[str, str] = field(default_factory=dict)
+    # GPU fabric detail (issue 33; NVML GpuFabricInfo v2/v3, nvidia-smi -q "Fabric"): the clique id and
+    # cluster UUID of the NVLink domain (0 and all zeros outside one), and the health fields that are
+    # reported, canonical: FABRIC_HEALTH_FIELDS -> lower snake-case value ("summary": "unhealthy",
+    # "bandwidth": "degraded", "route_unhealthy": "true", "incorrect_configuration": "none", ...); a
+    # field the driver does not report (N/A, NOT_SUPPORTED) is left out. None: none reported.
+    fabric_clique_id: int | None = None
+    fabric_cluster_uuid: str | None = None
+    fabric_health: dict[str, str] | None = None
+    # Blackwell memory repair: the driver flags memory it can no longer repair (NVML
+    # nvmlDeviceGetUnrepairableMemoryFlag_v1, nvidia-smi -q "Unrepairable Memory"): an RMA
+    unrepairable_memory: bool | None = None
 
     @property
     def component(self) -> str:
@@ -260,6 +278,9 @@ THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "
                     "display_clocks_setting")
 
 FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+# GpuInfo.fabric_health keys (NVML's health mask fields and summary, nvidia-smi's "Health" lines)
+FABRIC_HEALTH_FIELDS = ("summary", "bandwidth", "route_recovery", "route_unhealthy", "access_timeout_recovery",
+                        "incorrect_configuration", "partition_assigned", "gfm_state")
 
 # Tool errors (nvidia-smi's words, NVML's nvmlErrorString) that are a fault of the GPU itself, not of
 # the reading: a field answered with one of these makes its check FAIL; any other error (Unknown
@@ -734,6 +755,8 @@ class Snapshot:
     acknowledged_events: list[str] | None = None
     probe_errors: dict[str, ProbeError] = field(default_factory=dict)
     probe_durations_s: dict[str, float] = field(default_factory=dict)
+    # The IMEX daemon and its domain (multi-node NVLink; issue 33): HealthCheckProgram, check, burn-in
+    imex: ImexInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _asdict(self)
@@ -741,6 +764,31 @@ class Snapshot:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Snapshot":
         return from_dict(cls, data)
+
+
+# ------------------------------------------------------------------------------------------ IMEX
+
+
+@dataclass
+class ImexPeer:
+    """One node of an IMEX domain as ``nvidia-imex-ctl -N`` shows it (issue 33)."""
+    index: int
+    host: str | None = None  # the address the domain knows it by (nodes_config.cfg)
+    hostname: str | None = None  # where the tool printed one (-H)
+    status: str | None = None  # READY, UNAVAILABLE, ...
+    # its connection to each peer, by the peer's index: CONNECTED, NEVER_CONNECTED, RECOVERING,
+    # DISCONNECTED, AUTHENTICATING, INVALID
+    connections: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ImexInfo:
+    """The node's IMEX daemon and its domain (``nvidia-imex-ctl -q`` and ``-N -j``); None on the
+    Snapshot: not probed or not installed."""
+    daemon_status: str | None = None  # -q: READY, WAITING_FOR_PEERS, INITIALIZING, UNAVAILABLE, ...
+    domain_status: str | None = None  # -N: UP, DOWN, DEGRADED
+    peers: list[ImexPeer] | None = None
+    error: str | None = None  # the tool did not answer, or answered something unparsable
 
 
 # ------------------------------------------------------------------------------- Findings, verdict

@@ -42,6 +42,11 @@ Events recognised:
   ``NVRM: GPU at PCI:<pci>: ...`` line; an adjacent ``rm_init_adapter failed, device minor
   number N`` is appended to the message. ``rm_init_adapter`` lines are context, not events.
 
+- ``kind="sxid"`` (issue 33): an NVSwitch's ``nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal,
+  Link 44 Minion Link DLREQ interrupt`` (no ``NVRM:``): ``xid`` holds the SXid, ``event_class`` the
+  severity the line states ("fatal" / "nonfatal"), ``device`` the switch ("nvswitch3"), ``pci_bus_id``
+  the switch's address; its ``Data {...}`` and ``Severity N Engine instance`` lines are context.
+
 Robustness: any ``str`` is accepted (NUL bytes are dropped, lines over 64 KiB are skipped); ``bytes``
 are decoded as UTF-8 with ``errors="replace"`` (kernel logs carry stray binary); anything else raises
 :class:`ParseError`. Text without NVIDIA events gives ``[]``.
@@ -132,11 +137,13 @@ class _Nvrm:
 
 
 def parse_kernel_log(text: str | bytes) -> list[KernelEvent]:
-    """All NVIDIA events (Xid, fallen off the bus, RmInitAdapter failures) in ``text``, in log order."""
+    """All NVIDIA events (Xid, fallen off the bus, RmInitAdapter failures, NVSwitch SXids) in ``text``,
+    in log order."""
     text = as_text(text, "kernel log", MAX_INPUT_CHARS, MAX_LINES)
     records = _nvrm_lines(text)
     events: list[KernelEvent] = []
     consumed: set[int] = set()  # NVRM records folded into a multi-line console event
+    at: list[int] = []  # the log line of each event (to merge the SXids in, in log order)
     for pos, rec in enumerate(records):
         if pos in consumed:
             continue
@@ -144,7 +151,49 @@ def parse_kernel_log(text: str | bytes) -> list[KernelEvent]:
                  or _fallen_off_bus_event(records, pos, consumed))
         if event is not None:
             events.append(event)
+            at.append(rec.index)
+    if _SXID_MARK in text:
+        sxids = _sxid_events(text)
+        if sxids:
+            merged = sorted(zip(at, range(len(events)), events), key=lambda t: (t[0], t[1]))
+            merged += [(index, len(events) + n, ev) for n, (index, ev) in enumerate(sxids)]
+            events = [ev for _, _, ev in sorted(merged, key=lambda t: (t[0], t[1]))]
     return events
+
+
+# ------------------------------------------------------------------------------- NVSwitch SXids
+
+_SXID_MARK = "SXid ("
+# "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt"; the
+# same SXid's "Data {...}" and "Severity 0 Engine instance ..." lines are its context, not events
+_SXID = Pattern(r"(?P<dev>nvidia-nvswitch\d{1,4}):\s{1,4}SXid\s{0,4}\((?:PCI:)?(?P<pci>[0-9a-fA-F:.]{7,20})\)"
+                r":\s{0,4}(?P<sxid>\d{1,6}),\s{0,4}(?P<rest>.*)$")
+_SXID_SEVERITY = {"fatal": "fatal", "non-fatal": "nonfatal", "nonfatal": "nonfatal"}
+
+
+def _sxid_events(text: str) -> list[tuple[int, KernelEvent]]:
+    """(line index, event) per NVSwitch SXid line that states its severity (``kind="sxid"``, ``xid`` the
+    SXid, ``device`` "nvswitchN", ``event_class`` "fatal" / "nonfatal", ``pci_bus_id`` the switch's).
+    Only the newest MAX_NVRM_LINES such lines are read, as for the NVRM lines."""
+    lines = text.split("\n")
+    candidates = [i for i, raw in enumerate(lines) if _SXID_MARK in raw and len(raw) <= MAX_LINE_CHARS]
+    out = []
+    for index in candidates[-MAX_NVRM_LINES:]:
+        line = _QUOTE.sub("", lines[index].replace("\x00", "")).strip()
+        found = _SXID.search(line)
+        if not found:
+            continue
+        rest = found.group("rest").strip()
+        head, _, tail = rest.partition(",")
+        severity = _SXID_SEVERITY.get(head.strip().lower())
+        if severity is None:
+            continue  # "Data {...}", "Severity 0 Engine instance ...": context of the event line
+        prefix = line[:found.start()]
+        out.append((index, KernelEvent(
+            kind="sxid", pci_bus_id=_pci(found.group("pci")), xid=int(found.group("sxid")),
+            message=tail.strip() or rest, uptime_s=uptime_seconds(prefix), time=wall_time(prefix), line=line,
+            event_class=severity, device=found.group("dev").replace("nvidia-", ""))))
+    return out
 
 
 # ----------------------------------------------------------------------------------- line splitting

@@ -167,6 +167,9 @@ _SCALARS: list[tuple[str, Callable[[str | None], object], str]] = [
     ("memory_used_mib", to_float, "fbmemoryusage/used"),
     ("memory_total_mib", to_float, "fbmemoryusage/total"),
     ("fabric_status", clean, "fabric/status"),
+    ("fabric_clique_id", to_int, "fabric/cliqueid"),  # "CliqueId : 2" / <cliqueId> (issue 33)
+    ("fabric_cluster_uuid", clean, "fabric/clusteruuid"),
+    ("unrepairable_memory", to_bool, "eccerrors/unrepairablememory"),  # Blackwell memory repair (R575+)
     ("performance_state", to_pstate, "performancestate"),  # "Performance State : P0" / <performance_state>
     ("utilization_gpu_pct", to_float, "utilization/gpuutil utilization/gpu"),  # "23 %"
 ]
@@ -284,6 +287,31 @@ def processes(tree: Node) -> list[GpuProcess] | None:
     return found
 
 
+# the Fabric section's Health lines (text label / XML tag, normalised) -> GpuInfo.fabric_health key
+_FABRIC_HEALTH = {"summary": "summary", "bandwidth": "bandwidth", "routerecoveryinprogress": "route_recovery",
+                  "routeunhealthy": "route_unhealthy", "accesstimeoutrecovery": "access_timeout_recovery",
+                  "incorrectconfiguration": "incorrect_configuration", "partitionassigned": "partition_assigned"}
+_CANONICAL = re.compile(r"[^a-z0-9]+")
+
+
+def fabric_health(tree: Node) -> dict[str, str] | None:
+    """The reported fields of ``Fabric / Health`` (R570+), canonical as the NVML probe writes them
+    ("Unhealthy" -> "unhealthy", "Full" -> "full", "False" -> "false", "Incorrect SysGUID" ->
+    "incorrect_sysguid"); N/A lines and tool errors are left out. None when nothing is reported."""
+    block = tree.child("fabric", "health")
+    if block is None:
+        return None
+    found: dict[str, str] = {}
+    for node in block.children:
+        key = _FABRIC_HEALTH.get(node.key)
+        value = clean(node.value)
+        if key is None or value is None or tool_error(node.value):
+            continue
+        canonical = _CANONICAL.sub("_", value.lower()).strip("_")
+        found[key] = {"yes": "true", "no": "false"}.get(canonical, canonical)
+    return found or None
+
+
 def _recovery(tree: Node) -> tuple[str | None, bool | None]:
     """(recovery_action as snake_case, reset_required) from GPU Reset Status / GPU Recovery Action."""
     raw = clean(tree.get("gpurecoveryaction"))  # None, Reset, Reboot, Drain P2P, Drain and Reset
@@ -343,6 +371,9 @@ def build_gpu(index: int, raw: RawGpu, driver: str | None, cuda: str | None) -> 
         gpu.fabric_state = _FABRIC.get(norm_key(_ANNOTATION.sub("", state)))
     if gpu.fabric_state is None:
         _note(errors, "fabric_state", _path_error(tree, "fabric/state"))
+    gpu.fabric_health = fabric_health(tree)
+    if gpu.fabric_health is None:
+        _note(errors, "fabric_health", _block_error(tree.child("fabric", "health")))
     gpu.recovery_action, gpu.reset_required = _recovery(tree)
     if gpu.recovery_action is None:
         _note(errors, "recovery_action", tool_error(tree.get("gpurecoveryaction")))

@@ -21,8 +21,9 @@ from ..core.expectations import XidPolicy, XidRule
 from .loader import once, packaged, parse
 
 ACTIONS = ("fail", "warn", "ignore")
-_ENTRY_KEYS = {"number", "name", "action", "window_s", "min_count", "bucket", "source", "note"}
-_TOP_KEYS = {"unknown_action", "unknown_window_s", "xid"}
+_ENTRY_KEYS = {"number", "name", "action", "window_s", "min_count", "bucket", "source", "note", "fatal_action",
+               "nonfatal_action"}
+_TOP_KEYS = {"unknown_action", "unknown_window_s", "xid", "sxid_fatal_action", "sxid_nonfatal_action", "sxid_source"}
 _OVERRIDE_KEYS = {"action", "window_s", "min_count", "name"}
 _MAX_XID = 65535
 
@@ -52,6 +53,8 @@ def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> X
     rules = {number: rule for number, (rule, _meta) in _entries(data).items()}
     unknown_action = _action(data.get("unknown_action", "warn"), "unknown_action")
     unknown_window = _window(data.get("unknown_window_s", 0), "unknown_window_s")
+    sxid_fatal = _action(data.get("sxid_fatal_action", "fail"), "sxid_fatal_action")
+    sxid_nonfatal = _action(data.get("sxid_nonfatal_action", "warn"), "sxid_nonfatal_action")
     if overrides is not None:
         if not isinstance(overrides, dict):
             raise ValueError(f"xid policy overrides must be a table, got {type(overrides).__name__}")
@@ -61,7 +64,8 @@ def load_xid_policy(text: str | None = None, overrides: dict | None = None) -> X
                 continue
             number = _xid_key(key)
             rules[number] = _override(number, rules.get(number), change)
-    return XidPolicy(rules=rules, unknown_action=unknown_action, unknown_window_s=unknown_window)
+    return XidPolicy(rules=rules, unknown_action=unknown_action, unknown_window_s=unknown_window,
+                     sxid_fatal_action=sxid_fatal, sxid_nonfatal_action=sxid_nonfatal)
 
 
 def describe(policy: XidPolicy) -> list[dict[str, Any]]:
@@ -128,6 +132,10 @@ def _entries(data: dict[str, Any]) -> dict[int, tuple[XidRule, dict[str, str]]]:
             name=_text(entry.get("name", ""), f"{where}: key 'name'"),
             window_s=_window(entry.get("window_s", 0), f"{where}: key 'window_s'"),
             min_count=_min_count(entry.get("min_count", 1), f"{where}: key 'min_count'"),
+            fatal_action=(_action(entry["fatal_action"], f"{where}: key 'fatal_action'")
+                          if "fatal_action" in entry else None),
+            nonfatal_action=(_action(entry["nonfatal_action"], f"{where}: key 'nonfatal_action'")
+                             if "nonfatal_action" in entry else None),
         )
         out[number] = (rule, meta)
     return out
@@ -152,6 +160,9 @@ def _override(number: int, base: XidRule | None, change: Any) -> XidRule:
         name=_text(change.get("name", base.name), f"override {where}: key 'name'"),
         window_s=_window(change.get("window_s", base.window_s), f"override {where}: key 'window_s'"),
         min_count=_min_count(change.get("min_count", base.min_count), f"override {where}: key 'min_count'"),
+        # an override of the action decides every event of the Xid; otherwise the split stays
+        fatal_action=None if "action" in change else base.fatal_action,
+        nonfatal_action=None if "action" in change else base.nonfatal_action,
     )
 
 

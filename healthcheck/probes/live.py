@@ -372,6 +372,12 @@ def _net_ethtool(opts: LiveOptions, snap: Snapshot):
     return probe_ethtool(opts.sysfs_root, deadline_s=0.9 * opts.deadlines_s.get("net_ethtool", 10.0))
 
 
+def _imex(opts: LiveOptions, snap: Snapshot):
+    from .imex import read_imex
+
+    return read_imex(deadline_s=0.9 * opts.deadlines_s.get("imex", 10.0))[0]
+
+
 # ------------------------------------------------------------------------------ the one declaration
 
 # Every snapshot source, one row each. Within a schedule, the rows' order is the order they run in (the
@@ -409,6 +415,10 @@ PROBES: tuple[Probe, ...] = (
     # mlxlink -m -c -e per HCA port, concurrently
     Probe("mlxlink", _mlxlink, "mlxlink", 15.0, WALKED,
           "no mlxlink data (not probed in this context, or none recorded in the bundle)"),
+    # nvidia-imex-ctl -q and -N -j (multi-node NVLink, issue 33): HealthCheckProgram, check, burn-in
+    Probe("imex", _imex, "imex", 10.0, WALKED,
+          "no IMEX data (nvidia-imex-ctl not installed, not probed in this context, or none recorded in the bundle)",
+          gpu_only=True),
     # EARLY: its thread starts first whatever its row; the row's place is where it is waited for (after the
     # walked ones, as it always was: each is judged against its own deadline at its turn)
     Probe("gpus", _gpus, "nvml", 10.0, EARLY,

@@ -332,7 +332,10 @@ def _fill(reader: _Reader, handle: Any, info: GpuInfo) -> None:
         info.memory_used_mib, info.memory_total_mib = mem.used / MIB, mem.total / MIB
     info.processes = _processes(reader, handle)
     info.nvlinks = _nvlinks(reader, handle)
-    info.fabric_state, info.fabric_status = _fabric(reader, handle)
+    _fabric(reader, handle, info)
+    unrepairable = reader.get("nvmlDeviceGetUnrepairableMemoryFlag_v1", handle, fields=("unrepairable_memory",))
+    if unrepairable is not None:
+        info.unrepairable_memory = bool(unrepairable)
     _sram(reader, handle, info)
     _field_values(reader, handle, info)
 
@@ -421,33 +424,117 @@ def _nvlinks(reader: _Reader, handle: Any) -> list[NvLink] | None:
                                    fields=("nvlink_counters",))
                 setattr(item, attr, None if value is None else int(value))
         links.append(item)
-    speed_field = reader.const("NVML_FI_DEV_NVLINK_GET_SPEED")
     active = [nl for nl in links if nl.active]
-    if speed_field is not None and active:
-        speeds = reader.fields(handle, [(speed_field, nl.link) for nl in active])
-        for nl, mbps in zip(active, speeds):
-            nl.speed_gbps = None if not mbps else float(mbps) / 1000.0  # MB/s -> GB/s
+    # per active link, in the one field values call the speed always took: the speed and, where NVML has
+    # them (NVLink5), the symbol and effective error counts and rates (issue 33: no call more)
+    wanted = [(attr, reader.const(name)) for attr, name in _NVLINK_FIELDS]
+    wanted = [(attr, fid) for attr, fid in wanted if fid is not None]
+    if wanted and active:
+        values = reader.fields(handle, [(fid, nl.link) for nl in active for _, fid in wanted])
+        for i, nl in enumerate(active):
+            for j, (attr, _) in enumerate(wanted):
+                value = values[i * len(wanted) + j]
+                if attr == "speed_gbps":
+                    nl.speed_gbps = None if not value else float(value) / 1000.0  # MB/s -> GB/s
+                elif value is not None:
+                    setattr(nl, attr, nvlink_ber(int(value)) if attr.endswith("_ber") else int(value))
     return links or None
 
 
-def _fabric(reader: _Reader, handle: Any) -> tuple[str | None, str | None]:
-    """GPU fabric (NVSwitch systems): ``nvmlDeviceGetGpuFabricInfoV`` (v2 struct) or the deprecated call."""
+# NvLink attribute -> NVML field id constant, read per link (scope = link)
+_NVLINK_FIELDS = (("speed_gbps", "NVML_FI_DEV_NVLINK_GET_SPEED"),
+                  ("symbol_errors", "NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS"),
+                  ("effective_errors", "NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS"),
+                  ("symbol_ber", "NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER"),
+                  ("effective_ber", "NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER"))
+
+
+def nvlink_ber(raw: int) -> float:
+    """NVML's encoded NVLink bit error rate: mantissa in bits 11:8, exponent in bits 7:0 (nvml.h
+    NVML_NVLINK_BER_MANTISSA_SHIFT/WIDTH, NVML_NVLINK_BER_EXP_SHIFT/WIDTH), the rate mantissa x
+    10^-exponent (as DCGM decodes it for its *_BER_FLOAT fields)."""
+    mantissa, exponent = (raw >> 8) & 0xF, raw & 0xFF
+    return mantissa * 10.0 ** -exponent
+
+
+# GpuFabricInfo structs, newest first: (call, pynvml struct). v3 adds the health summary to v2's health
+# mask; a driver older than the struct answers ARGUMENT_VERSION_MISMATCH (the next one is tried), a
+# pynvml older than it lacks the struct (skipped); the v1 call is the deprecated unversioned one.
+_FABRIC_STRUCTS = (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t"),
+                   ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                   ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"))
+# healthMask fields: (GpuInfo.fabric_health key, NVML_GPU_FABRIC_HEALTH_MASK_<NAME>, {value suffix: canonical})
+_HEALTH_MASK = (
+    ("bandwidth", "DEGRADED_BW", {"TRUE": "degraded", "FALSE": "full"}),
+    ("route_recovery", "ROUTE_RECOVERY", {"TRUE": "true", "FALSE": "false"}),
+    ("route_unhealthy", "ROUTE_UNHEALTHY", {"TRUE": "true", "FALSE": "false"}),
+    ("access_timeout_recovery", "ACCESS_TIMEOUT_RECOVERY", {"TRUE": "true", "FALSE": "false"}),
+    ("incorrect_configuration", "INCORRECT_CONFIGURATION", {
+        "NONE": "none", "INCORRECT_SYSGUID": "incorrect_sysguid", "INCORRECT_CHASSIS_SN": "incorrect_chassis_sn",
+        "NO_PARTITION": "no_partition", "INSUFFICIENT_NVLINKS": "insufficient_nvlinks",
+        "INCOMPATIBLE_GPU_FW": "incompatible_gpu_fw", "INVALID_LOCATION": "invalid_location",
+        "GPU_STATE_INVALID": "gpu_state_invalid"}),
+    ("partition_assigned", "PARTITION_ASSIGNED", {"TRUE": "true", "FALSE": "false"}),
+    ("gfm_state", "GFM_STATE", {"CONNECTED": "connected", "DISCONNECTED": "disconnected"}),
+)
+_HEALTH_SUMMARY = {"HEALTHY": "healthy", "UNHEALTHY": "unhealthy", "LIMITED_CAPACITY": "limited_capacity"}
+
+
+def _fabric(reader: _Reader, handle: Any, info: GpuInfo) -> None:
+    """GPU fabric (NVSwitch systems): state, status, clique id, cluster UUID and, where the struct has them,
+    the health mask and summary (``_FABRIC_STRUCTS``). One call on a driver that knows the newest struct."""
     import ctypes  # noqa: PLC0415 - only once NVML is open; keeps nvidia_gpu_present() cheap
-    for fn, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
-                            ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+    mismatch = reader.const("NVML_ERROR_ARGUMENT_VERSION_MISMATCH")
+    not_found = reader.const("NVML_ERROR_FUNCTION_NOT_FOUND")
+    for fn, struct_name in _FABRIC_STRUCTS:
         struct_cls = reader.const(struct_name)
         if struct_cls is None or not hasattr(reader.nvml, fn):
             continue
         struct = struct_cls()
-        if reader.get(fn, handle, ctypes.byref(struct), fields=("fabric_state",)) is None:
-            return None, None
-        state = int(struct.state)
-        state_name = FABRIC_STATES[state] if 0 <= state < len(FABRIC_STATES) else f"unknown({state})"
-        status = None
-        if state_name == "completed":
-            status = "Success" if struct.status == 0 else str(reader.nvml.NVMLError(struct.status))
-        return state_name, status
-    return None, None
+        try:
+            reader.call(fn, handle, ctypes.byref(struct))
+        except reader.nvml.NVMLError as exc:
+            if reader.code(exc) in (mismatch, not_found):
+                continue  # an older driver: the previous struct / the deprecated call
+            reader.failed(fn, exc, ("fabric_state",))
+            return
+        except AttributeError:
+            continue
+        _fabric_fill(reader, struct, info)
+        return
+
+
+def _fabric_fill(reader: _Reader, struct: Any, info: GpuInfo) -> None:
+    state = int(struct.state)
+    info.fabric_state = FABRIC_STATES[state] if 0 <= state < len(FABRIC_STATES) else f"unknown({state})"
+    if info.fabric_state == "completed":
+        info.fabric_status = "Success" if struct.status == 0 else str(reader.nvml.NVMLError(struct.status))
+    if info.fabric_state == "not_supported":
+        return
+    info.fabric_clique_id = int(struct.cliqueId)
+    raw = bytes(struct.clusterUuid)
+    hexed = raw.hex()
+    info.fabric_cluster_uuid = (f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:32]}"
+                                if len(raw) == 16 else None)
+    health: dict[str, str] = {}
+    mask = getattr(struct, "healthMask", None)
+    if mask is not None:
+        for key, name, values in _HEALTH_MASK:
+            shift = reader.const(f"NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_{name}")
+            width = reader.const(f"NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_{name}")
+            if shift is None or width is None:
+                continue  # a pynvml that predates the field
+            field_value = (int(mask) >> int(shift)) & int(width)
+            for suffix, canonical in values.items():
+                if field_value == reader.const(f"NVML_GPU_FABRIC_HEALTH_MASK_{name}_{suffix}"):
+                    health[key] = canonical
+                    break
+    summary = getattr(struct, "healthSummary", None)
+    if summary is not None:
+        for suffix, canonical in _HEALTH_SUMMARY.items():
+            if int(summary) == reader.const(f"NVML_GPU_FABRIC_HEALTH_SUMMARY_{suffix}"):
+                health["summary"] = canonical
+    info.fabric_health = health or None
 
 
 SRAM_FIELDS = ("sram_uncorrectable_volatile", "sram_uncorrectable_aggregate", "sram_parity_volatile",

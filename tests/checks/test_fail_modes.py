@@ -25,7 +25,9 @@ INFORMATIONAL = {"sw.versions", "ib.port.state", "ib.port.rate", "ib.hca.firmwar
                  "gpu.ecc.corrected", "gpu.nvlink.errors", "gpu.pcie.replays",
                  "storage.count", "gpu.stalled",
                  # GPUDirect readiness FAILs only where the class declares gpudirect = true (issue 32.5)
-                 "gpudirect.peermem", "gpudirect.acs", "gpudirect.iommu"}
+                 "gpudirect.peermem", "gpudirect.acs", "gpudirect.iommu",
+                 # IMEX is judged only where the class declares an NVLink domain (issue 33)
+                 "nvlink.imex"}
 
 
 def test_every_check_says_whether_it_can_fail():

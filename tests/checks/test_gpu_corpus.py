@@ -98,7 +98,9 @@ EXPECTED_XID = {
     "rminitadapter-failed": Status.FAIL,
     "xid62": Status.FAIL,
     "xid48-dbe": Status.FAIL,
-    "xid45-after-nvlink": Status.PASS,  # preemptive cleanup only: application level
+    # Xid 45 "caused by previous Xid 149": the Xid 149 itself (NVLink5 NETIR, Link Fatal in every row of NVIDIA's
+    # decode sheet; Blackwell only) counts, though its own line is not in the excerpt (issue 33; it passed before)
+    "xid45-after-nvlink": Status.FAIL,
 }
 
 

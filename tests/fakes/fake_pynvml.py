@@ -58,6 +58,17 @@ class FakeGpu:
     memory_reserved: int = 0  # what the driver holds for itself (616 MiB on an idle H200, driver 580)
     fabric_state: int | None = real.NVML_GPU_FABRIC_STATE_COMPLETED  # None: NotSupported
     fabric_status: int = real.NVML_SUCCESS
+    # GpuFabricInfo detail (issue 33): clique id, cluster UUID (16 bytes), health mask (v2+) and summary (v3).
+    # fabric_struct: the newest struct version the fake driver knows (3, 2); a newer one answers
+    # ARGUMENT_VERSION_MISMATCH, as an older driver does.
+    fabric_clique: int = 0
+    fabric_cluster_uuid: bytes = bytes(16)
+    fabric_health_mask: int = 0
+    fabric_health_summary: int = 0  # NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED
+    fabric_struct: int = 3
+    unrepairable_memory: int | None = None  # None: nvmlDeviceGetUnrepairableMemoryFlag_v1 NotSupported
+    # per-link field values (NVLink5 counters): (field id, link) -> value; unlisted ones answer NotSupported
+    nvlink_field_values: dict[tuple[int, int], int] = field(default_factory=dict)
     recovery_action: int = real.NVML_GPU_RECOVERY_ACTION_NONE
     margin_temperature: int = 56  # degrees below the slowdown threshold (89 - 33)
     pstate: int = real.NVML_PSTATE_0  # H100 stays in P0 at idle with persistence mode on
@@ -79,6 +90,80 @@ def h100_node(n: int = 8) -> list[FakeGpu]:
             pci_bus_id=f"00000000:{(buses[i] if i < len(buses) else f'{0xe0 + i:02x}').upper()}:00.0",
             uuid=f"GPU-4f6c2a1e-7b3d-4c55-9e2a-{i:012x}",
             serial=f"165232101{i:04d}",
+        )
+        for i in range(n)
+    ]
+
+
+def fabric_health_mask(bandwidth: str = "FALSE", route_recovery: str = "FALSE", route_unhealthy: str = "FALSE",
+                       access_timeout_recovery: str = "FALSE", incorrect_configuration: str = "NONE",
+                       partition_assigned: str = "TRUE", gfm_state: str = "CONNECTED") -> int:
+    """A GpuFabricInfo healthMask from the NVML constants' suffixes (bandwidth "TRUE" = degraded)."""
+    fields = (("DEGRADED_BW", bandwidth), ("ROUTE_RECOVERY", route_recovery), ("ROUTE_UNHEALTHY", route_unhealthy),
+              ("ACCESS_TIMEOUT_RECOVERY", access_timeout_recovery),
+              ("INCORRECT_CONFIGURATION", incorrect_configuration), ("PARTITION_ASSIGNED", partition_assigned),
+              ("GFM_STATE", gfm_state))
+    mask = 0
+    for name, value in fields:
+        mask |= getattr(real, f"NVML_GPU_FABRIC_HEALTH_MASK_{name}_{value}") << getattr(
+            real, f"NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_{name}")
+    return mask
+
+
+# A cluster UUID of an NVL72 rack's NVLink domain (made up; the corpus's are scrubbed by their publisher)
+NVL72_CLUSTER_UUID = bytes.fromhex("5d1e7a2c9b3f4e61a0c2d4e6f8091a2b")
+
+
+# NVML's encoded BER with mantissa 15, exponent 255 (1.5e-254): what DCGM's tests inject as a clean link
+CLEAN_BER = 0xFFF
+
+
+def nvlink5_counters(links: int = 18, symbol_errors: int = 0, effective_errors: int = 0,
+                     effective_ber: int = CLEAN_BER, symbol_ber: int = CLEAN_BER) -> dict[tuple[int, int], int]:
+    """Per-link NVLink5 field values for ``FakeGpu.nvlink_field_values`` (every link alike)."""
+    out = {}
+    for link in range(links):
+        out[(real.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, link)] = symbol_errors
+        out[(real.NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS, link)] = effective_errors
+        out[(real.NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER, link)] = effective_ber
+        out[(real.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER, link)] = symbol_ber
+    return out
+
+
+def gb200_nvl72_tray(clique: int = 32766, cluster_uuid: bytes = NVL72_CLUSTER_UUID) -> list[FakeGpu]:
+    """One healthy GB200 NVL72 compute tray: 4 GPUs (PCI domains 0008/0009/0018/0019 as in the corpus's
+    GB200 captures), 18 NVLink5 links each at 53.125 GB/s, fabric completed in the rack's NVLink domain
+    (clique id and cluster UUID set, equal on all four), health v3: summary healthy, bandwidth full."""
+    return [
+        FakeGpu(
+            pci_bus_id=f"0000{domain}:01:00.0", name="NVIDIA GB200", uuid=f"GPU-9b2c41d7-6a0e-4f1b-8c3d-{i:012x}",
+            serial=f"165242400{i:04d}", vbios="97.00.82.00.3B", pcie=(6, 6, 16, 16),
+            memory_total=189_471 * 1024 * 1024, power_limit_mw=1_200_000,
+            nvlink_speed_mbps=53_125, fabric_clique=clique, fabric_cluster_uuid=cluster_uuid,
+            fabric_health_mask=fabric_health_mask(),
+            fabric_health_summary=real.NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY, unrepairable_memory=0,
+            nvlink_field_values=nvlink5_counters(),
+        )
+        for i, domain in enumerate(("0008", "0009", "0018", "0019"))
+    ]
+
+
+def b200_hgx_node(n: int = 8) -> list[FakeGpu]:
+    """A healthy B200 HGX node: 8 GPUs behind NVSwitch trays, 18 NVLink5 links each; fabric completed
+    with clique 0 and an all-zero cluster UUID (a single-node NVLink domain: the corpus's B200 capture),
+    health summary healthy, bandwidth and route fields not reported (N/A there)."""
+    not_reported = 0  # every mask field NOT_SUPPORTED but the access timeout (False) and the configuration
+    mask = (not_reported
+            | real.NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE
+            << real.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY)
+    buses = ["1b", "43", "52", "61", "9d", "c3", "d1", "df"]
+    return [
+        FakeGpu(
+            pci_bus_id=f"00000000:{buses[i % len(buses)].upper()}:00.0", name="NVIDIA B200",
+            uuid=f"GPU-2e7f90c4-3d1a-4b6e-9f05-{i:012x}", serial=f"165242500{i:04d}", vbios="97.00.6C.00.05",
+            pcie=(5, 5, 16, 16), memory_total=183_359 * 1024 * 1024, power_limit_mw=1_000_000,
+            nvlink_speed_mbps=53_125, fabric_health_mask=mask,
+            fabric_health_summary=real.NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY, unrepairable_memory=0,
         )
         for i in range(n)
     ]
@@ -307,17 +392,34 @@ class FakeNvml:
         return real.c_nvmlMemory_v2_t(version=version, total=g.memory_total, reserved=g.memory_reserved,
                                       used=g.memory_used, free=g.memory_total - g.memory_reserved - g.memory_used)
 
-    def _fabric(self, h: FakeGpu, fn: str, ref: Any, struct_cls: type) -> int:
+    def _fabric(self, h: FakeGpu, fn: str, ref: Any, struct_cls: type | tuple[type, ...]) -> int:
         g = self._dev(h, fn)
         info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) -> struct
-        assert isinstance(info, struct_cls), f"{fn} expects a {struct_cls.__name__}"
+        assert isinstance(info, struct_cls), f"{fn} expects a {struct_cls}"
+        if isinstance(info, real.c_nvmlGpuFabricInfo_v3_t):
+            assert info.version == real.nvmlGpuFabricInfo_v3, "the struct's version must be set"
+            if g.fabric_struct < 3:
+                self._raise(real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         if g.fabric_state is None:
             self._raise(real.NVML_ERROR_NOT_SUPPORTED)
         info.state, info.status = g.fabric_state, g.fabric_status
+        info.cliqueId = g.fabric_clique
+        ctypes.memmove(info.clusterUuid, g.fabric_cluster_uuid, 16)
+        if hasattr(info, "healthMask"):
+            info.healthMask = g.fabric_health_mask
+        if hasattr(info, "healthSummary"):
+            info.healthSummary = g.fabric_health_summary
         return real.NVML_SUCCESS
 
     def nvmlDeviceGetGpuFabricInfoV(self, h: FakeGpu, ref: Any) -> int:
-        return self._fabric(h, "nvmlDeviceGetGpuFabricInfoV", ref, real.c_nvmlGpuFabricInfoV_t)
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfoV", ref,
+                            (real.c_nvmlGpuFabricInfoV_t, real.c_nvmlGpuFabricInfo_v3_t))
+
+    def nvmlDeviceGetUnrepairableMemoryFlag_v1(self, h: FakeGpu) -> int:
+        g = self._dev(h, "nvmlDeviceGetUnrepairableMemoryFlag_v1")
+        if g.unrepairable_memory is None:
+            self._raise(real.NVML_ERROR_NOT_SUPPORTED)
+        return g.unrepairable_memory
 
     def nvmlDeviceGetGpuFabricInfo(self, h: FakeGpu, ref: Any) -> int:
         return self._fabric(h, "nvmlDeviceGetGpuFabricInfo", ref, real.c_nvmlGpuFabricInfo_t)
@@ -343,7 +445,10 @@ class FakeNvml:
                 real.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: g.recovery_action,
                 real.NVML_FI_DEV_NVLINK_GET_SPEED: g.nvlink_speed_mbps if g.nvlink_states else None,
             }
-            if f"field:{fid}" in g.unsupported or known.get(fid) is None:
+            if (fid, scope) in g.nvlink_field_values and f"field:{fid}" not in g.unsupported:
+                slot.valueType = real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                slot.value.ullVal = g.nvlink_field_values[(fid, scope)]
+            elif f"field:{fid}" in g.unsupported or known.get(fid) is None:
                 slot.nvmlReturn = real.NVML_ERROR_NOT_SUPPORTED
             else:
                 slot.value.uiVal = ctypes.c_uint(known[fid]).value

@@ -651,6 +651,10 @@ XID_CLASS = {
     120: GSP, 136: GPU, 140: HBM, 143: GPU, 155: GPU, 156: HBM, 158: GPU,
     8: SOFTWARE, 13: SOFTWARE, 31: SOFTWARE, 32: SOFTWARE, 38: GPU, 39: SOFTWARE, 40: SOFTWARE, 41: SOFTWARE,
     43: SOFTWARE, 44: SOFTWARE, 45: SOFTWARE, 68: SOFTWARE, 69: SOFTWARE, 80: GPU, 121: GPU, 137: GPU, 159: GPU,
+    # issue 33 (catalog through 172): 149 NVLink5 NETIR (Link Fatal), 167 PCIe fatal timeout -> GPU; 168 reduced
+    # memory capacity, 171 uncorrectable DRAM -> HBM; 172 uncorrectable SRAM -> SRAM; 169 SEC2 micro-controller
+    # halt -> GSP; the DLA and channel-retirement storms (152, 153, 160) -> GPU
+    149: GPU, 167: GPU, 168: HBM, 169: GSP, 171: HBM, 172: SRAM, 152: GPU, 153: GPU, 160: GPU,
 }
 
 # Every Xid the packaged policy fails on, one row each (any single event FAILs).

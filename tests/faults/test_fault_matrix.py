@@ -187,6 +187,9 @@ NOT_HEALTHY = {
         ("gpu.ecc.mode", "ECC disabled on a datacenter GPU (H800): gpu.ecc.mode FAILs by design"),
     "nvidia-smi/q-x-geforce-gtx1070-384.66-mining-pcie-x1-of-x16-2of6gpus.xml":
         ("gpu.pcie.link", "mining risers: x1 of x16 is a downtrained width (tests/bundles CORPUS_FAULTS)"),
+    "kernel-xid/journal-xid45-after-nvlink-xid149-xid145-ogkm1150-excerpt.log":
+        ("gpu.xid", "issue 33: 'caused by previous Xid 149' names an NVLink5 NETIR error, Link Fatal in every row "
+                    "of NVIDIA's decode sheet (blackwell/SOURCES-blackwell.tsv names the same lines a FAULT)"),
 }
 
 

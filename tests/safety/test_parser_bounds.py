@@ -19,6 +19,7 @@ from healthcheck.parsers import iblinkinfo, ibnetdiscover
 from healthcheck.parsers.dcgmi import DcgmiParseError
 from healthcheck.parsers.fio import FioParseError
 from healthcheck.parsers.nccl_tests import NcclParseError
+from healthcheck.parsers import fabricmanager, imex
 
 MB10 = 10 * 1024 * 1024
 BOUND_S = 5.0  # for 10 MB on a 2-core CI machine: linear parsers take well under a second
@@ -37,6 +38,10 @@ PARSERS: dict[str, tuple[Callable[[str], object], type[ParseError], int]] = {
     "nccl-tests": (nccl_tests.parse, NcclParseError, nccl_tests.MAX_INPUT_CHARS),
     "dcgmi": (dcgmi.parse_diag, DcgmiParseError, dcgmi.MAX_INPUT_CHARS),
     "fio": (fio.parse, FioParseError, fio.MAX_INPUT_CHARS),
+    # issue 33: nvidia-imex-ctl -q / -N (-j) and the fabric manager's log
+    "imex-query": (imex.parse_imex_query, ParseError, imex.MAX_INPUT_CHARS),
+    "imex-domain": (imex.parse_imex_domain, ParseError, imex.MAX_INPUT_CHARS),
+    "fabricmanager": (fabricmanager.parse_fabricmanager_log, ParseError, fabricmanager.MAX_INPUT_CHARS),
 }
 
 
@@ -174,6 +179,21 @@ NEAR_MATCHES: list[tuple[str, str, Callable[[], str]]] = [
     ("nvidia-smi", "xml-90k-gpus", lambda: _xml('<gpu id="0"/>' * 90_000)),
     # kernel log: blanks after "Xid"; 100k+ events (only the newest are read); prefixes' expressions
     ("kernel-log", "xid-blank-run", lambda: ("NVRM: Xid" + " " * LONG + "x\n") * REPEAT),
+    ("kernel-log", "sxid-blank-run", lambda: ("nvidia-nvswitch1: SXid (PCI:0000:00:08.0):" + " " * LONG + "x\n")
+     * REPEAT),
+    ("kernel-log", "sxid-many-marks", lambda: ("SXid (" * (LONG // 6) + "\n") * REPEAT),
+    ("kernel-log", "sxid-storm-10MB", lambda: "[ 1.1] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, "
+     "Link 32 egress non-posted PRIV error (First)\n" * 90_000),
+    ("imex-domain", "node-line-blanks", lambda: ("Node #0 " + " " * LONG + "- x\n") * REPEAT),
+    ("imex-domain", "matrix-head-digits", lambda: " Nodes From\\To " + "0 " * (MB10 // 2 - 20)),
+    ("imex-domain", "matrix-rows", lambda: " Nodes From\\To  0  1\n" + ("  0  " + "C " * 20_000 + "\n") * 200),
+    ("imex-domain", "json-many-nodes", lambda: '{"status": "UP", "nodes": {' + ",".join(
+        f'"{i}": {{"status": "READY"}}' for i in range(5000)) + "}}"),
+    ("imex-query", "no-state-lines", lambda: ("READYX" + " " * LONG + "\n") * REPEAT),
+    ("fabricmanager", "marks-without-a-match", lambda: ("[Dec 19 2024 19:17:49]" + " " * 150
+                                                        + "detected NVSwitch " * 3000 + "\n") * 150),
+    ("fabricmanager", "error-storm", lambda: "[Dec 19 2024 19:17:49] [ERROR] [tid 1] detected NVSwitch non-fatal error "
+     "12028 on fid 0 on NVSwitch pci bus id 00000000:83:00.0 physical id 0 port 34\n" * 60_000),
     ("kernel-log", "xid-dev-blank-run", lambda: ("NVRM: Xid (PCI:0000:07:00)" + " " * LONG + "x\n") * REPEAT),
     ("kernel-log", "xid-storm-10MB", lambda: "[ 1.1] NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=x, m\n"
      * (MB10 // 56)),
