@@ -12,6 +12,8 @@
 #                      and the goal: our GEMM phase >= 90 % of a bare matmul loop's average, as long)
 #   bench_gemm.txt     benchmarks/bench_gemm.py: our verified GEMM against the bare loop, per GPU
 #   burnin.json        `healthcheck burnin run --suite quick --phases checks,gemm,bandwidth`
+#   train.txt          benchmarks/bench_train.py --gpu --model small: the training smoke test (docs/train.md)
+#                      on every GPU (NCCL, bf16): step time, tokens/s, SM activity, kill and resume
 #
 # Usage: scripts/gpu-tier.sh [OUTDIR] [GEMM_SECONDS]     (default OUTDIR ./gpu-tier-<time>, 20 s)
 # healthcheck must be importable by $PYTHON in isolated mode (installed, or a .pth file naming this tree):
@@ -54,6 +56,8 @@ step bench-gemm $((secs * 3 + 120)) "$py" benchmarks/bench_gemm.py --backend tor
 step burnin $((secs * 2 + 300)) "$py" -m healthcheck.cli burnin run --suite quick --phases checks,gemm,bandwidth \
     --duration "$secs" --node "$(hostname -s)" --spool "$out/spool" --results-dir "$out/results" --format json \
     > "$out/burnin.json" 2> "$out/burnin.log"
+step train 900 "$py" benchmarks/bench_train.py --gpu --model small \
+    --ranks "$("$py" -c 'import torch; print(max(1, torch.cuda.device_count()))')" > "$out/train.txt" 2>&1
 tail -n 3 "$out/gpu-tests.log" >&2
 cat "$out/bench_gemm.txt" >&2
 echo "gpu tier: exit $rc, files in $out" >&2

@@ -47,6 +47,7 @@ class AllocationOutcome:
     suspect_shared_cause: str | None = None
     actions: list[dict[str, Any]] = field(default_factory=list)
     rdma: dict[str, Any] | None = None  # RdmaPhaseResult.to_dict() when the phase ran
+    train: dict[str, Any] | None = None  # the training smoke test's curves and figures when it ran
 
     @property
     def status(self) -> Status:
@@ -56,7 +57,7 @@ class AllocationOutcome:
         return {"job_id": self.job_id, "nodes": self.nodes, "status": self.status.value,
                 "drain": self.drain, "suspect_shared_cause": self.suspect_shared_cause,
                 "collective": [f.to_dict() for f in self.collective], "localisation": self.localisation,
-                "actions": self.actions, "rdma": self.rdma,
+                "actions": self.actions, "rdma": self.rdma, "train": self.train,
                 "per_node": {n: {"status": o.status.value, "findings": [f.to_dict() for f in o.findings]}
                              for n, o in self.per_node.items()}}
 
@@ -212,8 +213,30 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
                 _attribute(outcome, _localise(nodes, settings, tasks, ref.low_bound, large_busbw(run), log))
     if settings.phase_on("rdma"):
         run_rdma(outcome, settings, rdma_settings, pair_runner, counter_runner, counter_settings, log)
+    if settings.phase_on("train"):
+        run_train(outcome, settings, log)
     outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
     return outcome
+
+
+def run_train(outcome: AllocationOutcome, settings: BurninSettings, log: Callable[[str], None] = lambda _m: None,
+              local_ranks: int = 0, **faults: Any) -> Any:
+    """The training smoke test across the allocation (burnin/train/, docs/train.md): its findings become
+    the job's, a rank that disagreed is a FAIL of its node (silent data corruption: drained like any
+    other node FAIL, within the blast radius). ``faults``: TrainSpec fields the tests inject
+    (``lr_scale``, ``corrupt_rank``, ``corrupt_step``); ``local_ranks``: that many ranks on this host instead
+    of the launcher. Returns the :class:`~.train.phase.TrainOutcome` (its record is ``outcome.train``)."""
+    from .train.setup import run_for_allocation
+
+    result = run_for_allocation(outcome.nodes, settings, outcome.job_id, log, local_ranks=local_ranks, **faults)
+    outcome.collective.extend(result.findings)
+    for node, found in result.node_findings.items():
+        o = outcome.per_node.get(node)
+        if o is not None:
+            o.findings.extend(found)
+            o.status = worst([o.status] + [f.status for f in found])
+    outcome.train = result.record
+    return result
 
 
 def compare_software(per_node: dict[str, NodeOutcome], settings: Any = None) -> list[Finding]:

@@ -11,7 +11,10 @@ SUITES = ("quick", "standard", "full")
 PHASES = ("checks", "gemm", "bandwidth", "dcgm", "nccl", "nic", "storage")  # each node's own (node_run.PHASES)
 OPT_IN_PHASES = ("soak",)  # node phases run only when `phases` names them (hours long: soak_duration_s)
 ALLOCATION_PHASES = ("rdma",)  # the job step's alone: perftest pairs across the allocation (full suite, or asked)
-ALL_PHASES = PHASES + OPT_IN_PHASES + ALLOCATION_PHASES
+_FULL_PHASES = PHASES + OPT_IN_PHASES + ALLOCATION_PHASES  # the full suite's (train is never in a suite)
+# the job step's, run only when `phases` names it: the training smoke test across the allocation (burnin/train/)
+OPT_IN_ALLOCATION_PHASES = ("train",)
+ALL_PHASES = _FULL_PHASES + OPT_IN_ALLOCATION_PHASES
 BACKENDS = ("auto", "torch", "cupy", "numpy")
 DTYPES = ("bf16", "fp16", "fp32")
 
@@ -59,6 +62,13 @@ class BurninSettings:
     nic_timeout_s: float = 120.0     # deadline of one loopback (server and client)
     nic_loopback_fraction: float = 0.0  # floor as a fraction of the line rate; 0: data/nic_loopback.toml's
     nic_nccl_fraction: float = 0.0      # the same for the NIC-only all_reduce
+    # the training smoke test (opt-in: phases = [..., "train"], or `healthcheck burnin train`; docs/train.md)
+    train_model: str = "auto"        # a [model.NAME] of data/train.toml; "auto": small on GPUs, tiny on CPUs
+    train_resume: bool = True        # kill the run mid-way and resume it from its checkpoint
+    train_kill_mode: str = "rank"    # "rank": one rank's process dies; "step": every rank's
+    train_tasks_per_node: int = 0    # ranks per node; 0: the node's GPU count (1 on a CPU node)
+    train_timeout_s: float = 900.0   # deadline of one launch of the training
+    train_references: str = ""       # site file merged over data/train.toml (models, curves, throughput)
 
     def phase_on(self, name: str) -> bool:
         return name in self.phases
@@ -68,21 +78,22 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"gemm_duration_s": 30.0, "bandwidth_repeats": 5, "dcgm_level": 1, "nccl_collectives": ("all_reduce",),
               "nccl_max_bytes": 1 << 30, "nccl_iters": 10, "storage_runtime_s": 15.0},
     "standard": {},
-    "full": {"phases": ALL_PHASES, "gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
+    "full": {"phases": _FULL_PHASES, "gemm_duration_s": 1800.0, "bandwidth_repeats": 20, "dcgm_level": 3,
              "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
                                   "sendrecv"),
              "nccl_max_bytes": 16 << 30, "nccl_iters": 50, "storage_runtime_s": 300.0},
 }
 
 ENV_PREFIX = "HEALTHCHECK_BURNIN_"
-_CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES, "nic_gpu_memory": ("auto", "host")}
+_CHOICES = {"suite": SUITES, "backend": BACKENDS, "gemm_dtype": DTYPES, "nic_gpu_memory": ("auto", "host"),
+            "train_kill_mode": ("rank", "step")}
 _LIST_CHOICES = {"phases": ALL_PHASES, "nccl_collectives": ("all_reduce", "all_gather", "reduce_scatter", "alltoall",
                                                             "broadcast", "reduce", "sendrecv")}
 _LIMITS = {"gemm_n": (16, 65536), "bandwidth_bytes": (1 << 20, 1 << 36), "bandwidth_repeats": (1, 1000),
            "dcgm_level": (1, 4), "nccl_max_bytes": (8, 1 << 36), "nccl_iters": (1, 10000),
            "storage_bytes": (1 << 20, 1 << 42), "max_drain_nodes": (0, 1 << 20), "seed": (0, 1 << 31),
            "soak_duration_s": (1, 7 * 86400), "soak_sample_s": (0.1, 3600), "nic_duration_s": (1, 3600),
-           "nic_timeout_s": (1, 86400)}
+           "nic_timeout_s": (1, 86400), "train_tasks_per_node": (0, 1024), "train_timeout_s": (10, 86400)}
 
 
 class SettingsError(ValueError):

@@ -185,7 +185,7 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
 
 
 def conclude(outcome, config, config_path, settings, started: str, summary: str, fmt: str,
-             job_nodes: str | None) -> None:
+             job_nodes: str | None, could_not_run: bool = False) -> None:
     """The end of a job's verdict, wherever it was reached (the allocation step; ``burnin report
     --drain`` over an array's node results): the bookkeeping (drains, the spool, the summary:
     :func:`healthcheck.burnin.bookkeeping.record_job`), then the text or JSON and the exit status."""
@@ -198,6 +198,86 @@ def conclude(outcome, config, config_path, settings, started: str, summary: str,
         emit_json(outcome.to_dict())
     else:
         click.echo(allocation_text(outcome.to_dict()))
+    if could_not_run:  # e.g. the training smoke test without torch: recorded, and the exit status says so
+        exit_with(exitcodes.UNAVAILABLE)
     if outcome.suspect_shared_cause:
         exit_with(SHARED_CAUSE_EXIT)
     exit_with(exitcodes.FAIL if outcome.status is Status.FAIL else exitcodes.OK)
+
+
+@burnin.command("train")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Expectations file (TOML).")
+@click.option("--model", "train_model", help="A [model.NAME] of the train data (default: small on GPUs, tiny on CPUs).")
+@click.option("--tasks-per-node", "train_tasks_per_node", type=int, help="Ranks per node (default: the GPU count, 1 on CPUs).")
+@click.option("--local-ranks", type=click.IntRange(1, 64), help="Run that many ranks on this host, without Slurm.")
+@click.option("--no-resume", is_flag=True, help="Skip the kill-and-resume test (one run only).")
+@click.option("--kill-mode", "train_kill_mode", type=click.Choice(["rank", "step"]),
+              help="What the resume test kills: one rank's process, or every rank's.")
+@click.option("--references", "train_references", help="Site train data file (models, curves, throughput) over the packaged one.")
+@click.option("--record-reference", "record_to", type=click.Path(dir_okay=False),
+              help="Write this run's loss curve as a reference entry to FILE (run it on a golden allocation).")
+@click.option("--results-dir", "results_dir", help="Shared folder for the run (default ./burnin-JOBID).")
+@click.option("--no-drain", is_flag=True, help="Report only; drain nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--lr-scale", type=float, default=1.0, hidden=True)        # faults the tests inject
+@click.option("--corrupt-rank", type=int, default=-1, hidden=True)
+@click.option("--corrupt-step", type=int, default=0, hidden=True)
+def burnin_train(config_path, train_model, train_tasks_per_node, local_ranks, no_resume, train_kill_mode,
+                 train_references, record_to, results_dir, no_drain, fmt, lr_scale, corrupt_rank, corrupt_step):
+    """Train a small transformer across the job's nodes: convergence, ranks' agreement, resume, speed.
+
+    \b
+    Example:
+      sbatch -N 2 --gpus-per-node=8 sbatch_templates/train-smoke.sbatch
+      healthcheck burnin train                                   # inside a job: every node
+      healthcheck burnin train --local-ranks 2 --no-drain        # this host, no Slurm
+      healthcheck burnin train --record-reference ref.toml       # on a golden allocation
+    """
+    from dataclasses import replace
+
+    from ..burnin.allocation import AllocationOutcome, NodeOutcome, plan_drains, run_train
+    from ..burnin.bookkeeping import results_dir_for, summary_name
+    from ..core.clock import utc_now_iso
+    from ..core.model import Finding, Status
+
+    config = load_config(config_path)
+    flags = {"train_model": train_model, "train_tasks_per_node": train_tasks_per_node,
+             "train_kill_mode": train_kill_mode, "train_references": train_references, "results_dir": results_dir}
+    if no_resume:
+        flags["train_resume"] = False
+    if no_drain:
+        flags["drain"] = False
+    settings = burnin_settings(config, flags)
+    job_id = os.environ.get("SLURM_JOB_ID")
+    job_nodes, nodes = _job_nodes()
+    if local_ranks:
+        from ..probes.live import short_hostname
+
+        nodes = [os.environ.get("SLURMD_NODENAME") or short_hostname()]
+    elif not nodes:
+        raise UsageFailure("burnin train needs the job's node list (run it inside a job: SLURM_JOB_NODELIST is not "
+                           "set), or --local-ranks N on this host")
+    settings = replace(settings, results_dir=results_dir_for(settings, job_id) or os.path.abspath("burnin-local"),
+                       phases=("train",))
+    started = utc_now_iso()
+    outcome = AllocationOutcome(job_id, nodes, {n: NodeOutcome(n, Status.PASS, [], None) for n in nodes})
+    result = run_train(outcome, settings, _log, local_ranks=local_ranks or 0, lr_scale=lr_scale,
+                       corrupt_rank=corrupt_rank, corrupt_step=corrupt_step)
+    outcome.drain, outcome.suspect_shared_cause = plan_drains(outcome.per_node, settings)
+    if record_to:
+        from ..burnin.train.setup import reference_entry
+        from ..safeio.atomic import atomic_write
+
+        try:
+            entry = reference_entry(result, job_nodes or nodes[0], started[:10])
+        except ValueError as exc:
+            outcome.collective.append(Finding("burnin.train", Status.FAIL, str(exc)[:300]))
+        else:
+            try:
+                atomic_write(record_to, entry, 0o644)
+                _log(f"reference written to {record_to}:\n{entry}")
+            except OSError as exc:
+                outcome.collective.append(Finding("burnin.train", Status.ERROR,
+                                                  f"reference not written to {record_to}: {exc.strerror or exc}"))
+    could_not = any(f.check == "burnin.train" and f.status is Status.ERROR for f in outcome.collective)
+    conclude(outcome, config, config_path, settings, started, summary_name(job_id), fmt, job_nodes, could_not)

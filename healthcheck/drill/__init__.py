@@ -7,7 +7,7 @@ what happens (time to detect, drain, requeue, resume; whether anything was lost)
   pid files, waiting for a state.
 - ``site``: the drill's workspace: the site config, the installed hooks, the per-node bundles the
   hooks read, the spool and state folders.
-- ``drills``: the four drills and their catalog (``DRILLS``).
+- ``drills``: the five drills and their catalog (``DRILLS``).
 
 See docs/commissioning.md ("Fault drills").
 """

@@ -168,6 +168,10 @@ class Cluster:
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", check_job(job_id)], check=False)
 
+    def requeue(self, job_id: str) -> None:
+        """``scontrol requeue JOB``: Slurm ends the running job and queues it again (``--requeue`` jobs)."""
+        self.run(["scontrol", "requeue", check_job(job_id)])
+
     def resume(self, name: str) -> None:
         self.run(["scontrol", "update", f"NodeName={check_node(name)}", "State=RESUME"], check=False)
 

@@ -1,4 +1,4 @@
-"""The four fault drills. Each injects one fault on the running cluster, waits (polling every
+"""The five fault drills. Each injects one fault on the running cluster, waits (polling every
 ``Cluster.poll_s``, monotonic clock) for each stage, repairs what it broke, and returns a
 ``DrillResult``; a stage that does not come within its bound is reported missing (the drill fails),
 and the repair runs whatever happened (``finally``).
@@ -16,6 +16,12 @@ and the repair runs whatever happened (``finally``).
     ctld-restart   slurmctld stopped; NODE turns faulty; the HealthCheckProgram judges it (detect) and
                    queues the drain; slurmctld started; the next HealthCheckProgram applies the queue
                    (drain); repaired -> resumed. A job submitted before stays queued (nothing lost).
+
+    training-restart  a training job (burnin/train, 2 nodes, ``--requeue``) is requeued by Slurm once it
+                   has checkpointed (the fault): the job is requeued (requeue), its second attempt resumes
+                   from the checkpoint (resume: the first step after the restart), it completes; the steps
+                   both attempts ran agree within the resume limit and the curve stays in its reference
+                   band; its checkpoints are removed.
 
 Where a drill needs "the next HealthCheckProgram", it runs the installed hook itself, as slurmd does
 at each HealthCheckInterval, so a drill does not depend on the interval; ``detect_runs`` counts the
@@ -339,6 +345,98 @@ def ctld_restart(site: Site, cluster: Cluster, node: str, timeout: float = DEFAU
     return d.result(("detect_s", "drain_s", "resume_s"))
 
 
+TRAIN_STEPS = 240  # the drill's run: long enough on a loaded machine for the requeue to land mid-run
+TRAIN_INTERRUPT_AFTER = 3  # steps past the first checkpoint before the drill requeues the job
+
+
+def training_restart(site: Site, cluster: Cluster, node: str | None = None,
+                     timeout: float = DEFAULT_TIMEOUT_S) -> DrillResult:
+    """``node`` given: the job runs there and on one more node Slurm picks; else where Slurm puts it."""
+    import json
+    import shutil
+    import sys
+    import time
+
+    from ..burnin.train import judge
+    from ..burnin.train.spec import load
+    from ..core.model import Status
+
+    d = _Drill("training-restart", site, cluster, node, timeout)
+    for n in ([node] if node else []):
+        d.ready(n)
+    data = load()
+    work = site.path("train", f"run-{os.urandom(4).hex()}")
+    ckpt = os.path.join(work, "checkpoints")
+    os.makedirs(work, mode=0o755)
+    spec = data.spec("tiny", steps=TRAIN_STEPS, resume=True, checkpoint_dir=ckpt)
+    with open(os.path.join(work, "spec.json"), "w", encoding="utf-8") as fh:
+        fh.write(spec.to_json())
+    attempt = os.path.join(work, "attempt-${SLURM_RESTART_COUNT:-0}")
+    script = (f"mkdir -p {attempt} && exec srun --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m "
+              f"healthcheck.burnin.train.run --spec {shlex.quote(os.path.join(work, 'spec.json'))} --out {attempt} "
+              f"--rendezvous {work}/rendezvous-${{SLURM_RESTART_COUNT:-0}}")
+    pin = ["-w", node] if node else []
+
+    def steps(n: int) -> dict[int, dict]:
+        out: dict[int, dict] = {}
+        for line in _read(os.path.join(work, f"attempt-{n}", "metrics.jsonl")).splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if "step" in item:
+                out[int(item["step"])] = item
+        return out
+
+    def checkpointed() -> bool:
+        first = [json.loads(x) for x in _read(os.path.join(work, "attempt-0", "metrics.jsonl")).splitlines()
+                 if x.startswith('{"checkpoint"')]
+        return bool(first) and max(steps(0), default=0) >= first[0]["checkpoint"] + TRAIN_INTERRUPT_AFTER
+
+    try:
+        d.job = cluster.sbatch("-N2", "--ntasks-per-node=1", *pin, "--requeue", "-o", os.path.join(work, "job.out"),
+                               "-J", "drill-training-restart", "--wrap", script)
+        d.wait("checkpointed", checkpointed, f"job {d.job}'s first checkpoint", timeout=d.timeout + JOB_RUN_TIMEOUT_S)
+        try:
+            cluster.requeue(d.job)
+        except DrillError as exc:  # e.g. the run ended first on a fast machine: it was never interrupted
+            raise TimedOut(f"job {d.job} could not be requeued ({exc}); raise TRAIN_STEPS") from None
+        fault_wall = time.time()
+        d.tl.mark("fault")
+        d.tl.mark("repair", d.tl.marks["fault"])  # nothing to repair: the restart is Slurm's and the job's
+        lost_after = max(steps(0), default=0)
+        d.wait("requeue", lambda: _requeued(cluster.job(d.job)), f"job {d.job} requeued")
+        d.wait("resume", lambda: steps(1), f"the first step of job {d.job}'s second attempt",
+               timeout=d.timeout + JOB_RUN_TIMEOUT_S)
+        d.finish_job()
+        first, second = steps(0), steps(1)
+        restart = min(second) - 1
+        d.extra["restart_step"] = float(restart)
+        d.extra["steps_redone"] = float(max(0, lost_after - restart))
+        d.extra["recovery_s"] = float(second[min(second)]["wall"]) - fault_wall
+        resumed = judge.judge_resume({s: v["loss"] for s, v in second.items()},
+                                     {s: v["loss"] for s, v in first.items()},
+                                     data.tol("resume_deviation_rel"), d.extra["recovery_s"], restart)
+        d.extra["deviation_rel"] = float(resumed.metrics.get("deviation_rel", 0.0))
+        merged = [({**first, **second}).get(s, {}).get("loss", float("nan")) for s in range(1, TRAIN_STEPS + 1)]
+        converged = judge.judge_convergence(merged, data.curve(spec, 2), data.tol("band_rel"), data.tol("band_abs"),
+                                            f"{spec.key}|2-8")
+        d.notes.extend([resumed.message, converged.message])
+        if resumed.status is not Status.PASS:
+            d.problems.append(f"resume: {resumed.message}")
+        if converged.status is Status.FAIL:
+            d.problems.append(f"convergence: {converged.message}")
+        if "done.json" not in os.listdir(os.path.join(work, "attempt-1")):
+            d.lost.append("the resumed attempt did not complete the run")
+    except TimedOut as exc:
+        d.problems.append(str(exc))
+    finally:
+        if d.job and cluster.job(d.job).get("JobState") not in ("COMPLETED", None):
+            cluster.cancel(d.job)
+        shutil.rmtree(ckpt, ignore_errors=True)  # the checkpoints never outlive the drill
+    return d.result(("requeue_s", "resume_s"))
+
+
 # name -> (function, whether it takes a node, one line)
 DRILLS: dict[str, tuple[Callable[..., DrillResult], str, str]] = {
     "failing-check": (failing_check, "required",
@@ -349,6 +447,8 @@ DRILLS: dict[str, tuple[Callable[..., DrillResult], str, str]] = {
                    "the job's node dies (slurmd and slurmstepd killed): requeue, node back after restart"),
     "ctld-restart": (ctld_restart, "required",
                      "slurmctld down while a node turns faulty: the queued drain lands after; nothing lost"),
+    "training-restart": (training_restart, "optional",
+                         "a training job requeued mid-run: it resumes from its checkpoint and matches its curve"),
 }
 
 
