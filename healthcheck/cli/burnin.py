@@ -12,7 +12,7 @@ import sys
 import click
 
 from ..core import exitcodes
-from .common import emit_json, exit_with, expectations_for, load_config, UsageFailure
+from .common import emit_json, exit_with, expectations_for, load_config, UsageFailure, verbosity_options
 
 SHARED_CAUSE_EXIT = exitcodes.FLAGGED  # the allocation failed for a cause its nodes share: nobody drained
 
@@ -90,9 +90,11 @@ def _flag_options(fn):
 @click.option("--spool", "spool_dir", help="Record the run in this spool (default: the config's [slurm] spool_dir).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--progress/--no-progress", default=None,
-              help="A start and an end line per phase with elapsed time and ETA on stderr (default: on a terminal).")
+              help="A start and an end line per phase with elapsed time and ETA on stderr (default: on a terminal; "
+                   "-v is --progress everywhere).")
+@verbosity_options
 def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references, results_dir, nccl_dir, allocation,
-               no_drain, node, spool_dir, fmt, progress):
+               no_drain, node, spool_dir, fmt, progress, verbosity):
     """Burn in this node (under srun: every node of the job), or with --allocation conclude the job.
 
     \b
@@ -101,6 +103,9 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
       healthcheck burnin run --allocation
     """
 
+    click.get_current_context().find_root().meta["healthcheck.verbosity"] = verbosity
+    if verbosity:
+        progress = verbosity > 0
     config = load_config(config_path)
     flags = {"suite": suite, "phases": phases, "backend": backend, "gemm_duration_s": gemm_duration_s,
              "references": references, "results_dir": results_dir, "nccl_dir": nccl_dir}
@@ -127,6 +132,10 @@ def burnin_run(config_path, suite, phases, backend, gemm_duration_s, references,
 
 
 def _log(message: str) -> None:
+    """A [burnin] line on stderr; none with -q (errors and the verdict still print)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get("healthcheck.verbosity", 0) < 0:
+        return
     click.echo(f"[burnin] {message}", err=True)
 
 

@@ -80,3 +80,20 @@ def test_burnin_run_prints_phase_lines_when_asked(tmp_path):
     quiet = CliRunner().invoke(cli, args)
     assert "phase checks 1/1" in shown.output, shown.output  # the progress lines number the phases
     assert "phase checks 1/1" not in quiet.output and quiet.exit_code == shown.exit_code
+
+
+def test_burnin_run_quiet_and_verbose(tmp_path):
+    """-v: the phase lines as --progress, anywhere; -q: no [burnin] line at all, the verdict still printed."""
+    from click.testing import CliRunner
+
+    from healthcheck.cli import cli
+
+    args = ["burnin", "run", "--phases", "checks", "--backend", "numpy", "--results-dir", str(tmp_path / "r"),
+            "--spool", str(tmp_path / "spool"), "--node", "nodeP"]
+    verbose = CliRunner().invoke(cli, args + ["-v"])
+    assert "phase checks 1/1" in verbose.output, verbose.output
+    normal = CliRunner().invoke(cli, args)
+    quiet = CliRunner().invoke(cli, args + ["-q", "--progress"])  # -q wins over --progress
+    assert "[burnin]" not in quiet.output and quiet.exit_code == verbose.exit_code, quiet.output
+    assert "[burnin] nodeP: phase checks" in normal.output  # what -q leaves out
+    assert "nodeP: PASS" in quiet.output
