@@ -69,12 +69,18 @@ def _new_events(before: Snapshot, after: Snapshot) -> list[Finding]:
     for ev in new:
         groups.setdefault(by_gpu.get(ev.pci_bus_id, ev.pci_bus_id), []).append(ev)
     for component, events in groups.items():
-        shown = "; ".join((f"Xid {ev.xid}" if ev.xid is not None else ev.kind) + (f": {ev.message}" if ev.message else "")
-                          for ev in events[:5])
+        shown = "; ".join(_label(ev) + (f": {ev.message}" if ev.message else "") for ev in events[:5])
         more = f" (+{len(events) - 5} more)" if len(events) > 5 else ""
         out.append(Finding(LOAD_ERRORS, Status.FAIL, f"{len(events)} new kernel event(s) under load: {shown[:400]}{more}",
                            component, {"new_kernel_events": float(len(events))}))
     return out
+
+
+def _label(ev) -> str:
+    """How a kernel event is named: Xid N, SXid N (an NVSwitch's), else its kind."""
+    if ev.xid is None:
+        return ev.kind
+    return f"SXid {ev.xid}" if ev.kind == "sxid" else f"Xid {ev.xid}"
 
 
 def _new_pending(before: Snapshot, after: Snapshot) -> list[Finding]:

@@ -160,3 +160,11 @@ def test_a_snapshot_that_fails_after_the_load_is_one_error(tmp_path):
     verdict = node_run.run_node(ctx, "2026-12-03T10:00:00+00:00")
     (err,) = [f for f in verdict.findings if f.check == "burnin.recheck"]
     assert err.status is Status.ERROR and "sysfs gone" in err.message
+
+
+def test_an_nvswitch_sxid_under_load_is_named_sxid_not_xid():
+    before = _snap(events=[XID_OLD])
+    sxid = KernelEvent("sxid", pci_bus_id="0000:04:00.0", xid=22013, message="Non-fatal, Link 32 egress error",
+                       uptime_s=950.0, line="nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal")
+    (f,) = [f for f in judge_load_errors(before, _snap(events=[XID_OLD, sxid])) if f.status is Status.FAIL]
+    assert "SXid 22013" in f.message and "Xid 22013" not in f.message.replace("SXid 22013", "")
