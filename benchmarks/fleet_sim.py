@@ -32,12 +32,25 @@ Planted faults (``Sim.truth``):
   rack-wide failure back).
 
     .venv/bin/python benchmarks/fleet_sim.py [--nodes 10000] [--days 90]   # prints the sizes
+
+With ``--spool DIR`` it also writes the fleet's spools, one per node (``DIR/<node>/records.jsonl``: the
+run and action records the hooks write, ``spool.entries`` shape), which ``healthcheck history ingest
+DIR`` stores and ``healthcheck report`` reads; ``--end now`` ends the history at the current time
+(default: the fixed 2026-06-01 of the tests), ``--spool-days N`` writes only the last N days, and
+``--topology FILE`` writes the fleet's racks as a config's ``[topology]`` (docs/fleet-scale.md):
+
+    .venv/bin/python benchmarks/fleet_sim.py --nodes 1000 --end now --spool /tmp/fleet/spool \
+        --topology /tmp/fleet/healthcheck.toml
+    healthcheck history ingest /tmp/fleet/spool --db sqlite:////tmp/fleet/h.sqlite
+    healthcheck report --db sqlite:////tmp/fleet/h.sqlite --since 30d --html /tmp/fleet/readiness.html
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -291,19 +304,155 @@ def simulate(nodes: int = 10_000, days: int = 90, seed: int = 0, now: pd.Timesta
                list(names[nodes - n_new:]))
 
 
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None  # a resume's reason is NaN in the frame
+
+
+def _iso(ns: int) -> str:
+    return pd.Timestamp(int(ns), tz="UTC").isoformat().replace("+00:00", "Z")
+
+
+def write_spools(sim: Sim, folder: str | Path, days: int | None = None) -> dict[str, int]:
+    """The simulated history as the nodes' spools: ``folder/<node>/records.jsonl``, each node's run
+    records with a ``record_id`` as ``spool.store.append`` adds it (one per health check or burn-in:
+    every figure as a result's metrics, the non-pass results
+    with their status and message) and its drain/resume records, time-ordered. ``days``: only the last
+    ``days`` days (None: all). Refuses a folder that already holds a spool (a second run would add
+    duplicates the ingest skips, but mix two fleets). Returns counts: nodes, runs, actions, bytes."""
+    folder = Path(folder)
+    if days is not None and days < 1:
+        raise ValueError(f"--spool-days must be >= 1, not {days}")
+    if folder.exists() and any(folder.rglob("records.jsonl")):
+        raise FileExistsError(f"{folder} already holds spools: give an empty or new folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    f = sim.frames
+    runs, met, res, acts = f["runs"], f["metrics"], f["results"], f["actions"]
+    start = -np.inf if days is None else (sim.now - pd.Timedelta(days=days)).value
+    n_runs = len(runs)
+    t_run = runs["started_at"].dt.as_unit("ns").astype("int64").to_numpy()
+    node_of = runs["node"].astype(str).to_numpy()
+    m_code = met["run_id"].cat.codes.to_numpy()
+    m_lo, m_hi = np.searchsorted(m_code, np.arange(n_runs)), np.searchsorted(m_code, np.arange(n_runs), "right")
+    # categorical codes, not 26 M strings: the write stays near the frames' own memory
+    m_check, m_check_of = met["check"].cat.codes.to_numpy(), [str(c) for c in met["check"].cat.categories]
+    m_comp, m_comp_of = met["component"].cat.codes.to_numpy(), [str(c) for c in met["component"].cat.categories]
+    m_name, m_name_of = met["name"].cat.codes.to_numpy(), [str(c) for c in met["name"].cat.categories]
+    m_val = met["value"].to_numpy(dtype=float)
+    r_code = res["run_id"].cat.codes.to_numpy()
+    r_lo, r_hi = np.searchsorted(r_code, np.arange(n_runs)), np.searchsorted(r_code, np.arange(n_runs), "right")
+    r_check, r_comp = res["check"].astype(str).to_numpy(), res["component"].astype(object).to_numpy()
+    r_status, r_msg = res["status"].astype(str).to_numpy(), res["message"].astype(str).to_numpy()
+    ctx, status = runs["context"].astype(str).to_numpy(), runs["status"].astype(str).to_numpy()
+    dur, run_id = runs["duration_s"].to_numpy(dtype=float), runs["run_id"].astype(str).to_numpy()
+    a_time = acts["time"].dt.as_unit("ns").astype("int64").to_numpy()
+    acts_of: dict[str, list[int]] = {}
+    for i, node in enumerate(acts["node"].astype(str)):
+        if a_time[i] >= start:
+            acts_of.setdefault(node, []).append(i)
+    order = np.lexsort((t_run, node_of))
+    counts = {"nodes": 0, "runs": 0, "actions": 0, "bytes": 0}
+
+    def comp(c):
+        return c if isinstance(c, str) else None
+
+    def flush(node: str, lines: list[tuple[int, str]]) -> None:
+        d = folder / node
+        d.mkdir(exist_ok=True)
+        text = "".join(line for _, line in sorted(lines, key=lambda x: x[0]))
+        with open(d / "records.jsonl", "w", encoding="utf-8") as fh:
+            fh.write(text)
+        counts["nodes"] += 1
+        counts["bytes"] += len(text)
+
+    current, lines = None, []
+    for i in order:
+        node = node_of[i]
+        if node != current:
+            if current is not None:
+                flush(current, lines)
+            current, lines = node, []
+            for a in acts_of.get(node, []):
+                lines.append((int(a_time[a]), json.dumps({
+                    "kind": "action", "schema_version": 1, "record_id": f"sim-{acts['record_id'].iat[a]}",
+                    "run_id": None, "node": node, "time": _iso(a_time[a]),
+                    "action": str(acts["action"].iat[a]), "reason": _text(acts["reason"].iat[a]), "job_id": None,
+                    "context": str(acts["context"].iat[a]), "why": "simulated (benchmarks/fleet_sim.py)",
+                    "checks": []}, separators=(",", ":")) + "\n"))
+                counts["actions"] += 1
+        if t_run[i] < start:
+            continue
+        results: dict[tuple, dict] = {}
+        for j in range(m_lo[i], m_hi[i]):
+            key = (m_check_of[m_check[j]], m_comp_of[m_comp[j]] if m_comp[j] >= 0 else None)
+            r = results.setdefault(key, {"check": key[0], "component": key[1], "status": "pass", "message": "ok",
+                                         "metrics": {}})
+            r["metrics"][m_name_of[m_name[j]]] = float(m_val[j])
+        for j in range(r_lo[i], r_hi[i]):
+            key = (r_check[j], comp(r_comp[j]))
+            r = results.setdefault(key, {"check": key[0], "component": key[1], "metrics": {}})
+            r["status"], r["message"] = r_status[j], r_msg[j]
+        lines.append((int(t_run[i]), json.dumps({
+            "kind": "run", "schema_version": 1, "record_id": f"sim-{run_id[i]}", "run_id": run_id[i], "node": node, "context": ctx[i], "job_id": None,
+            "started_at": _iso(t_run[i]), "duration_s": float(dur[i]), "status": status[i],
+            "results": list(results.values()), "config_hash": None, "tool_version": "fleet_sim"},
+            separators=(",", ":")) + "\n"))
+        counts["runs"] += 1
+    if current is not None:
+        flush(current, lines)
+    return counts
+
+
+def topology_toml(sim: Sim) -> str:
+    """The fleet's racks as a site config's ``[topology]`` section (node sets per rack)."""
+    lines = ["# racks of the simulated fleet (benchmarks/fleet_sim.py)", "[topology.rack]"]
+    lines += [f'{rack} = "{nodes}"' for rack, nodes in sim.topology["rack"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _end(text: str) -> pd.Timestamp:
+    if text == "now":
+        return pd.Timestamp.now(tz="UTC").floor("s")
+    try:
+        t = pd.Timestamp(text)
+    except ValueError:
+        raise SystemExit(f"fleet_sim: --end {text!r}: expected 'now' or an ISO-8601 time") from None
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--days", type=int, default=90)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--end", default=NOW.isoformat(), metavar="WHEN",
+                    help="when the history ends: 'now' or an ISO-8601 time (default: %(default)s)")
+    ap.add_argument("--spool", metavar="DIR", help="write the nodes' spools under DIR (DIR/<node>/records.jsonl)")
+    ap.add_argument("--spool-days", type=int, metavar="N", help="write only the last N days (default: all)")
+    ap.add_argument("--topology", metavar="FILE", help="write the racks as a config's [topology] to FILE")
     args = ap.parse_args()
     t = time.perf_counter()
-    sim = simulate(args.nodes, args.days, args.seed)
+    try:
+        sim = simulate(args.nodes, args.days, args.seed, now=_end(args.end))
+    except ValueError as exc:
+        raise SystemExit(f"fleet_sim: {exc}") from None
     took = time.perf_counter() - t
     sizes = ", ".join(f"{len(df):,} {name}" for name, df in sim.frames.items())
     mem = sum(df.memory_usage(deep=True).sum() for df in sim.frames.values()) / 2**20
     print(f"{args.nodes:,} nodes x {args.days} days in {took:.1f} s: {sizes}; {mem:,.0f} MiB in frames")
     print("planted:", {k: (v if len(v) < 4 else f"{v[0]}..{v[-1]} ({len(v)})") for k, v in sim.truth.items()})
+    if args.topology:
+        Path(args.topology).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.topology).write_text(topology_toml(sim), encoding="utf-8")
+        print(f"wrote {args.topology} ([topology] of {len(sim.topology['rack']):,} racks)")
+    if args.spool:
+        t = time.perf_counter()
+        try:
+            c = write_spools(sim, args.spool, args.spool_days)
+        except (ValueError, FileExistsError) as exc:
+            raise SystemExit(f"fleet_sim: {exc}") from None
+        print(f"wrote {c['nodes']:,} spools under {args.spool}: {c['runs']:,} run and {c['actions']:,} action "
+              f"records, {c['bytes'] / 2**20:,.0f} MiB, in {time.perf_counter() - t:.1f} s; next: healthcheck "
+              f"history ingest {args.spool}")
 
 
 if __name__ == "__main__":

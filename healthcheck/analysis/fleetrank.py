@@ -61,7 +61,12 @@ _SEV_RANK = {"fail": 3, "warn": 2, "info": 1}
 
 
 def _fmt(v: Any, spec: str = ".4g") -> str:
-    return "nan" if v is None or (isinstance(v, float) and v != v) else format(v, spec)
+    """A figure of an evidence sentence; never an exponent for one a person reads (22,840, not 2.284e+04)."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "nan"
+    if spec in (".4g", "g") and isinstance(v, (int, float, np.number)) and abs(float(v)) >= 1000:
+        return f"{float(v):,.0f}"
+    return format(v, spec)
 
 
 def _comp(c: Any) -> str:

@@ -64,12 +64,23 @@ def regressions_since(metrics: pd.DataFrame | None, names: list[str] | None = No
 
 
 def new_node_ttff(runs: pd.DataFrame | None, *, now: Any, new_since: Any,
-                  actions: pd.DataFrame | None = None, reliability: pd.DataFrame | None = None) -> pd.DataFrame:
+                  actions: pd.DataFrame | None = None, reliability: pd.DataFrame | None = None,
+                  first_seen: Mapping[str, Any] | pd.Series | None = None) -> pd.DataFrame:
     """Nodes whose first run is at or after ``new_since``: their time to first failure (hours; NaN
     when they have not failed yet), failure onsets and hours observed; sorted by ttff (failed
     first), then node. ``reliability``: an :func:`availability.reliability` frame already computed
-    (a report summary's), instead of ``runs`` and ``actions``."""
+    (a report summary's), instead of ``runs`` and ``actions``. ``first_seen``: node -> its first run
+    in the WHOLE history (a report's window may start later): a node is new when that is at or after
+    ``new_since``, and its TTFF and hours observed count from it; without it, the first run in
+    ``runs`` / ``reliability`` is taken as the first ever."""
     rel = reliability if reliability is not None else availability.reliability(runs, now=now, actions=actions)
+    if first_seen is not None and len(rel):
+        ever = pd.Series(first_seen)
+        ever = pd.to_datetime(rel["node"].astype(str).map(ever), utc=True)
+        first = ever.where(ever.notna() & (ever < rel["first_seen"]), rel["first_seen"])
+        moved = (rel["first_seen"] - first)
+        rel = rel.assign(first_seen=first, ttff_s=rel["ttff_s"] + moved.dt.total_seconds(),
+                         observed_s=rel["observed_s"] + moved.dt.total_seconds())
     rel = rel[rel["first_seen"] >= utc(new_since)]
     if rel.empty:
         return empty(TTFF_COLUMNS)

@@ -135,10 +135,15 @@ def persistent_outliers(metrics: pd.DataFrame | None, names: Names = None, *,
     df["hit"] = ((df["z"].abs() > threshold).to_numpy() & side_ok & big)
     df["side"] = sides
     keys = ["peer_group", "check", "name", "node", "component"]
+    none = df["component"].isna()
+    if none.any():  # a join on a NaN key matches nothing: a node-level figure (no component) lost its value
+        df["component"] = df["component"].astype(object).where(~none, "\0")
     g = df.groupby(keys, sort=False, dropna=False)
     agg = pd.DataFrame({"hits": g["hit"].sum().astype("int64"), "runs": g["hit"].size().astype("int64")})
     latest = df[df["pos"].eq(0)].set_index(keys)[["value", "peer_median", "z", "n_peers", "side"]]
     out = agg.join(latest, how="left").reset_index()
+    if none.any():
+        out["component"] = out["component"].where(out["component"] != "\0", None)
     out["persistent"] = out["hits"] >= k
     out["_absz"] = out["z"].abs()
     out = out.sort_values(["persistent", "hits", "_absz", "node", "component"],

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import click
 
 from ..core import exitcodes
-from .common import SINCE, UsageFailure, Unavailable, config_option, db_option
+from .common import UsageFailure, Unavailable, config_option, db_option
 
 STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
          "fleet tables", "plots", "render")
@@ -66,10 +66,44 @@ class _Progress:
             self.bar.__exit__(*exc)
 
 
+class _When(click.ParamType):
+    """A duration (30d, 12h, 2w) or an ISO-8601 time, kept as text: ``--since`` counts back from
+    ``--until`` (itself from now), so both are resolved together once both are known."""
+
+    name = "WHEN"
+
+    def convert(self, value, param, ctx):
+        from ..core.timespec import parse_since
+
+        try:
+            parse_since(str(value), datetime.now(timezone.utc))
+        except ValueError as exc:
+            self.fail(str(exc).replace("--since", f"--{param.name}" if param is not None else "--since"), param, ctx)
+        return str(value)
+
+
+def window_of(since: str, until: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """(start, end) of the report's window: ``until`` back from now (None: now), ``since`` back from that
+    end; UsageFailure when the end is in the future or the start not before it."""
+    from ..core.timespec import parse_since
+
+    end = now if until is None else parse_since(until, now)
+    if end > now:
+        raise UsageFailure(f"--until {until}: that is in the future (now is {now:%Y-%m-%d %H:%M} UTC)")
+    start = parse_since(since, end)
+    if start >= end:
+        raise UsageFailure(f"--since {since} is not before --until {until or 'now'} "
+                           f"({start:%Y-%m-%d %H:%M} >= {end:%Y-%m-%d %H:%M} UTC)")
+    return start, end
+
+
 @click.command("report")
-@click.option("--since", type=SINCE, default="30d", show_default=True, metavar="WHEN",
-              help="Start of the window: a duration back from now (30d, 12h, 2w) or an ISO-8601 time. A window "
-                   "with no run and no drain record exits 1, naming the newest record.")
+@click.option("--since", type=_When(), default="30d", show_default=True, metavar="WHEN",
+              help="Start of the window: a duration back from its end (30d, 12h, 2w) or an ISO-8601 time. A "
+                   "window with no run and no drain record exits 1, naming the newest record.")
+@click.option("--until", type=_When(), default=None, metavar="WHEN",
+              help="End of the window (default: now): a duration back from now (7d) or an ISO-8601 time, to "
+                   "report a past period (e.g. --since 2026-05-01 --until 2026-06-01).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Write the self-contained HTML report (plots inline, no network) to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default=None,
@@ -84,7 +118,7 @@ class _Progress:
 @click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (a smaller page).")
 @click.option("--progress/--no-progress", default=None,
               help="The build's steps on stderr (default: a progress bar on a terminal, nothing otherwise).")
-def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots, progress):
+def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_plots, progress):
     """Cluster readiness report: fleet summary (ready / drained by us / drained by others / failing),
     failing checks ranked, nodes ranked by risk with the evidence, performance distributions with
     outliers, error counter growth, drain timeline, and a recommended action per finding.
@@ -94,12 +128,15 @@ def report(since, html_path, fmt, output, db_url, config_path, slurm, no_plots, 
       healthcheck report --since 30d --html /srv/www/readiness.html
       healthcheck report --since 7d --format markdown --config /etc/healthcheck/healthcheck.toml
       healthcheck report --db postgresql://hc@db.example/hc --format json -o report.json
+      healthcheck report --since 2026-05-01 --until 2026-06-01 --html may.html
     """
     if html_path and (fmt or output):
         raise click.UsageError("use either --html FILE or --format/--output, not both")
     from ..report.load import fleet_settings, load_history, site_view, slurm_states
 
-    now = datetime.now(timezone.utc)
+    since, now = window_of(since, until, datetime.now(timezone.utc))
+    if slurm and until is not None:
+        raise UsageFailure("--slurm asks for today's drain states: it cannot describe a past window (--until)")
     node_class, topology, config_hash = _input(site_view, config_path)
     fleet = _input(fleet_settings, config_path)  # [fleet]: k of the last n runs, weights, thermal limits
     with _Progress(sys.stderr.isatty() if progress is None else progress) as step:

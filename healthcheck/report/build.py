@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import actions as act
 from . import inputs
+from .human import num, rate
 from . import summary as summ
 from .model import (NODE_STATES, CheckRank, Distribution, DrainStat, Finding, FleetSummary, Growth, NodeRisk,
                     Report)
@@ -153,7 +154,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     growth = [Growth(str(r.node), _comp(r.component), str(r.name), float(r.increase), float(r.rate_per_hour),
                      float(r.last_value), r.first_at, r.last_at) for r in growing.head(TOP_GROWTH).itertuples()]
     findings += [Finding("growth", g.node, g.metric, g.component, "warn",
-                         f"grew by {g.increase:g} ({g.rate_per_h:.3g}/h), now {g.last:g}", g.last_at,
+                         f"grew by {num(g.increase)} ({rate(g.rate_per_h)}), now {num(g.last)}", g.last_at,
                          act.recommend_growth(g.metric)) for g in growth]
     growth_points = inputs.growth_points(sm.counter_samples, growing.head(PLOTTED_GROWTH))
     step("performance distributions")
@@ -161,7 +162,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     distributions = _distributions(outl)
     for d in distributions:
         findings += [Finding("outlier", o["node"], d.metric, o["component"], "warn",
-                             f"{o['value']:.4g} vs median {o['median']:.4g} of {o['peer_group']} (z {o['z']:.1f})",
+                             f"{num(o['value'])} vs median {num(o['median'])} of {o['peer_group']} (z {o['z']:.1f})",
                              None, act.recommend_outlier(d.metric)) for o in d.outliers]
     step("drains")
     intervals = inputs.drain_intervals(acts, now)
@@ -191,14 +192,19 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
         ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps,
                              drains=drain_df, reliability=sm.reliability)
     risks = _risks(ranked, state_of, peer)
+    if "why" in ranked.columns:  # the ranking's persistence rule and severity decide what is a finding
+        findings = _persistent_findings(findings, ranked, growth_df)
     findings += _sdc(sm.gemm_digests) + _facility(sm.flagged_results, topology) + [
         Finding("drift", "fleet", "versions", "", "warn", _short(line), None,
                 "align the odd nodes with their class (reinstall the driver/firmware image), then re-run the burn-in")
         for line in drift or []]
-    rank = {"facility": 0, "sdc": 1, "check": 2, "growth": 3, "outlier": 4, "drift": 5}
-    findings.sort(key=lambda x: (x.status != "fail", rank[x.kind], x.node, x.subject, x.component))
+    from .groups import KIND_ORDER
+
+    findings.sort(key=lambda x: (x.status != "fail", KIND_ORDER[x.kind], x.node, x.subject, x.component))
     counts = {**sm.counts, "nodes": fleet_.total}
     notes = list(sm.notes)
+    newest = _newest(latest, acts)
+    stale = _stale(newest, now)
     if not sm.counts["runs"] and not sm.counts["actions"]:
         notes.append(f"No data: no run or action recorded between {since:%Y-%m-%d %H:%M} and {now:%Y-%m-%d %H:%M} "
                      "UTC. Have the nodes' spools been ingested (healthcheck history ingest)?")
@@ -208,10 +214,114 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     from .fleetstate import daily_states
 
     fleet_days = daily_states(sm.node_days, acts, since, now) if sm.node_days is not None else None
+    from .fleetsection import table_notes
+    from .shared import shared_causes
+
+    fleet_notes = table_notes(sm, now, k=fs.persist_k) if tables else {}
+    racks = None
+    if topology:
+        from ..config.topology import node_groups
+
+        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} or None
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet_, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
                   fleet_days, fleet_tables=tables,
-                  commissioning=_readiness(getattr(sm, "commissioning", None), findings, fleet_))
+                  commissioning=_readiness(getattr(sm, "commissioning", None), findings, fleet_),
+                  fleet_notes=fleet_notes, newest_record=newest, stale=stale,
+                  shared_causes=shared_causes(risks, racks) if any(r.why for r in risks) else [])
+
+
+STALE_AFTER = pd.Timedelta(hours=24)  # no record for this long before the window's end: the history stopped
+
+
+def _newest(latest: pd.DataFrame, acts: pd.DataFrame) -> Any:
+    """The window's newest run start or drain/resume record (None: neither)."""
+    times = []
+    if len(latest):
+        times.append(pd.Timestamp(latest["started_at"].max()))
+    if acts is not None and len(acts):
+        times.append(pd.Timestamp(pd.to_datetime(acts["time"], utc=True).max()))
+    times = [t for t in times if not pd.isna(t)]
+    return max(times).to_pydatetime() if times else None
+
+
+def _stale(newest: Any, now: pd.Timestamp) -> str:
+    """What the page says first when the history stopped: how old its newest record is ("" when fresh)."""
+    if newest is None:
+        return ""
+    age = now - summ.utc(newest)
+    if age <= STALE_AFTER:
+        return ""
+    from .human import duration_h, when_utc
+
+    return (f"Stale history: the newest record is from {when_utc(newest)}, {duration_h(age.total_seconds() / 3600)} "
+            f"before the report's end ({when_utc(now)}). Has ingest stopped (healthcheck history ingest)? Every "
+            "state below is as of that record, not now.")
+
+
+OWN_POLICY = ("slurm.",)  # warnings of our own policy (a drain held back by the cap): never noise
+
+
+def _key(node: Any, check: Any, component: Any) -> tuple[str, str, str]:
+    return str(node), str(check or ""), _comp(component)
+
+
+def _persistent_findings(findings: list[Finding], ranked: pd.DataFrame, growth_df: pd.DataFrame) -> list[Finding]:
+    """The findings under the fleet ranking's rules (analysis/fleetrank.py): a check that fails or errs
+    in the latest run stays (a verdict); a warning only when it persists (k of the last n runs); growth,
+    outliers, floors, regressions and flapping only from the ranking's persistent rows, with its
+    severity; a floor or an outlier already named by a failing check of the same node and component
+    once. Each finding carries a ``weight`` (how bad) so a group shows its worst case."""
+    rows = [(str(node), w) for node, why in zip(ranked["node"], ranked["why"]) for w in (why or [])]
+    persistent_checks = {_key(n, w.get("check"), w.get("component")): w for n, w in rows
+                         if w.get("kind") == "check" and w.get("persistent")}
+    out = []
+    for f in findings:
+        if f.kind != "check":
+            continue  # growth and outliers come from the ranking below
+        w = persistent_checks.get(_key(f.node, f.subject, f.component))
+        if f.status == "warn" and w is None and not f.subject.startswith(OWN_POLICY):
+            continue  # a warning in one run: noise
+        out.append(Finding(f.kind, f.node, f.subject, f.component, f.status, f.detail, f.seen, f.action,
+                           float(w["points"]) if w is not None and w.get("points") is not None else 0.0))
+    named = {(f.node, f.component) for f in out if f.status == "fail"}
+    named_by_check = {_key(f.node, f.subject, f.component) for f in out if f.status == "fail"}
+    increase = {}
+    if growth_df is not None and len(growth_df):
+        for g in growth_df.itertuples(index=False):
+            increase[(str(g.node), str(g.name), _comp(g.component))] = (float(g.increase), g.last_at)
+    floors = {(n, _comp(w.get("component")), str(w.get("metric"))) for n, w in rows
+              if w.get("kind") == "floor" and w.get("persistent")}
+    for node, w in rows:
+        kind, comp, metric = w.get("kind"), _comp(w.get("component")), str(w.get("metric") or "")
+        if not w.get("persistent") or kind not in ("floor", "outlier", "regression", "growth", "flapping"):
+            continue
+        status = "fail" if w.get("severity") == "fail" else "warn"
+        text = _short(w.get("text"))
+        value, ref = w.get("value"), w.get("peer_median") if kind != "floor" else w.get("limit")
+        off = abs(float(value) - float(ref)) / max(abs(float(ref)), 1e-9) * 100 \
+            if value is not None and ref is not None else 0.0
+        if kind == "floor":
+            if _key(node, w.get("check"), comp) in named_by_check:
+                continue
+            out.append(Finding("floor", node, metric, comp, status, text, None,
+                               act.recommend(str(w.get("check") or metric), text), off))
+        elif kind == "outlier":
+            if (node, comp, metric) in floors or (node, comp) in named and metric.startswith("temperature"):
+                continue
+            out.append(Finding("outlier", node, metric, comp, status, text, None, act.recommend_outlier(metric), off))
+        elif kind == "regression":
+            out.append(Finding("regression", node, metric, comp, status, text, None,
+                               "compare with the node's earlier burn-ins: " + act.recommend_outlier(metric), off))
+        elif kind == "growth":
+            inc, at = increase.get((node, metric, comp), (float(value or 0.0), None))
+            out.append(Finding("growth", node, metric, comp, status, f"grew by {inc:,.0f} in the window; {text}", at,
+                               act.recommend_growth(metric), inc))
+        else:
+            out.append(Finding("flapping", node, "drain/resume", "", status, text, None,
+                               "keep the node drained and fix the cause its other findings name before resuming it "
+                               "again", float(w.get("hits") or 0)))
+    return out
 
 
 def _readiness(c: Any, findings: list[Finding], fleet_: Any) -> Any:

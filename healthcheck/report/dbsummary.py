@@ -82,6 +82,17 @@ def load_summary(engine, since: Any, now: Any, recent: int | None = None) -> sum
         raise HistoryError(describe_error(exc, engine.url)) from None
 
 
+def first_seen(engine, now: Any) -> pd.Series:
+    """node -> its first run in the whole history up to ``now`` (the report's fallback without rollups)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with engine.connect() as conn:
+            return _Reader(conn, is_sqlite(engine), summ.utc(now), summ.utc(now))._first_seen()
+    except SQLAlchemyError as exc:
+        raise HistoryError(describe_error(exc, engine.url)) from None
+
+
 class _Reader:
     def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp, recent: int = 0) -> None:
         from ..history import schema
@@ -107,7 +118,21 @@ class _Reader:
                             latest, summ.reliability(self._onsets(span), now), self._flagged(),
                             self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
                             acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now),
-                            **self._recent(), commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now))
+                            **self._recent(), commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now),
+                            first_seen=self._first_seen())
+
+    def _first_seen(self) -> pd.Series:
+        """node -> its first run in the whole history up to the window's end: one index seek on
+        (node, started_at) per node."""
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        stmt = (select(runs.c.node, _time(func.min(runs.c.started_at), self.sqlite).label("first"))
+                .where(runs.c.started_at <= self.now).group_by(runs.c.node))
+        df = _frame(self.conn, stmt, ["node", "first"], ("first",))
+        out = pd.Series(df["first"].to_numpy(), index=df["node"].astype(str).to_numpy(), name="first_seen")
+        out.index.name = "node"
+        return out.sort_index()
 
     def _c(self, col):
         """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties

@@ -20,12 +20,12 @@ TABLES: tuple[tuple[str, str, list[tuple[str, str]]], ...] = (
       ("baseline", "baseline"), ("hits", "hits"), ("runs", "of runs")]),
     ("new-nodes", "New nodes: time to first failure",
      [("node", "node"), ("first_seen", "first seen"), ("first_failure_at", "first failure"),
-      ("ttff_h", "TTFF (h)"), ("failures", "failures"), ("observed_h", "observed (h)")]),
+      ("ttff_h", "time to first failure"), ("failures", "failures"), ("observed_h", "observed for")]),
     ("mtbf-check", "MTBF per check",
-     [("key", "check"), ("failures", "failures"), ("nodes", "nodes"), ("mtbf_h", "MTBF (h)"),
+     [("key", "check"), ("failures", "failures"), ("nodes", "nodes"), ("mtbf_h", "MTBF"),
       ("last_failure_at", "last failure")]),
     ("mtbf-component", "MTBF per component kind",
-     [("key", "component"), ("failures", "failures"), ("nodes", "nodes"), ("mtbf_h", "MTBF (h)"),
+     [("key", "component"), ("failures", "failures"), ("nodes", "nodes"), ("mtbf_h", "MTBF"),
       ("last_failure_at", "last failure")]),
     ("versions", "Versions across the fleet",
      [("item", "item"), ("value", "value"), ("nodes", "nodes"), ("share", "share"), ("majority", "majority")]),
@@ -80,7 +80,8 @@ def fleet_tables(summary: Any, now: Any, *, k: int, n: int, versions: Any = None
     vers = versions if versions is not None and len(versions) else None
     frames = {
         "regressions": fv.regressions_since(perf, k=k, n=n),
-        "new_nodes": fv.new_node_ttff(None, now=now, new_since=new_since, reliability=summary.reliability),
+        "new_nodes": fv.new_node_ttff(None, now=now, new_since=new_since, reliability=summary.reliability,
+                                      first_seen=getattr(summary, "first_seen", None)),
         "mtbf_check": fv.mtbf(summary.flagged_results, runs, now=now, by="check"),
         "mtbf_component": fv.mtbf(summary.flagged_results, runs, now=now, by="component"),
         "versions": fv.version_table(vers),
@@ -89,26 +90,71 @@ def fleet_tables(summary: Any, now: Any, *, k: int, n: int, versions: Any = None
     return {name: records(frames[_KEYS[name]]) for name in NAMES}
 
 
+MIN_BASELINE = 3  # earlier samples a unit's own baseline needs (fleetrank.regression_hits' min_periods)
+
+
+def table_notes(summary: Any, now: Any, *, k: int, new_since: Any = None) -> dict[str, str]:
+    """{table name: why it says nothing}, for the tables that can be empty for want of history rather
+    than for want of a problem: "regressions" when the typical unit has fewer samples of a "higher is
+    better" figure in the window than a persistent regression needs (k of them, each after a baseline
+    of MIN_BASELINE earlier ones); "new-nodes" when the whole history is younger than the new-node
+    span (every node would be new). A table without a note that is empty means "none"."""
+    import pandas as pd
+
+    from ..analysis.fleetrank import FIGURES
+
+    notes: dict[str, str] = {}
+    need = k + MIN_BASELINE
+    perf = getattr(summary, "perf_recent", None)
+    names = sorted(m for m, side in FIGURES.items() if side == "low")
+    have = 0
+    if perf is not None and len(perf):
+        sub = perf[perf["name"].astype(str).isin(names)]
+        if len(sub):
+            comp = sub["component"].astype(object).where(sub["component"].notna(), "")
+            have = int(sub.groupby([sub["node"].astype(str), comp.astype(str), sub["name"].astype(str)],
+                                   sort=False).size().median())
+            names = sorted(set(sub["name"].astype(str)))
+    if have < need:
+        notes["regressions"] = (f"not enough history: {have:,} samples of {need:,} per unit (the median unit's "
+                                f"{', '.join(names)} in the window; a regression must show in {k} samples, each "
+                                f"after {MIN_BASELINE} earlier ones): widen --since")
+    first = getattr(summary, "first_seen", None)
+    now = pd.Timestamp(now)
+    new_since = now - pd.Timedelta(days=30) if new_since is None else pd.Timestamp(new_since)
+    if first is not None and len(first) and pd.Timestamp(first.min()) >= new_since:
+        notes["new-nodes"] = (f"not enough history: it begins {pd.Timestamp(first.min()):%Y-%m-%d %H:%M}, after the "
+                              f"new-node span's start ({new_since:%Y-%m-%d}): every node would count as new")
+    return notes
+
+
 def cell(value: Any, column: str = "") -> str:
     """A table cell's text: numbers to 4 significant digits, times to the minute, booleans yes/no."""
+    from .human import duration_h, num, when
+
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else ""
+    if column.endswith("_h") and isinstance(value, (int, float)):
+        return duration_h(value)
     if isinstance(value, float):
-        return "%.1f" % (value * 100) + " %" if column == "share" else f"{value:,.4g}"
+        return "%.1f" % (value * 100) + " %" if column == "share" else num(value)
     if isinstance(value, int):
         return f"{value:,}"
     text = str(value)
-    if column.endswith(("_at", "_seen")) and len(text) >= 16 and text[10:11] == "T":
-        return text[:10] + " " + text[11:16]
+    if column.endswith(("_at", "_seen", "since")) and len(text) >= 16 and text[10:11] == "T":
+        return when(text)
     return text
 
 
-def summary_line(name: str, rows: list[dict[str, Any]]) -> str:
-    """One line that says what a table holds (the HTML fold's summary)."""
+def summary_line(name: str, rows: list[dict[str, Any]], note: str = "") -> str:
+    """One line that says what a table holds (the HTML fold's summary); an empty table says "none" only
+    without a ``note`` (``table_notes``: not enough history to look), else the note."""
     if not rows:
-        return "none"
+        return note or "none"
+    if note:
+        return f"{note}; {summary_line(name, rows)}"
     if name == "regressions":
         r = rows[0]
         return f"{len(rows):,}; worst: {r['node']} {r['text']}"
@@ -117,7 +163,7 @@ def summary_line(name: str, rows: list[dict[str, Any]]) -> str:
         return f"{len(rows):,} new nodes, {failed:,} failed since first seen"
     if name.startswith("mtbf"):
         r = rows[0]
-        return f"{len(rows):,}; shortest: {r['key']} {cell(r['mtbf_h'])} h"
+        return f"{len(rows):,}; shortest: {r['key']} {cell(r['mtbf_h'], 'mtbf_h')}"
     if name == "drift":
         return f"{len({r['node'] for r in rows}):,} nodes off their class's majority"
     return f"{len({r['item'] for r in rows}):,} items, {len(rows):,} values"

@@ -13,6 +13,11 @@ day):
 - **ready**: it ran that day and its last run did not fail;
 - **down**: it ran (or was acted on) earlier in the window but recorded no run that day and is not
   drained: silent, most likely down or unreachable. A node is not counted before its first record.
+- **no run yet**: the same on a PARTIAL day, one the window covers only in part (today, a few hours
+  old; the window's first day when it starts after midnight): a node that has not run yet in the part
+  covered, but ran the day before, is not down (one silent the whole day before too still is). Such a
+  day carries ``partial`` True and ``hours`` (how much of it the window covers); the plot draws it
+  paler and says "partial".
 
 Input, per (node, day): whether the node ran and whether its last run failed (``node_days``), from the
 frames (:func:`node_days`) or from SQL (:func:`node_days_sql`, one GROUP BY over the window's runs; the
@@ -26,11 +31,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-STATES = ("ready", "failing", "drained_ours", "drained_others", "down")
+STATES = ("ready", "failing", "drained_ours", "drained_others", "down", "no_run_yet")
 LABELS = {"ready": "ready", "failing": "failing (not drained)", "drained_ours": "drained by us",
-          "drained_others": "drained by others", "down": "down (no run that day)"}
+          "drained_others": "drained by others", "down": "down (no run that day)",
+          "no_run_yet": "no run yet (partial day)"}
 COLORS = {"ready": "#27ae60", "failing": "#c0392b", "drained_ours": "#e67e22", "drained_others": "#8e44ad",
-          "down": "#7f8c8d"}
+          "down": "#7f8c8d", "no_run_yet": "#d5dbdb"}
 NODE_DAY_COLUMNS = ["node", "day", "failed"]
 
 
@@ -96,14 +102,18 @@ def node_days_sql(conn, sqlite: bool, since: Any, now: Any) -> pd.DataFrame:
 
 
 def days_of(since: Any, now: Any) -> pd.DatetimeIndex:
-    """The UTC days the window touches (midnights), first to last."""
-    return pd.date_range(_utc(since).floor("D"), _utc(now).floor("D"), freq="D").as_unit("ns")
+    """The UTC days the window touches (midnights), first to last; a window that ends at midnight does
+    not touch the day that begins then."""
+    since, now = _utc(since), _utc(now)
+    last = (now - pd.Timedelta(1, "ns")).floor("D") if now > since else now.floor("D")
+    return pd.date_range(since.floor("D"), last, freq="D").as_unit("ns")
 
 
 def daily_states(node_days_df: pd.DataFrame | None, actions: pd.DataFrame | None, since: Any,
                  now: Any) -> pd.DataFrame:
-    """One row per UTC day of [since, now]: ``day`` and one count per state (:data:`STATES`), each
-    node counted once a day (see the module docstring). Empty frame (same columns) for no node."""
+    """One row per UTC day of [since, now]: ``day``, one count per state (:data:`STATES`), each node
+    counted once a day, ``partial`` (the window covers only part of the day) and ``hours`` (how many
+    hours of it it covers); see the module docstring. Empty frame (same columns) for no node."""
     from ..analysis.availability import drain_intervals
     from ..slurm.reasons import is_ours
 
@@ -114,6 +124,10 @@ def daily_states(node_days_df: pd.DataFrame | None, actions: pd.DataFrame | None
     iv = drain_intervals(acts, now=now) if len(acts) else None
     nodes = sorted(set(nd["node"].astype(str)) | (set(acts["node"].astype(str)) if len(acts) else set()))
     cols = {"day": days} | {s: np.zeros(len(days), dtype=np.int64) for s in STATES}
+    covered = (np.minimum((days + pd.Timedelta(days=1)).asi8, now.value)
+               - np.maximum(days.asi8, since.value)) / 3.6e12
+    cols["partial"] = covered < 24.0
+    cols["hours"] = np.round(covered, 2)
     if not nodes or not len(days):
         return pd.DataFrame(cols).iloc[0:0] if not len(days) else pd.DataFrame(cols)
     index = {n: i for i, n in enumerate(nodes)}
@@ -157,13 +171,23 @@ def daily_states(node_days_df: pd.DataFrame | None, actions: pd.DataFrame | None
     cols["drained_others"] = others.sum(axis=0)
     cols["failing"] = (rest & present & failed).sum(axis=0)
     cols["ready"] = (rest & present & ~failed).sum(axis=0)
-    cols["down"] = (rest & ~present).sum(axis=0)
+    silent = rest & ~present
+    # a partial day: a node silent so far is "no run yet" when it ran the day before (or that day is
+    # not in the window); one silent the whole day before too is still down
+    ran_before = np.ones_like(present)
+    ran_before[:, 1:] = present[:, :-1] | ~known[:, :-1]
+    partial = cols["partial"]
+    waiting = silent & partial[None, :] & ran_before
+    cols["down"] = (silent & ~waiting).sum(axis=0)
+    cols["no_run_yet"] = waiting.sum(axis=0)
     return pd.DataFrame(cols)
 
 
 def to_records(df: pd.DataFrame | None) -> list[dict[str, Any]]:
-    """The JSON form: ``[{"day": "YYYY-MM-DD", "ready": n, ...}]``."""
+    """The JSON form: ``[{"day": "YYYY-MM-DD", "ready": n, ..., "partial": bool, "hours": h}]``."""
     if df is None or not len(df):
         return []
-    return [{"day": d.strftime("%Y-%m-%d"), **{s: int(getattr(r, s)) for s in STATES}}
-            for d, r in zip(df["day"], df.itertuples(index=False))]
+    partial = df["partial"] if "partial" in df else pd.Series(False, index=df.index)
+    hours = df["hours"] if "hours" in df else pd.Series(24.0, index=df.index)
+    return [{"day": d.strftime("%Y-%m-%d"), **{s: int(getattr(r, s)) for s in STATES}, "partial": bool(p),
+             "hours": float(h)} for d, r, p, h in zip(df["day"], df.itertuples(index=False), partial, hours)]

@@ -44,6 +44,9 @@ def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_er
 
             summary = summarize_frames(load_frames(engine, since=since), since, now, recent=recent)
             summary.notes.append(str(exc)[:1].upper() + str(exc)[1:] + ".")
+            from .dbsummary import first_seen
+
+            summary.first_seen = first_seen(engine, now)  # the whole history's, not the window's
         if empty_is_error:
             from .window import newest_record, require_data
 

@@ -69,7 +69,7 @@ class NodeRisk:
 @dataclass
 class Finding:
     """One thing to act on: a failing/warning check now, a growing counter, or a performance outlier."""
-    kind: str  # "facility" | "sdc" | "check" | "growth" | "outlier" | "drift"
+    kind: str  # "facility" | "sdc" | "check" | "floor" | "regression" | "flapping" | "growth" | "outlier" | "drift"
     node: str
     subject: str  # the check, or the metric name
     component: str
@@ -77,6 +77,9 @@ class Finding:
     detail: str
     seen: datetime | None
     action: str
+    # how bad, to pick a group's worst case: the growth, |z|, % off the own baseline, distance past
+    # the limit, drain/resume cycles; the ranking's points for a check (0 when not known)
+    weight: float = 0.0
 
 
 @dataclass
@@ -136,6 +139,13 @@ class Report:
     # versions, drift); plain values, times as ISO text; empty without the fleet ranking's inputs
     fleet_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     commissioning: Any = None  # report.commissioning.Commissioning: latest fabric results, drill timings
+    # {fleet table name: why it is empty for want of history} (fleetsection.table_notes); no note: "none"
+    fleet_notes: dict[str, str] = field(default_factory=dict)
+    newest_record: datetime | None = None  # the window's newest run or drain/resume record
+    stale: str = ""  # the history stopped before the window's end: what the page says first ("" when fresh)
+    # a cause shared by a group of nodes (a rack, or adjacent names without [topology]): group, kind,
+    # subject, nodes, n_nodes, score, text; the risk table shows each as one row (report/shared.py)
+    shared_causes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -165,7 +175,22 @@ class Report:
             "fleet_days": fleet_days(self.fleet_days),
             "fleet_tables": {k: [_plain(r) for r in v] for k, v in self.fleet_tables.items()},
             "commissioning": _plain(self.commissioning.to_dict()) if self.commissioning is not None else None,
+            "fleet_table_notes": dict(self.fleet_notes),
+            "newest_record": iso(self.newest_record), "stale": self.stale,
+            "finding_groups": finding_groups(self),
+            "shared_causes": [_plain(c) for c in self.shared_causes],
         }
+
+
+def finding_groups(report: "Report") -> list[dict[str, Any]]:
+    """The findings grouped as every renderer shows them (``report.groups.finding_groups``), with the
+    nodes folded (``gpu[001-004,007]``, as Slurm takes them): the JSON form."""
+    from .fold import fold
+    from .groups import finding_groups as groups
+
+    return [{"status": g["status"], "kind": g["kind"], "subject": g["subject"], "action": g["action"],
+             "n_nodes": len(g["nodes"]), "nodes": fold(g["nodes"]), "components": sorted(g["components"]),
+             "findings": g["count"], "example": g["example"]} for g in groups(report)]
 
 
 def fleet_days(df: Any) -> list[dict[str, Any]]:

@@ -179,7 +179,7 @@ def _box(values: Sequence[float], sx: _Scale, y: float, what: str) -> list[str]:
     lo = v[v >= q1 - 1.5 * (q3 - q1)].min()
     hi = v[v <= q3 + 1.5 * (q3 - q1)].max()
     h = 16
-    return [f'<g>{tip(f"{what}: quartiles {q1:.4g} / {med:.4g} / {q3:.4g}, whiskers {lo:.4g} to {hi:.4g}")}',
+    return [f'<g>{tip(f"{what}: quartiles {_num(q1)} / {_num(med)} / {_num(q3)}, whiskers {_num(lo)} to {_num(hi)}")}',
             f'<line x1="{_n(sx(lo))}" y1="{_n(y)}" x2="{_n(sx(q1))}" y2="{_n(y)}" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(q3))}" y1="{_n(y)}" x2="{_n(sx(hi))}" y2="{_n(y)}" stroke="#7f8c8d"/>',
             f'<line x1="{_n(sx(lo))}" y1="{_n(y - h / 2)}" x2="{_n(sx(lo))}" y2="{_n(y + h / 2)}" stroke="#7f8c8d"/>',
@@ -216,20 +216,20 @@ def distributions_svg(distributions: list) -> str | None:
         ticks = nice_ticks(float(values.min()), float(values.max()))
         sx = _Scale(min([float(values.min())] + ticks), max([float(values.max())] + ticks), left + 10, right - 10)
         side = "low is bad" if d.low_is_bad else "high is bad"
-        body.append(place.fixed(left, top + 16, f"{d.metric}  (n={d.count}, median {d.median:.4g}, "
+        body.append(place.fixed(left, top + 16, f"{d.metric}  (n={d.count}, median {_num(d.median)}, "
                                                  f"{len(d.outliers)} outliers, {side})", 120, bold=True,
                                 extra=' font-weight="bold"'))
         axis_y = top + 96
         body.append(f'<line x1="{left}" y1="{axis_y}" x2="{right}" y2="{axis_y}" stroke="#566573"/>')
         for v in ticks:
             body.append(f'<line x1="{_n(sx(v))}" y1="{axis_y}" x2="{_n(sx(v))}" y2="{axis_y + 4}" stroke="#566573"/>')
-            body.append(place.fixed(sx(v), axis_y + 16, f"{v:.6g}", anchor="middle"))
+            body.append(place.fixed(sx(v), axis_y + 16, f"{_num(v, 6)}", anchor="middle"))
         for name, v, dash in (("p5", d.p5, "2,3"), ("median", d.median, "6,3"), ("p95", d.p95, "2,3")):
             x = sx(v)
             body.append(f'<line x1="{_n(x)}" y1="{top + 24}" x2="{_n(x)}" y2="{axis_y}" stroke="#1f4e79" '
-                        f'stroke-dasharray="{dash}" stroke-opacity="0.7">{tip(f"fleet {name}: {v:.6g}")}</line>')
+                        f'stroke-dasharray="{dash}" stroke-opacity="0.7">{tip(f"fleet {name}: {_num(v, 6)}")}</line>')
             body.append(place.place([(x + 3, top + 32, "start"), (x - 3, top + 32, "end"), (x + 3, top + 44, "start"),
-                                     (x - 3, top + 44, "end")], f"{name} {v:.4g}", 24, 10,
+                                     (x - 3, top + 44, "end")], f"{name} {_num(v)}", 24, 10,
                                     ' style="fill:#1f4e79;font-size:10px"'))
         body += _box(values, sx, mid, d.metric)
         y = mid + rng.uniform(-20, 20, len(values))
@@ -238,11 +238,11 @@ def distributions_svg(distributions: list) -> str | None:
             normal = np.sort(rng.choice(normal, MAX_POINTS, replace=False))
         body.append('<g fill="#2e86c1" fill-opacity="0.45">' + "".join(
             f'<circle cx="{_n(sx(values[j]))}" cy="{_n(y[j])}" r="2.2">'
-            f'{tip(f"{nodes[j]} {comps[j]}: {values[j]:.6g}")}</circle>' for j in normal) + "</g>")
+            f'{tip(f"{nodes[j]} {comps[j]}: {_num(values[j], 6)}")}</circle>' for j in normal) + "</g>")
         marks, labels = [], []
         for j in np.flatnonzero(bad):
             x, yy = sx(values[j]), y[j]
-            what = f"outlier {nodes[j]} {comps[j]}: {values[j]:.6g} (fleet median {d.median:.4g})"
+            what = f"outlier {nodes[j]} {comps[j]}: {_num(values[j], 6)} (fleet median {_num(d.median)})"
             marks.append(f'<path d="M{_n(x - 4)} {_n(yy - 4)}L{_n(x + 4)} {_n(yy + 4)}M{_n(x - 4)} {_n(yy + 4)}'
                          f'L{_n(x + 4)} {_n(yy - 4)}">{tip(what)}</path>')
         body.append('<g stroke="#c0392b" stroke-width="1.6">' + "".join(marks) + "</g>")
@@ -273,7 +273,7 @@ def growth_svg(points) -> str | None:
     body = []
     for v in ticks:
         body.append(f'<line x1="{left}" y1="{_n(sy(v))}" x2="{right}" y2="{_n(sy(v))}" stroke="#eaeded"/>')
-        body.append(place.fixed(left - 6, sy(v) + 4, f"{v:.6g}", anchor="end"))
+        body.append(place.fixed(left - 6, sy(v) + 4, f"{_num(v, 6)}", anchor="end"))
     axis, sx = _time_axis(lo, hi, left, right, bottom, top, place)
     body += axis
     body.append(svg_text(12, (top + bottom) / 2, "increase since window start", anchor="middle",
@@ -288,7 +288,7 @@ def growth_svg(points) -> str | None:
         span = f"{grp['_t'].iloc[0]:%Y-%m-%d %H:%M} to {grp['_t'].iloc[-1]:%Y-%m-%d %H:%M}"
         grew = float(grp["cumulative"].iloc[-1])
         body.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6">'
-                    f'{tip(f"{name}: +{grew:g} ({span})")}</path>')
+                    f'{tip(f"{name}: +{_num(grew)} ({span})")}</path>')
         body.append(f'<rect x="{left + 10}" y="{top + 4 + 14 * k}" width="14" height="3" fill="{color}">'
                     f'{tip(name)}</rect>')
         body.append(svg_text(left + 28, top + 9 + 14 * k, name, 48, extra=' style="font-size:10px"'))
@@ -332,6 +332,16 @@ def timeline_svg(intervals, since, now) -> str | None:
     return svg(bottom + 26, body, "drain timeline")
 
 
+def _num(v: Any, digits: int = 4) -> str:
+    from .human import num
+
+    return num(v, digits)
+
+
+def _hours(h: float) -> str:
+    return f"{h:.0f} h" if h >= 1 else f"{h * 60:.0f} min"
+
+
 def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> str | None:
     """The fleet state per day as stacked bars (one per UTC day, ``days``: a frame with ``day`` and one
     count column per state), a legend and a hover title on every segment."""
@@ -349,6 +359,8 @@ def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> s
     place = Placer((0, 0, WIDTH, bottom + 30))
     x = left
     for s in states:  # the legend, in one row, each entry where the last one ended
+        if s == "no_run_yet" and s in days and not int(days[s].sum()):
+            continue  # only a partial day has it
         last = f"{labels[s]}: {int(days[s].iloc[-1]):,} nodes on {days['day'].iloc[-1]:%Y-%m-%d}"
         body.append(f'<rect x="{_n(x)}" y="8" width="12" height="12" fill="{colors[s]}">{tip(last)}</rect>')
         body.append(place.fixed(x + 16, 18, labels[s], 40))
@@ -359,15 +371,18 @@ def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> s
     for k, row in enumerate(days.itertuples(index=False)):
         x0 = left + k * slot + (slot - width) / 2
         base = 0.0
-        day = f"{row.day:%Y-%m-%d}"
+        partial = bool(getattr(row, "partial", False))
+        day = f"{row.day:%Y-%m-%d}" + (f" (partial day: {_hours(getattr(row, 'hours', 0.0))} covered)"
+                                        if partial else "")
         total = sum(int(getattr(row, s)) for s in states)
         for s in states:
             c = int(getattr(row, s))
             if not c:
                 continue
             y1, y0 = sy(base), sy(base + c)
+            pale = ' fill-opacity="0.45"' if partial else ""
             body.append(f'<rect x="{_n(x0)}" y="{_n(y0)}" width="{_n(width)}" height="{_n(max(y1 - y0, 0.5))}" '
-                        f'fill="{colors[s]}">{tip(f"{day}: {labels[s]} {c:,} of {total:,} nodes")}</rect>')
+                        f'fill="{colors[s]}"{pale}>{tip(f"{day}: {labels[s]} {c:,} of {total:,} nodes")}</rect>')
             base += c
     body.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#566573"/>')
     every = max(1, math.ceil(n / 10))  # at most ~10 date labels (70 px each): never overlapping

@@ -76,6 +76,9 @@ class Summary:
     # (node, item, value) of each node's latest sw.versions results (analysis/versions.py), for the
     # report's version tables and drift rows; None: not read (the caller may pass its own)
     versions: pd.DataFrame | None = None
+    # node -> its first run in the WHOLE history up to ``now`` (not only the window): "new node" means
+    # first seen there (fleet tables' TTFF); None: not known (the window's first runs stand in)
+    first_seen: pd.Series | None = None
 
 
 def utc(ts: Any) -> pd.Timestamp:
@@ -157,7 +160,8 @@ def summarize_frames(frames: Any, since: Any, now: Any, recent: int | None = Non
     (the report then ranks the old way, ``risk.rank_nodes``)."""
     recent = recent_n(recent)
     since, now = utc(since), utc(now)
-    f = {k: window(v, TIME_COLUMN[k], since, now) for k, v in frames_of(frames).items()}
+    whole = frames_of(frames)
+    f = {k: window(v, TIME_COLUMN[k], since, now) for k, v in whole.items()}
     runs = by_time(f["runs"])
     results, metrics = f["results"], f["metrics"]
     latest = latest_runs(runs)
@@ -167,7 +171,19 @@ def summarize_frames(frames: Any, since: Any, now: Any, recent: int | None = Non
                    latest, reliability(runs, now), flagged, results_of(results, latest["run_id"]),
                    counter_samples(metrics), perf_latest(metrics), f["actions"], "frames",
                    node_days=fleetstate.node_days(runs), **_recent(metrics, runs, results, recent),
-                   commissioning=commissioning.from_frames(results, metrics))
+                   commissioning=commissioning.from_frames(results, metrics),
+                   first_seen=first_seen(whole["runs"], now))
+
+
+def first_seen(runs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
+    """node -> its first run up to ``now`` in ``runs`` (every run the frames hold, before the window too)."""
+    if runs.empty:
+        return pd.Series(dtype="datetime64[ns, UTC]", name="first_seen")
+    t = runs["started_at"]
+    keep = runs[t <= now] if len(runs) and t.max() > now else runs
+    out = keep.groupby(keep["node"].astype(str), sort=True)["started_at"].min()
+    out.index.name, out.name = "node", "first_seen"
+    return out
 
 
 def recent_n(recent: int | None) -> int:

@@ -60,6 +60,7 @@ def csv_tables(report: Report) -> dict[str, str]:
     from .fold import fold
 
     outliers = [(d.metric, o) for d in r.distributions for o in d.outliers]
+    shared = {n: f"{c['group']}: {c['kind']} {c['subject']}" for c in r.shared_causes for n in c["nodes"]}
     return {
         "findings": _csv(["node", "kind", "check_or_metric", "component", "status", "detail", "action", "seen"],
                          ([f.node, f.kind, f.subject, f.component, f.status, f.detail, f.action, iso(f.seen)]
@@ -69,8 +70,8 @@ def csv_tables(report: Report) -> dict[str, str]:
                        ([c.check, c.nodes_failing_now, c.fail_results, c.warn_results,
                          fold(nodes_of.get(c.check, c.nodes)), iso(c.last_seen), c.last_message, c.action]
                         for c in r.checks)),
-        "risk": _csv(["rank", "node", "risk", "state", "class", "evidence"],
-                     ([i + 1, x.node, x.score, x.state, x.node_class, " | ".join(x.evidence)]
+        "risk": _csv(["rank", "node", "risk", "state", "class", "shared_cause", "evidence"],
+                     ([i + 1, x.node, x.score, x.state, x.node_class, shared.get(x.node, ""), " | ".join(x.evidence)]
                       for i, x in enumerate(r.risks))),
         "outliers": _csv(["metric", "node", "component", "value", "peer_median", "robust_z", "peers"],
                          ([m, o["node"], o["component"], o["value"], o["median"], o["z"], o["peer_group"]]
@@ -81,7 +82,9 @@ def csv_tables(report: Report) -> dict[str, str]:
         "drains": _csv(["node", "drains", "drained_hours", "still_drained", "flapping", "last_reason"],
                        ([d.node, d.drains, d.drained_hours, d.open, d.flapping, d.last_reason] for d in r.drains)),
         "nodes": _csv(["node", "state"], ([n, s] for s, ns in r.fleet.nodes.items() for n in ns)),
-        "fleet-days": _csv(["day", *STATES], ([x["day"], *(x[s] for s in STATES)] for x in to_records(r.fleet_days))),
+        "fleet-days": _csv(["day", *STATES, "partial", "hours"],
+                           ([x["day"], *(x[s] for s in STATES), x["partial"], x["hours"]]
+                            for x in to_records(r.fleet_days))),
         "why": _csv(["rank", "node", *WHY], ([i + 1, x.node, *(w.get(k) for k in WHY)]
                                              for i, x in enumerate(r.risks) for w in x.why)),
         **{name: _fleet_csv(name, r.fleet_tables.get(name, [])) for name in NAMES[-6:]},

@@ -110,3 +110,14 @@ def test_counter_hits_count_increases_not_resets():
     row = out.iloc[0]
     assert (row["hits"], row["increase"], row["value"], bool(row["persistent"])) == (3, 5.0, 2.0, True)
     assert counter_hits(df, ["link_downed"], k=1, n=2).iloc[0]["hits"] == 1  # 3 -> 0 (reset), 0 -> 2
+
+
+def test_a_node_level_figure_without_a_component_keeps_its_value():
+    """A figure of the whole node (nccl busbw: no component) is an outlier with its value, its peers' median
+    and z, not NaN (a join on a missing key matched nothing: the report said "nan vs peer median nan")."""
+    vals = {f"n{i:02d}": _healthy(i) for i in range(12)}
+    vals["n01"] = [600, 601, 602, 600, 602]
+    m = _fleet(vals, "busbw_gbps").assign(component=None)
+    out = persistent_outliers(m, side="low").set_index("node")
+    assert out.loc["n01", "value"] == 602 and out.loc["n01", "peer_median"] == pytest.approx(702.0, abs=2)
+    assert out.loc["n01", "z"] < -3.5 and bool(out.loc["n01", "persistent"]) and not out.loc["n01", "component"]

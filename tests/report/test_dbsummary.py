@@ -78,7 +78,10 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 def _both(engine, window: str):
     since, now = hist.WINDOWS[window]
     db = load_summary(engine, since, now)
-    mem = summarize_frames(load_frames(engine, since=since), since, now)
+    frames = load_frames(engine, since=since)
+    # every run, before the window too: "first seen" is the whole history's (new nodes), as the database says
+    frames["runs"] = load_frames(engine, tables=("runs",))["runs"]
+    mem = summarize_frames(frames, since, now)
     return db, mem
 
 
@@ -212,3 +215,17 @@ def test_a_database_of_another_schema_is_refused(tmp_path):
 
     res = CliRunner().invoke(cli_report.report, ["--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
     assert res.exit_code == 6 and "healthcheck db upgrade" in res.output and "Traceback" not in res.output  # unavailable
+
+
+@pytest.mark.parametrize("window", sorted(hist.WINDOWS))
+def test_first_seen_is_the_whole_historys_either_way(engine, window):
+    """"New node" means first seen in the whole history, not first seen in the report's window: the database
+    and the frames (holding every run) give each node's first run ever, before the window too."""
+    since, now = hist.WINDOWS[window]
+    db, mem = _both(engine, window)
+    runs = load_frames(engine, tables=("runs",))["runs"]
+    runs = runs[runs["started_at"] <= now]
+    truth = runs.groupby(runs["node"].astype(str))["started_at"].min().sort_index()
+    assert list(db.first_seen.index) == list(truth.index) == list(mem.first_seen.index)
+    assert [t.value for t in pd.to_datetime(db.first_seen, utc=True).dt.as_unit("us")] == \
+        [t.value for t in truth.dt.as_unit("us")] == [t.value for t in mem.first_seen.dt.as_unit("us")]

@@ -53,7 +53,7 @@ def test_fold_limited_cuts_between_ranges_never_inside_one():
 
 def test_fleet_state_per_day_counts_each_node_once_a_day(fleet):
     days = fleet.fleet_days
-    assert list(days.columns) == ["day", *fs.STATES] and len(days) == 31
+    assert list(days.columns) == ["day", *fs.STATES, "partial", "hours"] and len(days) == 31
     per_day = days[list(fs.STATES)].sum(axis=1)
     assert per_day.iloc[0] == 0 and (per_day.iloc[1:] == 1_000).all()  # none counted before its first record
     last = days.iloc[-1]
@@ -99,7 +99,7 @@ def test_tables_capped_and_the_rest_in_the_csvs(fleet, tmp_path):
     page = (tmp_path / "readiness.html").read_text()
     risk = page[page.index('<h2 id="risk">'):page.index('<h2 id="trends">')]  # the fleet trends follow
     assert risk.count("<tr>") == MAX_ROWS + 2  # two header rows: the preview and the closed details
-    assert f"{len(fleet.risks) - MAX_ROWS:,} more nodes not shown" in risk and 'href="readiness.risk.csv"' in risk
+    assert f"{len(fleet.risks) - MAX_ROWS:,} more rows not shown" in risk and 'href="readiness.risk.csv"' in risk
     assert risk.index("<details") > risk.index("</table>")  # only PREVIEW_ROWS rows before the fold
     assert risk[:risk.index("<details")].count("<tr>") == PREVIEW_ROWS + 1
     rows = list(csv.reader(io.StringIO((tmp_path / "readiness.risk.csv").read_text())))
@@ -128,11 +128,12 @@ def test_footer_and_table_of_contents(fleet):
     page = render_html(fleet)
     foot = page[page.index('<footer id="about">'):]
     assert "healthcheck 0." in foot and "config hash c0ffee123456" in foot
-    assert "data window 2024-05-01T12:00:00Z to 2024-05-31T12:00:00Z" in foot
+    assert "data window 2024-05-01 12:00 UTC to 2024-05-31 12:00 UTC" in foot  # to the minute, for people
     ids = set(re.findall(r' id="([^"]+)"', page))
     anchors = re.findall(r'href="#([^"]+)"', page)
     assert anchors and set(anchors) <= ids
-    assert page.index('id="fleet-days"') < page.index('id="fleet"') < page.index('id="findings"')
+    # the counts and what to act on first (issue 35: the first screen shows the findings), then the days
+    assert page.index('id="fleet"') < page.index('id="findings"') < page.index('id="fleet-days"')
     assert fleet.to_dict()["fleet_days"][-1]["drained_ours"] == 10
 
 
