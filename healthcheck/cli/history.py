@@ -32,9 +32,10 @@ def history():
 @click.option("--batch-rows", default=100_000, show_default=True, type=click.IntRange(1),
               help="Rows per transaction (whole runs; fewer, larger transactions ingest faster).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and skipped lines.")
+@click.option("-v", "--verbose", is_flag=True, help="A progress line after each batch, anywhere (as --progress).")
 @click.option("--progress/--no-progress", default=None,
               help="Spools read and rows stored so far, on stderr after each batch (default: on a terminal).")
-def history_ingest(paths, db_url, batch_rows, quiet, progress):
+def history_ingest(paths, db_url, batch_rows, quiet, verbose, progress):
     """Store spooled records in the database, idempotently (re-ingesting stores nothing twice).
 
     PATHS are spool directories, or shared directories holding many nodes' spools at any depth
@@ -52,6 +53,10 @@ def history_ingest(paths, db_url, batch_rows, quiet, progress):
     from ..history import migrations
     from ..history.ingest import ingest
 
+    if quiet and verbose:
+        raise UsageFailure("-q/--quiet and -v/--verbose exclude each other")
+    if verbose:
+        progress = True
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:  # an input error (exit 2), told before the database is touched
         raise UsageFailure(f"{missing[0]}: no such file or directory (a spool directory or a folder of spools)")

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import click
 
 from ..core import exitcodes
-from .common import UsageFailure, Unavailable, config_option, db_option
+from .common import OutputPath, UsageFailure, Unavailable, config_option, db_option, verbosity_options
 
 STEPS = ("load", "latest runs", "failing checks", "counter growth", "performance distributions", "drains", "risk",
          "fleet tables", "plots", "render")
@@ -104,11 +104,11 @@ def window_of(since: str, until: str | None, now: datetime) -> tuple[datetime, d
 @click.option("--until", type=_When(), default=None, metavar="WHEN",
               help="End of the window (default: now): a duration back from now (7d) or an ISO-8601 time, to "
                    "report a past period (e.g. --since 2026-05-01 --until 2026-06-01).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+@click.option("--html", "html_path", type=OutputPath(), metavar="FILE",
               help="Write the self-contained HTML report (plots inline, no network) to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default=None,
               help="Print the report as Markdown or JSON (default: markdown, unless --html).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+@click.option("-o", "--output", type=OutputPath(), metavar="FILE",
               help="Write the --format output to FILE instead of stdout.")
 @db_option()
 @config_option("Expectations file whose node classes group peers for the outlier test "
@@ -118,7 +118,8 @@ def window_of(since: str, until: str | None, now: datetime) -> tuple[datetime, d
 @click.option("--no-plots", is_flag=True, help="Leave the plots out of the HTML (a smaller page).")
 @click.option("--progress/--no-progress", default=None,
               help="The build's steps on stderr (default: a progress bar on a terminal, nothing otherwise).")
-def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_plots, progress):
+@verbosity_options
+def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_plots, progress, verbosity):
     """Cluster readiness report: fleet summary (ready / drained by us / drained by others / failing),
     failing checks ranked, nodes ranked by risk with the evidence, performance distributions with
     outliers, error counter growth, drain timeline, and a recommended action per finding.
@@ -139,6 +140,8 @@ def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_
         raise UsageFailure("--slurm asks for today's drain states: it cannot describe a past window (--until)")
     node_class, topology, config_hash = _input(site_view, config_path)
     fleet = _input(fleet_settings, config_path)  # [fleet]: k of the last n runs, weights, thermal limits
+    if verbosity:  # -v: the steps as lines, anywhere; -q: none
+        progress = verbosity > 0
     with _Progress(sys.stderr.isatty() if progress is None else progress) as step:
         history = _input(load_history, db_url, since, now, empty_is_error=True, recent=fleet.persist_n)
         step("load")

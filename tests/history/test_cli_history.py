@@ -91,3 +91,16 @@ def test_db_upgrade_status_and_newer_schema(dbfile):
     for args in (["show", "--db", dbfile], ["export", "--db", dbfile, "--format", "csv", "-o", dbfile + ".csv"]):
         result = runner.invoke(history, args)
         assert result.exit_code == 6 and "newer than this healthcheck" in result.output  # unavailable, not usage
+
+
+def test_ingest_verbose_prints_its_progress_anywhere(tmp_path, dbfile):
+    write_spool(tmp_path / "sp" / "gpu01", [run_record("gpu01", i) for i in range(3)])
+    runner = CliRunner()
+    plain = runner.invoke(history, ["ingest", str(tmp_path / "sp"), "--db", dbfile])
+    verbose = runner.invoke(history, ["ingest", str(tmp_path / "sp"), "--db", str(tmp_path / "other.sqlite"), "-v"])
+    assert plain.exit_code == verbose.exit_code == 0
+    extra = [line for line in verbose.output.splitlines() if line not in plain.output.splitlines()]
+    assert extra, verbose.output  # the batch progress line(s), not printed off a terminal by default
+    assert plain.output.splitlines()[-1] == verbose.output.splitlines()[-1]  # the same summary
+    both = runner.invoke(history, ["ingest", str(tmp_path / "sp"), "--db", dbfile, "-q", "-v"])
+    assert both.exit_code == 2 and "exclude each other" in both.output

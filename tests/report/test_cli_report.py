@@ -99,3 +99,22 @@ def test_parse_since():
     assert parse_since("30d", now) == datetime(2024, 5, 1, tzinfo=timezone.utc)
     assert parse_since("12h", now).hour == 12
     assert parse_since("2024-05-02T03:00:00+02:00", now).hour == 1
+
+
+def test_an_unwritable_output_is_refused_before_the_history_is_read(frames, tmp_path):
+    """Issue 35.6: `report --html DIR/x.html` into a missing DIR was an internal error (exit 3) after the
+    whole build; now a usage error (exit 2) before any work."""
+    res = CliRunner().invoke(cli_report.report, ["--since", "2024-05-01", "--html", str(tmp_path / "no" / "x.html")])
+    assert res.exit_code == 2 and "does not exist" in res.output, res.output
+    assert frames == {}  # the history was never loaded
+    res = CliRunner().invoke(cli_report.report, ["--format", "json", "-o", str(tmp_path)])
+    assert res.exit_code == 2 and "is a folder" in res.output
+
+
+def test_report_quiet_and_verbose(frames, tmp_path):
+    verbose = CliRunner().invoke(cli_report.report, ["--since", "2024-05-01", "--format", "json", "-o",
+                                                     str(tmp_path / "r.json"), "-v"])
+    quiet = CliRunner().invoke(cli_report.report, ["--since", "2024-05-01", "--format", "json", "-o",
+                                                   str(tmp_path / "q.json"), "-q", "--progress"])
+    assert verbose.exit_code == quiet.exit_code == 0
+    assert "load" in verbose.output and len(quiet.output.strip().splitlines()) < len(verbose.output.strip().splitlines())
