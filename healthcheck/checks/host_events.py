@@ -34,7 +34,10 @@ def host_events(snap: Snapshot, exp, t: dict) -> list[Finding]:
     ``warn_count``; the severity is the class's in the context judged (``severity_by_context``, from the
     judge's ``"_context"`` threshold key), else its ``severity``. "Now" is the snapshot's time (a bundle's recording time), else the newest line of
     the log; an event of unknown age is counted. Events the hooks acknowledged after an ended drain are
-    passed over.
+    passed over. The device decides too (the class's ``device``): a block error on an optical, floppy,
+    loop, RAM or virtual-media device is a line, never a drain, one on a disk the node shows unused
+    WARNs; a module event or transmit timeout on an HCA port FAILs only where the class expects that
+    port up (docs/host-events.md, "The device decides").
     """
     name = "host.events"
     policy = _policy(exp)
