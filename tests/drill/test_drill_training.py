@@ -33,7 +33,10 @@ def test_drill_training_restart_resumes_from_the_checkpoint(tmp_path, slurm_clus
     s = result.stages
     assert s["detect_s"] is None and s["drain_s"] is None and 0 < s["requeue_s"] <= s["resume_s"], s
     assert result.extra["restart_step"] >= 10 and result.extra["deviation_rel"] < 0.001
-    assert result.extra["steps_redone"] >= 1 and result.extra["recovery_s"] > 0
+    # the second attempt starts from a checkpoint (every 10 steps); how many steps it redoes depends on
+    # where the requeue landed: none when it landed right on a checkpoint (seen in CI)
+    assert result.extra["restart_step"] % 10 == 0, result.extra
+    assert result.extra["steps_redone"] >= 0 and result.extra["recovery_s"] > 0
     assert any("within the reference band" in n for n in result.notes), result.notes
     runs = os.listdir(site.path("train"))
     assert runs and not any(os.path.exists(site.path("train", r, "checkpoints")) for r in runs)
