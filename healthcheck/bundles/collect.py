@@ -159,13 +159,8 @@ def _fabricmanager_log(raw: dict[str, str], notes: list[str], path: str = FABRIC
             notes.append(f"fabric manager log: {path} is not a regular file")
             return
         os.lseek(fd, max(0, st.st_size - FABRICMANAGER_LOG_TAIL), os.SEEK_SET)
-        chunks, left = [], FABRICMANAGER_LOG_TAIL
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        raw[FABRICMANAGER_LOG] = b"".join(chunks).decode("utf-8", "replace")
+        from ..safeio.trust import read_bounded
+
+        raw[FABRICMANAGER_LOG] = read_bounded(fd, FABRICMANAGER_LOG_TAIL).decode("utf-8", "replace")
     finally:
         os.close(fd)
