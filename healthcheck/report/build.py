@@ -227,6 +227,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
                   fleet_days, fleet_tables=tables,
                   commissioning=_readiness(getattr(sm, "commissioning", None), findings, fleet_),
+                  training=_training(getattr(sm, "training", None), sm.reliability, now),
                   fleet_notes=fleet_notes, newest_record=newest, stale=stale,
                   shared_causes=shared_causes(risks, racks) if any(r.why for r in risks) else [])
 
@@ -335,6 +336,13 @@ def _readiness(c: Any, findings: list[Finding], fleet_: Any) -> Any:
 
     nodes = sorted({n for ns in fleet_.nodes.values() for n in ns})
     return replace(c, readiness=assess(c, findings, nodes))
+
+
+def _training(t: Any, reliability: Any, now: Any) -> Any:
+    """The training readiness section (report/training.py) with the cluster's MTTF and its ready line."""
+    from .training import finish
+
+    return finish(t, reliability, now)
 
 
 def _sdc(digests: list[Any]) -> list[Finding]:

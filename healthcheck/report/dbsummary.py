@@ -35,7 +35,7 @@ import pandas as pd
 from ..analysis import trends
 from ..history.db import HistoryError, describe_error, is_sqlite
 from . import actions as act
-from . import commissioning, fleetstate
+from . import commissioning, fleetstate, training
 from . import summary as summ
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
@@ -119,6 +119,7 @@ class _Reader:
                             self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
                             acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now),
                             **self._recent(), commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now),
+                            training=training.load_sql(self.conn, self.sqlite, since, now),
                             first_seen=self._first_seen())
 
     def _first_seen(self) -> pd.Series:

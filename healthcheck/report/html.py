@@ -30,7 +30,7 @@ SECTIONS = (("fleet", "Fleet summary"), ("findings", "Findings"), ("fleet-days",
             ("checks", "Failing checks"), ("risk", "Nodes by risk"), ("trends", "Fleet trends"),
             ("perf", "Performance"),
             ("growth", "Counter growth"), ("drains", "Drains"),
-            ("commissioning", "Commissioning"), ("about", "About this report"))
+            ("commissioning", "Commissioning"), ("training", "Training readiness"), ("about", "About this report"))
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1c2833;background:#f4f6f7}
@@ -45,7 +45,7 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:20px 0 8px;border-bott
 table{border-collapse:collapse;width:100%;background:#fff;box-shadow:0 1px 3px rgba(0,0,0,.12);margin:6px 0 10px}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #e5e8e8;vertical-align:top;font-size:13px}
 th{background:#eaeded}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.fail{color:#c0392b;font-weight:600}.warn{color:#b9770e;font-weight:600}
+.fail{color:#c0392b;font-weight:600}.ready-line{color:#1e8449}.warn{color:#b9770e;font-weight:600}
 .note{background:#fef9e7;border-left:4px solid #f1c40f;padding:8px 12px;margin:8px 0}
 .nodata{background:#fdedec;border-left:4px solid #c0392b;padding:14px 16px;margin:12px 0;font-size:16px}
 .plot{background:#fff;padding:8px;box-shadow:0 1px 3px rgba(0,0,0,.12);margin:6px 0}
@@ -418,6 +418,13 @@ def _commissioning(p: _Page) -> str:
     return out + html_parts(c, getattr(p, "plots", True))
 
 
+def _training(p: _Page) -> str:
+    """The acceptance figures of the latest training run and the ready/blocked line (report/training.py)."""
+    from .training import html_part
+
+    return html_part(p.r.training)
+
+
 def _footer(p: _Page) -> str:
     from .. import __version__
 
@@ -466,7 +473,7 @@ def render_html(report: Report, plots: bool = True, step: Callable[[str], None] 
         # what to act on on the first screen (issue 35): the counts, the findings, then the days
         body = (head + _toc() + notes + _fleet(p) + _findings(p) + _fleet_days(p, svgs["days"]) + _checks(p)
                 + _risks(p) + _trends(p) + _distributions(p, svgs["dist"]) + _growth(p, svgs["growth"])
-                + _drains(p, svgs["drains"]) + _commissioning(p))
+                + _drains(p, svgs["drains"]) + _commissioning(p) + _training(p))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "

@@ -102,6 +102,15 @@ def _commissioning(r: Report) -> list[str]:
     return lines + markdown_lines(c)
 
 
+def _training(r: Report) -> list[str]:
+    """The acceptance figures of the latest training run and the ready/blocked line (report/training.py)."""
+    from .training import HEADERS, finish, rows
+
+    t = r.training if r.training is not None else finish(None, None, r.until)
+    return (["## Training readiness", "", f"**{md(t.line)}**", ""] + _table(HEADERS, rows(t), "figures")
+            + [md(t.curve_note) + ".", ""])
+
+
 def _findings(r: Report) -> list[str]:
     """Grouped as the HTML: one row per check (or metric), status and action; the nodes folded as Slurm
     takes them; the example the group's worst case (report/groups.py)."""
@@ -185,5 +194,6 @@ def render_markdown(report: Report) -> str:
                       "yes" if d.flapping else "", d.last_reason] for d in r.drains], "nodes") \
         if r.drains else ["No drain recorded.", ""]
     lines += _commissioning(r)
+    lines += _training(r)
     lines += [f"_Analyses: {md(r.source)}_", ""]
     return "\n".join(lines)

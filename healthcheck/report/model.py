@@ -146,6 +146,7 @@ class Report:
     # a cause shared by a group of nodes (a rack, or adjacent names without [topology]): group, kind,
     # subject, nodes, n_nodes, score, text; the risk table shows each as one row (report/shared.py)
     shared_causes: list[dict[str, Any]] = field(default_factory=list)
+    training: Any = None  # report.training.Training: the acceptance figures of the latest training run
 
     @property
     def empty(self) -> bool:
@@ -179,6 +180,7 @@ class Report:
             "newest_record": iso(self.newest_record), "stale": self.stale,
             "finding_groups": finding_groups(self),
             "shared_causes": [_plain(c) for c in self.shared_causes],
+            "training": _plain(self.training.to_dict()) if self.training is not None else None,
         }
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..analysis import availability, trends
 from . import actions as act
-from . import commissioning, fleetstate
+from . import commissioning, fleetstate, training
 
 COLUMNS = {
     "runs": ["run_id", "node", "context", "job_id", "started_at", "duration_s", "status"],
@@ -73,6 +73,8 @@ class Summary:
     mtbf_runs: pd.DataFrame | None = None
     # The commissioning section's rows (report/commissioning.py): latest fabric results, drill timings
     commissioning: Any = None
+    # The training readiness section's rows (report/training.py): the latest burnin.train run, burnin.nccl
+    training: Any = None
     # (node, item, value) of each node's latest sw.versions results (analysis/versions.py), for the
     # report's version tables and drift rows; None: not read (the caller may pass its own)
     versions: pd.DataFrame | None = None
@@ -172,6 +174,7 @@ def summarize_frames(frames: Any, since: Any, now: Any, recent: int | None = Non
                    counter_samples(metrics), perf_latest(metrics), f["actions"], "frames",
                    node_days=fleetstate.node_days(runs), **_recent(metrics, runs, results, recent),
                    commissioning=commissioning.from_frames(results, metrics),
+                   training=training.from_frames(results, metrics, runs),
                    first_seen=first_seen(whole["runs"], now))
 
 

@@ -94,9 +94,10 @@ def test_report_renders_without_console_messages(chromium, page, tmp_path):
     dom = _Counter()
     dom.feed(proc.stdout)
     assert dom.tags.get("svg") == 4, dom.tags  # fleet state per day, distributions, counter growth, drain timeline
-    # 7 tables, and one per fleet table with rows (report/fleetsection.py: regressions, MTBF, ...)
+    # 7 tables, the Training readiness figures (issue 34: shown, with "not measured", without a training run),
+    # and one per fleet table with rows (report/fleetsection.py: regressions, MTBF, ...)
     trends = sum(1 for rows in build_report(make_frames(), SINCE, NOW).fleet_tables.values() if rows)
-    assert trends >= 2 and dom.tags.get("table", 0) == 7 + trends and dom.tags.get("tr", 0) > 20
+    assert trends >= 2 and dom.tags.get("table", 0) == 8 + trends and dom.tags.get("tr", 0) > 20
     assert dom.tags.get("script", 0) == 0 and dom.tags.get("img", 0) == 0  # the hostile message stayed text
     for title in ("Fleet summary", "Nodes ranked by risk", "Performance distributions", "Drain timeline"):
         assert any(title in h for h in dom.h2), dom.h2

@@ -1,0 +1,414 @@
+"""The readiness report's "Training readiness" section (issue 34 point 5): the acceptance figures of the
+latest training smoke test of the window (``burnin.train.*``, docs/train.md), the latest burn-in's
+collective results (``burnin.nccl``) and the cluster's mean time to first failure, each with its
+measured value, threshold, verdict and the run it comes from, and one ready/blocked line.
+
+Where each figure comes from (the history's results and metrics, as the train phase records them in the
+burn-in job's run record, context ``burnin-job``):
+
+- convergence: ``burnin.train.convergence`` (status; metrics ``band_used``, ``first_bad_step``);
+- checkpoint integrity: ``burnin.train.resume`` (status; metric ``deviation_rel``, limit 0.1 %);
+- recovery time: ``burnin.train.resume`` metric ``recovery_s`` (recorded, no threshold);
+- throughput: ``burnin.train.throughput`` per rank (metric ``tokens_per_s``; the floor, 90 % of the
+  reference, is read back from the message: the judge records no floor metric); the lowest rank shown;
+- SM activity: ``burnin.train.activity`` (``sm_activity_pct`` per GPU, ``sm_activity_spread_pct``,
+  ``source_dcgm`` 1: DCGM field 1002, 0: NVML);
+- collective efficiency: the latest run with cross-node ``burnin.nccl`` results (one row per collective,
+  all-to-all included where it ran; metrics ``busbw_gbps``, ``efficiency_pct``);
+- mean time to first failure of the cluster: the report's per-node reliability table (the window's
+  runs): node-hours observed up to each node's first failure (or the window's end) over the first
+  failures, divided by the number of nodes (any node's failure stops a job spanning the cluster);
+- checkpoint write throughput: ``burnin.train.checkpoint`` metric ``checkpoint_mb_s`` (recorded only).
+
+The loss curve is kept by the train phase in the burn-in's JSON record (``train.full.loss``), not in the
+history's rows: the section says so and draws no plot.
+
+Two producers, one reduction, as report/commissioning.py: :func:`from_frames` and :func:`load_sql`;
+the MTTF figure and the verdict are added by :func:`finish` (build_report) from the summary's reliability
+table. JSON (``Report.to_dict()["training"]``) has its own ``schema_version`` (:data:`SCHEMA_VERSION`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+TRAIN_PREFIX = "burnin.train"
+CONVERGENCE = "burnin.train.convergence"
+RESUME = "burnin.train.resume"
+THROUGHPUT = "burnin.train.throughput"
+ACTIVITY = "burnin.train.activity"
+CHECKPOINT = "burnin.train.checkpoint"
+RUN = "burnin.train"
+NCCL = "burnin.nccl"
+RESUME_LIMIT_PCT = 0.1      # data/train.toml resume_deviation_rel (the judge's message names it too)
+ACTIVITY_MIN_PCT = 70.0
+ACTIVITY_SPREAD_PCT = 5.0
+MTTF_MIN_H = 24.0
+THRESHOLDED = ("convergence", "checkpoint_integrity", "throughput", "sm_activity", "collective", "mttf")
+NOT_MEASURED = "not measured"
+CURVE_NOTE = ("no loss-curve plot: the history holds no per-step loss (the train phase keeps the curve in the "
+              "burn-in's JSON record, train.full.loss, not in the history's rows)")
+_ORDER = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
+_FLOOR = re.compile(r"floor ([0-9][0-9.,eE+-]*)")
+_LIMIT = re.compile(r"limit ([0-9.]+) %")
+
+
+@dataclass
+class Figure:
+    key: str
+    label: str
+    value: float | None      # the measured figure in ``unit`` (None: not measured)
+    unit: str
+    measured: str            # what was measured, for people
+    threshold: str           # "" when recorded only
+    verdict: str             # pass | fail | warn | skip | error | not measured | recorded
+    detail: str = ""         # the finding's message
+    run_id: str = ""
+    job_id: str = ""
+    at: str = ""             # the run's start, ISO-8601 UTC
+    node: str = ""           # the batch host that recorded it
+
+
+@dataclass
+class Training:
+    figures: list[Figure] = field(default_factory=list)
+    run: dict[str, str] = field(default_factory=dict)   # the training run: run_id, job_id, at, node
+    verdict: str = NOT_MEASURED                          # ready | blocked | incomplete | not measured
+    line: str = ""
+    curve_note: str = CURVE_NOTE
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.run)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "verdict": self.verdict, "line": self.line,
+                "run": dict(self.run), "figures": [asdict(f) for f in self.figures], "curve": None,
+                "curve_note": self.curve_note}
+
+
+def _iso(ts: Any) -> str:
+    return pd.Timestamp(ts).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ") if pd.notna(ts) else ""
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def _worst(statuses: Any) -> str:
+    return min((str(s) for s in statuses), key=lambda s: _ORDER.get(s, 5), default="")
+
+
+def _g(value: float) -> str:
+    from .human import num
+
+    return num(value)
+
+
+def _floor(text: str) -> str:
+    try:
+        return _g(float(text.replace(",", "")))
+    except ValueError:
+        return text
+
+
+def _latest_run(rows: pd.DataFrame) -> str | None:
+    if rows.empty:
+        return None
+    order = rows.assign(run_id=rows["run_id"].astype(str)).sort_values(["started_at", "run_id"], kind="stable")
+    return str(order["run_id"].iloc[-1])
+
+
+def _metric(met: pd.DataFrame, check: str, name: str) -> list[tuple[str, float]]:
+    rows = met[(met["check"] == check) & (met["name"] == name)]
+    return [(_text(r.component), float(r.value)) for r in rows.itertuples(index=False) if pd.notna(r.value)]
+
+
+def _from(run: dict[str, str]) -> dict[str, str]:
+    return {"run_id": run.get("run_id", ""), "job_id": run.get("job_id", ""), "at": run.get("at", ""),
+            "node": run.get("node", "")}
+
+
+def _train_figures(res: pd.DataFrame, met: pd.DataFrame, run: dict[str, str]) -> list[Figure]:
+    src = _from(run)
+    out: list[Figure] = []
+
+    def rows(check: str) -> pd.DataFrame:
+        return res[res["check"] == check]
+
+    def message(r: pd.DataFrame) -> str:
+        bad = r.sort_values("status", key=lambda c: c.map(lambda s: _ORDER.get(s, 5)))
+        return _text(bad["message"].iloc[0]) if len(bad) else ""
+
+    # convergence
+    r = rows(CONVERGENCE)
+    if r.empty:
+        out.append(Figure("convergence", "convergence", None, "", "", "loss within the reference band",
+                          NOT_MEASURED, **src))
+    else:
+        status = _worst(r["status"])
+        first = _metric(met, CONVERGENCE, "first_bad_step")
+        used = _metric(met, CONVERGENCE, "band_used")
+        if first:
+            value, shown = first[0][1], f"left the band at step {int(first[0][1])}"
+        elif used:
+            value, shown = used[0][1] * 100, f"within the band (at most {used[0][1] * 100:.0f} % of it used)"
+        else:
+            value, shown = None, {"skip": "not judged: no reference curve"}.get(status, status)
+        out.append(Figure("convergence", "convergence", value, "% of band" if not first else "step", shown,
+                          "every step within max(0.02, 2 % of the reference) of the reference curve", status,
+                          message(r), **src))
+    # checkpoint integrity and recovery time
+    r = rows(RESUME)
+    dev = _metric(met, RESUME, "deviation_rel")
+    limit = _LIMIT.search(message(r)) if len(r) else None
+    limit_pct = float(limit.group(1)) if limit else RESUME_LIMIT_PCT
+    if r.empty:
+        out.append(Figure("checkpoint_integrity", "checkpoint integrity", None, "%", "",
+                          f"resume deviation < {limit_pct:g} %", NOT_MEASURED, **src))
+    else:
+        value = dev[0][1] * 100 if dev else None
+        shown = f"resume deviation {value:.3g} %" if value is not None else "no deviation recorded"
+        out.append(Figure("checkpoint_integrity", "checkpoint integrity", value, "%", shown,
+                          f"resume deviation < {limit_pct:g} %", _worst(r["status"]), message(r), **src))
+    rec = _metric(met, RESUME, "recovery_s")
+    out.append(Figure("recovery", "recovery time", rec[0][1] if rec else None, "s",
+                      f"{rec[0][1]:.1f} s from the kill to the first step after the restart" if rec else "",
+                      "", "recorded" if rec else NOT_MEASURED, message(r) if len(r) else "", **src))
+    # throughput: the lowest rank
+    r = rows(THROUGHPUT)
+    tps = _metric(met, THROUGHPUT, "tokens_per_s")
+    if r.empty or not tps:
+        out.append(Figure("throughput", "throughput", None, "tokens/s per GPU", "",
+                          "≥ 90 % of the reference", _worst(r["status"]) if len(r) else NOT_MEASURED,
+                          message(r) if len(r) else "", **src))
+    else:
+        comp, low = min(tps, key=lambda cv: cv[1])
+        floor = _FLOOR.search(message(r))
+        status = _worst(r["status"])
+        shown = f"{_g(low)} tokens/s per GPU (lowest: {comp or 'rank'}; {len(tps)} GPU(s))"
+        thr = "≥ 90 % of the reference" + (f" (floor {_floor(floor.group(1))} tokens/s)" if floor else "")
+        out.append(Figure("throughput", "throughput", low, "tokens/s per GPU", shown,
+                          thr if status != "warn" else thr + ": no reference, not judged", status, message(r), **src))
+    # SM activity
+    r = rows(ACTIVITY)
+    act = _metric(met, ACTIVITY, "sm_activity_pct")
+    spread = _metric(met, ACTIVITY, "sm_activity_spread_pct")
+    dcgm = _metric(met, ACTIVITY, "source_dcgm")
+    source = ("DCGM (field 1002, SM active)" if dcgm[0][1] >= 0.5 else "NVML utilisation (coarser)") if dcgm else ""
+    thr = f"mean ≥ {ACTIVITY_MIN_PCT:g} % per GPU, spread < {ACTIVITY_SPREAD_PCT:g} points"
+    if r.empty or not act:
+        status = _worst(r["status"]) if len(r) else NOT_MEASURED
+        out.append(Figure("sm_activity", "SM activity", None, "%",
+                          "not sampled (a CPU run, or neither DCGM nor NVML answered)" if status == "skip" else "",
+                          thr, status, message(r) if len(r) else "", **src))
+    else:
+        comp, low = min(act, key=lambda cv: cv[1])
+        shown = f"lowest mean {low:.1f} % ({comp})" + (f", spread {spread[0][1]:.1f} points" if spread else "") + \
+            (f"; source {source}" if source else "")
+        out.append(Figure("sm_activity", "SM activity", low, "%", shown, thr, _worst(r["status"]), message(r), **src))
+    # checkpoint write throughput
+    ck = _metric(met, CHECKPOINT, "checkpoint_mb_s")
+    r = rows(CHECKPOINT)
+    out.append(Figure("checkpoint_write", "checkpoint write throughput", ck[0][1] if ck else None, "MB/s",
+                      f"{_g(ck[0][1])} MB/s to the shared filesystem" if ck else "", "",
+                      "recorded" if ck else NOT_MEASURED, message(r) if len(r) else "", **src))
+    err = rows(RUN)
+    if len(err) and _worst(err["status"]) in ("error", "fail"):  # the test could not run: its message says why
+        out.insert(0, Figure("run", "training smoke test", None, "", "did not complete", "completes",
+                             _worst(err["status"]), message(err), **src))
+    return out
+
+
+def _collective(res: pd.DataFrame, met: pd.DataFrame, runs: dict[str, dict[str, str]]) -> list[Figure]:
+    nccl = res[(res["check"] == NCCL) & ~res["component"].map(_text).str.endswith("@node")]
+    latest = _latest_run(nccl)
+    if latest is None:
+        return [Figure("collective", "collective efficiency", None, "%", "", "the burn-in's NCCL reference",
+                       NOT_MEASURED)]
+    src = _from(runs.get(latest, {"run_id": latest}))
+    rows = nccl[nccl["run_id"].astype(str) == latest]
+    m = met[(met["run_id"].astype(str) == latest) & (met["check"] == NCCL)]
+    out = []
+    for r in rows.sort_values("component", key=lambda c: c.map(_text)).itertuples(index=False):
+        comp = _text(r.component)
+        mine = m[m["component"].map(_text) == comp]
+        vals = {str(x.name): float(x.value) for x in mine.itertuples(index=False) if pd.notna(x.value)}
+        eff, bw = vals.get("efficiency_pct"), vals.get("busbw_gbps")
+        parts = ([f"busbw {_g(bw)} GB/s"] if bw is not None else []) + \
+            ([f"{eff:.1f} % of line rate"] if eff is not None else [])
+        msg = _text(r.message)
+        thr = msg.split(" GB/s", 1)[1].strip(" ;,") if " GB/s" in msg else ""  # "within/below reference ..."
+        out.append(Figure("collective", f"collective efficiency: {comp.split('@', 1)[0]}",
+                          eff if eff is not None else bw, "%" if eff is not None else "GB/s",
+                          ", ".join(parts) or "no figure", thr or "the burn-in's NCCL reference", str(r.status), msg,
+                          **src))
+    return out
+
+
+def from_frames(results: pd.DataFrame | None, metrics: pd.DataFrame | None,
+                runs: pd.DataFrame | None = None) -> Training:
+    """The section's figures (all but the MTTF; see :func:`finish`) from the window's results, metrics and
+    runs frames (``load_frames`` columns; ``runs`` gives the job ids)."""
+    if results is None or results.empty:
+        return Training()
+    res = results.assign(check=results["check"].astype(str), status=results["status"].astype(str),
+                         run_id=results["run_id"].astype(str))
+    res = res[res["check"].str.startswith(TRAIN_PREFIX) | (res["check"] == NCCL)]
+    if res.empty:
+        return Training()
+    met = metrics if metrics is not None else pd.DataFrame(columns=["run_id", "check", "component", "name", "value"])
+    met = met.assign(check=met["check"].astype(str), name=met["name"].astype(str), run_id=met["run_id"].astype(str))
+    info: dict[str, dict[str, str]] = {}
+    for r in res.drop_duplicates("run_id").itertuples(index=False):
+        info[r.run_id] = {"run_id": r.run_id, "job_id": "", "at": _iso(r.started_at), "node": str(r.node)}
+    if runs is not None and len(runs):
+        for r in runs[runs["run_id"].astype(str).isin(set(info))].itertuples(index=False):
+            info[str(r.run_id)]["job_id"] = _text(r.job_id)
+    train = res[res["check"].str.startswith(TRAIN_PREFIX)]
+    latest = _latest_run(train)
+    figures: list[Figure] = []
+    run: dict[str, str] = {}
+    if latest is not None:
+        run = info[latest]
+        figures = _train_figures(train[train["run_id"] == latest], met[met["run_id"] == latest], run)
+    return Training(figures + _collective(res, met, info), run)
+
+
+def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Training:
+    """The same section from the database: only the ``burnin.train*`` and ``burnin.nccl`` rows of the window
+    and the runs they belong to."""
+    from sqlalchemy import String, or_, select, type_coerce
+
+    from ..history import schema
+
+    def when(col):
+        return type_coerce(col, String()).label(col.name) if sqlite else col
+
+    def frame(table, columns, where):
+        cols = [when(table.c[c]) if c == "started_at" else table.c[c] for c in columns]
+        rows = conn.execute(select(*cols).where(where & (table.c.started_at >= since) & (table.c.started_at <= now))
+                            ).all()
+        df = pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
+        df["started_at"] = pd.to_datetime(df["started_at"], utc=True, format="ISO8601")
+        return df.astype({"value": "float64"}) if "value" in df.columns else df
+
+    since, now = pd.Timestamp(since).to_pydatetime(), pd.Timestamp(now).to_pydatetime()
+    r, m, ru = schema.results, schema.metrics, schema.runs
+    node_scope = r.c.component.like("%@node")
+    results = frame(r, ["run_id", "node", "started_at", "check", "component", "status", "message"],
+                    or_(r.c.check.startswith(TRAIN_PREFIX, autoescape=True),
+                        (r.c.check == NCCL) & (r.c.component.is_(None) | ~node_scope)))
+    if results.empty:
+        return Training()
+    # only the two runs shown: the latest training run and the latest cross-node collective run
+    checks = results["check"].astype(str)
+    ids = sorted({i for i in (_latest_run(results[checks.str.startswith(TRAIN_PREFIX)]),
+                              _latest_run(results[checks == NCCL])) if i is not None})
+    results = results[results["run_id"].astype(str).isin(ids)]
+    metrics = frame(m, ["run_id", "node", "started_at", "check", "component", "name", "value"],
+                    m.c.run_id.in_(ids) & or_(m.c.check.startswith(TRAIN_PREFIX, autoescape=True), m.c.check == NCCL))
+    runs = pd.DataFrame.from_records(
+        [tuple(x) for x in conn.execute(select(ru.c.run_id, ru.c.job_id).where(ru.c.run_id.in_(ids))).all()],
+        columns=["run_id", "job_id"])
+    return from_frames(results, metrics, runs)
+
+
+def mttf_figure(reliability: pd.DataFrame | None, now: Any) -> Figure:
+    """The cluster's mean time to first failure from the per-node reliability table (node, ttff_s,
+    observed_s): exposure = each node's hours up to its first failure (or the window's end), per-node
+    MTTF = exposure / first failures, the cluster's = that / nodes (any node's failure stops a job that
+    spans the cluster). Without a failure, a lower bound (exposure / nodes): judged only once it reaches
+    the threshold."""
+    thr = f"> {MTTF_MIN_H:g} h"
+    if reliability is None or reliability.empty:
+        return Figure("mttf", "mean time to first failure (cluster)", None, "h", "", thr, NOT_MEASURED)
+    rel = reliability
+    failed = rel["ttff_s"].notna()
+    exposure_h = float(rel["ttff_s"].where(failed, rel["observed_s"]).clip(lower=0).sum()) / 3600
+    nodes, firsts = int(len(rel)), int(failed.sum())
+    from .human import duration_h
+
+    if firsts:
+        per_node = exposure_h / firsts
+        value = per_node / nodes
+        shown = (f"{duration_h(value)} ({nodes:,} nodes; per node {duration_h(per_node)}: {firsts:,} first "
+                 f"failure(s) in {_g(round(exposure_h))} node-hours)")
+        verdict = "pass" if value > MTTF_MIN_H else "fail"
+    else:
+        value = exposure_h / nodes
+        shown = f"no failure in {_g(round(exposure_h))} node-hours: more than {duration_h(value)} ({nodes:,} nodes)"
+        verdict = "pass" if value > MTTF_MIN_H else "warn"
+        if verdict == "warn":
+            shown += ": not enough history to judge"
+    return Figure("mttf", "mean time to first failure (cluster)", round(value, 3), "h", shown, thr, verdict,
+                  at=_iso(pd.Timestamp(now)))
+
+
+def finish(t: Training | None, reliability: pd.DataFrame | None, now: Any) -> Training:
+    """The section with the MTTF figure and the ready/blocked line (build_report)."""
+    t = t if t is not None else Training()
+    figures = [f for f in t.figures if f.key != "mttf"] + [mttf_figure(reliability, now)]
+    if not t.measured:
+        return replace(t, figures=figures, verdict=NOT_MEASURED,
+                       line="not measured: no training smoke test (burnin.train) in the window: run `healthcheck "
+                            "burnin train` (or a burn-in with the train phase) before calling the cluster ready")
+    judged = [f for f in figures if f.key in THRESHOLDED or f.key == "run"]
+    failed = [f.label for f in judged if f.verdict in ("fail", "error")]
+    open_ = [f.label for f in judged if f.verdict not in ("pass", "fail", "error")]
+    from .human import when_utc
+
+    when = when_utc(t.run["at"]) if t.run.get("at") else ""
+    job = f"job {t.run['job_id']}" if t.run.get("job_id") else f"run {t.run.get('run_id', '')}"
+    if failed:
+        verdict, line = "blocked", f"blocked: {', '.join(failed)} failed ({job}, {when})"
+    elif open_:
+        verdict, line = "incomplete", (f"not ready yet: nothing failed, but {', '.join(open_)} not judged "
+                                       f"({job}, {when})")
+    else:
+        verdict, line = "ready", f"ready: every acceptance figure passed ({job}, {when})"
+    return replace(t, figures=figures, verdict=verdict, line=line)
+
+
+HEADERS = ["figure", "measured", "threshold", "verdict", "run (job, time)"]
+
+
+def _source(f: Figure) -> str:
+    from .human import when
+
+    if not f.run_id and not f.at:
+        return ""
+    who = f"job {f.job_id}" if f.job_id else (f"run {f.run_id}" if f.run_id else "the window's runs")
+    return f"{who}, {when(f.at)}" if f.at else who
+
+
+def _verdict_text(f: Figure) -> str:
+    return "recorded (no threshold)" if f.verdict == "recorded" else f.verdict
+
+
+def rows(t: Training) -> list[list[str]]:
+    """The table's rows as text: figure, measured, threshold, verdict, run."""
+    return [[f.label, f.measured or ("-" if f.verdict == NOT_MEASURED else f.detail), f.threshold or "-",
+             _verdict_text(f), _source(f)] for f in t.figures]
+
+
+def html_part(t: Training | None) -> str:
+    import html as h
+
+    t = t if t is not None else finish(None, None, None)
+    cls = {"ready": "ready-line", "blocked": "fail", NOT_MEASURED: "warn", "incomplete": "warn"}[t.verdict]
+
+    def td(value: str, status: str = "") -> str:
+        c = {"fail": "fail", "error": "fail", "warn": "warn", NOT_MEASURED: "warn"}.get(status, "")
+        return f'<td class="{c}">{h.escape(value)}</td>' if c else f"<td>{h.escape(value)}</td>"
+
+    head = "".join(f"<th>{h.escape(x)}</th>" for x in HEADERS)
+    body = "".join("<tr>" + "".join(td(v, f.verdict if i == 3 else "") for i, v in enumerate(row)) + "</tr>"
+                   for f, row in zip(t.figures, rows(t)))
+    return (f'<h2 id="training">Training readiness</h2><p class="{cls}" id="training-verdict"><strong>'
+            f"{h.escape(t.line)}</strong></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f'<p class="muted">{h.escape(t.curve_note)}.</p>')
