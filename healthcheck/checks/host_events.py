@@ -126,6 +126,8 @@ def _block_severity(rule, severity: str, ev: KernelEvent, exp, policy) -> tuple[
     disk = info.get("disk") or ev.device or ""
     if disk.startswith("nvme") and getattr(exp, "nvme_count", None):
         return severity, "an NVMe device the class expects (storage.nvme_count)"
+    if info.get("pooled") and not info.get("removable"):
+        return severity, "backs no mount we can see, but ZFS pools are mounted: it may be a member disk"
     if info.get("present") and "used_by" in info:
         return rule.by_device.get("unused", severity), "backs no mount or swap, and the class does not expect it"
     return severity, ""

@@ -58,6 +58,13 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+def _pooled(proc_root: str) -> bool:
+    """Whether a mount is a pool whose member disks no mount names (ZFS): a disk that backs no mount
+    of ours may then still be in use."""
+    text = _read(os.path.join(proc_root, "self", "mounts"), 1 << 20) or ""
+    return any(len(f) >= 3 and f[2] == "zfs" for f in (line.split() for line in text.splitlines()))
+
+
 def _swaps(proc_root: str) -> list[str]:
     text = _read(os.path.join(proc_root, "swaps"), 1 << 16) or ""
     return [line.split()[0] for line in text.splitlines()[1:] if line.split()]
@@ -131,6 +138,8 @@ def describe_block_device(name: str, sysfs_root: str = "/sys", proc_root: str = 
         if source.startswith("/dev/") and _source_name(source, dev_root) in names and "swap" not in used:
             used.append("swap")
     info["used_by"] = used[:MAX_USED_BY]
+    if not used and _pooled(proc_root):
+        info["pooled"] = True  # ZFS pools mounted: their member disks show no mount
     return info
 
 

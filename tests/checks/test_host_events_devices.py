@@ -189,3 +189,11 @@ def test_the_live_snapshot_carries_the_device_facts_only_where_a_block_event_was
     assert {(f.component, f.status) for f in findings} == {("sr0", PASS), ("sda", FAIL), ("MC0", WARN)}
     again = Snapshot.from_dict(snap.to_dict())  # the spool and bundles keep the facts
     assert [ev.device_info for ev in again.kernel_events] == [ev.device_info for ev in snap.kernel_events]
+
+
+def test_with_a_zfs_pool_mounted_an_unmounted_disk_is_not_called_unused(tmp_path):
+    """A ZFS pool's member disks appear in no mount (the pool is mounted by name): an error on one still
+    FAILs; a removable disk is still only a warning."""
+    zfs = MOUNTS + "tank/data /data2 zfs rw,xattr 0 0\n"
+    findings = _judge("[9.0] I/O error, dev sdd, sector 8\n", tmp_path, mounts=zfs)
+    assert [f.status for f in findings] == [FAIL] and "ZFS pools are mounted" in findings[0].message
