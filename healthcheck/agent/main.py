@@ -211,7 +211,7 @@ def serve(server, fingerprint: Fingerprint, spares: int = SPARES, log=None, warm
     server.setblocking(False)  # spares wait in select(): the one that loses the race for a connection waits on
     idle: set[int] = set()
     busy: set[int] = set()
-    sampling = Sampling(*sampler) if sampler else None
+    sampling = Sampling(*sampler, first_at=time.monotonic() + sampler[0]) if sampler else None
 
     def spawn() -> None:
         try:
@@ -318,11 +318,11 @@ class Sampling:
     """The job sampler's schedule in the agent: one child per ``interval_s``, never two, killed once it
     has run for ``interval_s`` (SIGKILL; a child stuck in the driver is not replaced while it lingers)."""
 
-    def __init__(self, interval_s: float, run) -> None:
+    def __init__(self, interval_s: float, run, first_at: float = 0.0) -> None:
         self.interval_s, self.run = float(interval_s), run
         self.pid: int | None = None
         self.started = 0.0
-        self.next_at = 0.0
+        self.next_at = first_at  # the agent's first sample comes one interval after it starts (its spares first)
         self.killed = False
 
     def reaped(self, pid: int) -> bool:
