@@ -98,9 +98,9 @@ def parse_host_events(text: str | bytes, policy=None) -> list[KernelEvent]:
         got = _match_line(raw, rules)
         if got is not None:
             event = got[0]
-            if event.time is None and event.uptime_s is None:
-                # no time at all: judged as of the recording, so a line repeated (a paste, a relay that
-                # logged it twice) is one event, de-duplicated by its content
+            if event.time is None and event.uptime_s is None and event.line.startswith(event.message[:80]):
+                # no time at all (the line is the message: no stamp, no syslog header): judged as of the
+                # recording, so a line repeated (a paste, a relay that logged it twice) is one event
                 key = (event.event_class, event.line)
                 if key in timeless:
                     continue

@@ -197,3 +197,10 @@ def test_parse_kernel_log_shows_host_events_beside_the_xid_events(tmp_path):
     items = json.loads(result.output)["items"]
     assert [(e["kind"], e["event_class"]) for e in items] == [("xid", None), ("host", "block_io_error"),
                                                                ("host", "edac_ue")]
+
+
+def test_lines_with_a_syslog_stamp_in_the_same_second_are_not_merged():
+    """Two link downs logged in the same second under a syslog header (no year: no parsed time) are two
+    events; only lines with no stamp at all are de-duplicated by content."""
+    line = "Mar 27 15:37:34 cc1 kernel: mlx5_core 0000:13:00.1 eth1: Link down\n"
+    assert len(parse_host_events(line * 2)) == 2
