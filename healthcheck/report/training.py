@@ -282,22 +282,14 @@ def from_frames(results: pd.DataFrame | None, metrics: pd.DataFrame | None,
 def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Training:
     """The same section from the database: only the ``burnin.train*`` and ``burnin.nccl`` rows of the window
     and the runs they belong to."""
-    from sqlalchemy import String, or_, select, type_coerce
+    from sqlalchemy import or_, select
 
     from ..history import schema
-
-    def when(col):
-        return type_coerce(col, String()).label(col.name) if sqlite else col
+    from .sqlwindow import window_frame
 
     def frame(table, columns, where):
-        cols = [when(table.c[c]) if c == "started_at" else table.c[c] for c in columns]
-        rows = conn.execute(select(*cols).where(where & (table.c.started_at >= since) & (table.c.started_at <= now))
-                            ).all()
-        df = pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
-        df["started_at"] = pd.to_datetime(df["started_at"], utc=True, format="ISO8601")
-        return df.astype({"value": "float64"}) if "value" in df.columns else df
+        return window_frame(conn, sqlite, table, columns, where, since, now)
 
-    since, now = pd.Timestamp(since).to_pydatetime(), pd.Timestamp(now).to_pydatetime()
     r, m, ru = schema.results, schema.metrics, schema.runs
     node_scope = r.c.component.like("%@node")
     results = frame(r, ["run_id", "node", "started_at", "check", "component", "status", "message"],
