@@ -178,3 +178,23 @@ def test_sweep_quiet_and_verbose(monkeypatch, tmp_path):
     assert quiet.exit_code == 0 and "[sweep]" not in quiet.output, quiet.output
     both = CliRunner().invoke(cli, [*base, "-q", "-v"])
     assert both.exit_code == 2 and "exclude each other" in both.output
+
+
+def test_the_completion_line_the_readme_documents_works():
+    """README: `eval "$(_HEALTHCHECK_COMPLETE=bash_source healthcheck)"`; the completion it installs
+    completes command names."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    exe = str(Path(sys.executable).parent / "healthcheck")
+    assert '_HEALTHCHECK_COMPLETE=bash_source healthcheck' in (ROOT / "README.md").read_text()
+    env = {**os.environ, "_HEALTHCHECK_COMPLETE": "bash_source"}
+    script = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert "_healthcheck_completion" in script and "complete " in script
+    env = {**os.environ, "_HEALTHCHECK_COMPLETE": "bash_complete", "COMP_WORDS": "healthcheck ch", "COMP_CWORD": "1"}
+    words = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60).stdout.split()
+    assert "plain,check" in words and "plain,checks" in words
