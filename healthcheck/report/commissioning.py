@@ -267,7 +267,7 @@ def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Commissioning:
     from sqlalchemy import or_
 
     from ..history import schema
-    from .sqlwindow import window_frame
+    from .sqlwindow import metric_names, window_frame
 
     def frame(table, columns, where):
         return window_frame(conn, sqlite, table, columns, where, since, now)
@@ -276,6 +276,10 @@ def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Commissioning:
     results = frame(r, ["run_id", "node", "started_at", "check", "component", "status", "message"],
                     or_(r.c.check.startswith(FABRIC_PREFIX, autoescape=True),
                         r.c.check.startswith(DRILL_PREFIX, autoescape=True)))
+    def cells(t):
+        return or_(t.c.check.startswith(DRILL_PREFIX, autoescape=True), t.c.check.in_(CELL_CHECKS))
+
+    names = metric_names(conn, cells)  # through the (name, started_at) index, not a scan for the check
     metrics = frame(m, ["run_id", "node", "started_at", "check", "component", "name", "value"],
-                    or_(m.c.check.startswith(DRILL_PREFIX, autoescape=True), m.c.check.in_(CELL_CHECKS)))
+                    m.c.name.in_(names) & cells(m)) if names else None
     return from_frames(results, metrics)

@@ -37,6 +37,7 @@ from ..history.db import HistoryError, describe_error, is_sqlite
 from . import actions as act
 from . import commissioning, fleetstate, training
 from . import summary as summ
+from .sqlframe import read_frame
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
 IDS_PER_QUERY = 900
@@ -56,10 +57,7 @@ def _time(col, sqlite: bool):
 
 
 def _frame(conn, stmt, columns: list[str], times: tuple[str, ...] = ()) -> pd.DataFrame:
-    rows = conn.execute(stmt).all()
-    df = pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
-    for c in times:
-        df[c] = pd.to_datetime(df[c], utc=True, format="ISO8601")
+    df = read_frame(conn, stmt, columns, times)
     return df.astype({c: "float64" for c in ("value", "duration_s") if c in df.columns})
 
 
@@ -357,8 +355,16 @@ class _Reader:
             span = RUNS_PER_SAMPLE * n  # runs of other kinds (a burn-in) between two samples: some slack
             cut = select(last.c.node, func.min(last.c.started_at).label("cut"), func.count().label("k")).where(
                 last.c.rn <= span).group_by(last.c.node).subquery()
-            stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
-                    .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
+            if self.sqlite:
+                stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
+                        .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
+            else:  # per node, a range of the (node, name, started_at) index; a plain join scans every row
+                from sqlalchemy import true
+
+                per_node = (select(*cols, m.c.seq).where(m.c.node == cut.c.node, m.c.name.in_(short),
+                                                        m.c.started_at >= cut.c.cut, m.c.started_at <= self.now)
+                            .offset(0).lateral("recent"))  # OFFSET 0: kept a per-node subquery, not flattened
+                stmt = select(*(per_node.c[c] for c in names)).select_from(cut.join(per_node, true()))
             got = _frame(self.conn, stmt, names, ("started_at",))
             # series with fewer than n samples since their node's cut, on nodes with n runs or more: again,
             # whole (their cut may have hidden older samples)

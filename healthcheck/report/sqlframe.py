@@ -1,0 +1,83 @@
+"""A SELECT's rows as a DataFrame, the fast way each database offers: the one place the report turns
+query results into frames.
+
+- PostgreSQL: ``COPY (SELECT ...) TO STDOUT`` in CSV, parsed by pandas' C reader. Through SQLAlchemy's
+  rows each value is a Python object made by the driver, wrapped in a Row and converted again by the
+  column's type (UTCDateTime); at 10,000 nodes the report reads millions of values, and that per-value
+  work cost more than the queries (docs/performance.md, "10,000 nodes on PostgreSQL"). The statement is
+  compiled by SQLAlchemy and its parameters bound client-side by psycopg (COPY takes no server-side
+  parameters); text columns are read as text (a node named ``001`` stays ``001``), numbers and times by
+  the selected column's SQL type. NULL is written as ``\\N`` so that an empty string stays an empty string.
+- SQLite: the driver's rows (times selected as text by the callers and converted by pandas in one pass).
+
+Either way: text columns are pandas' text dtype with NULL as missing (not the empty string), numbers
+float64/int64 as pandas infers them, the ``times`` columns UTC datetimes, and the rows keep the
+statement's ORDER BY.
+"""
+from __future__ import annotations
+
+import io
+from datetime import datetime
+from typing import Sequence
+
+import pandas as pd
+
+NULL = "\\N"
+
+
+def read_frame(conn, stmt, columns: Sequence[str], times: Sequence[str] = ()) -> pd.DataFrame:
+    """``stmt``'s rows as a frame with ``columns`` (its selected columns, in order); ``times`` converted to
+    UTC datetimes. ``conn``: an open SQLAlchemy connection (inside the caller's transaction)."""
+    columns = list(columns)
+    if conn.dialect.name == "postgresql":
+        df = _copy_frame(conn, stmt, columns)
+    else:
+        df = pd.DataFrame.from_records([tuple(r) for r in conn.execute(stmt).all()], columns=columns)
+    for c in times:
+        df[c] = pd.to_datetime(df[c], utc=True, format="ISO8601")
+    return df
+
+
+def _kind(sql_type) -> str:
+    from sqlalchemy import Boolean, DateTime, Float, Integer, Numeric
+
+    t = getattr(sql_type, "impl", sql_type)  # a TypeDecorator (UTCDateTime) by what it stores
+    if isinstance(t, (Integer, Float, Numeric)):
+        return "number"
+    if isinstance(t, Boolean):
+        return "bool"
+    if isinstance(t, DateTime):
+        return "time"
+    return "text"
+
+
+def _copy_frame(conn, stmt, columns: list[str]) -> pd.DataFrame:
+    selected = list(stmt.selected_columns)
+    if len(selected) != len(columns):
+        raise ValueError(f"read_frame: {len(columns)} column name(s) for {len(selected)} selected column(s)")
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.params
+    for name, value in params.items():
+        if isinstance(value, datetime) and value.tzinfo is None:  # UTCDateTime's rule, applied by us here
+            raise ValueError(f"read_frame: parameter {name} is a naive datetime; pass aware UTC times")
+    kinds = [_kind(c.type) for c in selected]
+    buf = io.BytesIO()
+    cur = conn.connection.driver_connection.cursor()
+    try:
+        cur.execute("SET LOCAL TIME ZONE 'UTC'")  # times as "...+00", whatever the server's default
+        with cur.copy(f"COPY ({compiled.string}) TO STDOUT (FORMAT csv, NULL '{NULL}')", params) as copy:
+            for data in copy:
+                buf.write(data)
+    finally:
+        cur.close()
+    if not buf.tell():
+        return pd.DataFrame({c: pd.Series([], dtype="float64" if k == "number" else object)
+                             for c, k in zip(columns, kinds)})
+    buf.seek(0)
+    df = pd.read_csv(buf, header=None, names=columns, na_values=[NULL], keep_default_na=False,
+                     dtype={c: str for c, k in zip(columns, kinds) if k != "number"},
+                     engine="c", low_memory=False)
+    for c, k in zip(columns, kinds):
+        if k == "bool":
+            df[c] = df[c].map({"t": True, "f": False})
+    return df
