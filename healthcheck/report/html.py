@@ -422,7 +422,7 @@ def _training(p: _Page) -> str:
     """The acceptance figures of the latest training run and the ready/blocked line (report/training.py)."""
     from .training import html_part
 
-    return html_part(p.r.training)
+    return html_part(p.r.training, getattr(p, "plots", True))
 
 
 def _footer(p: _Page) -> str:

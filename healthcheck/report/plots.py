@@ -390,3 +390,70 @@ def fleet_days_svg(days, states: Sequence[str], labels: dict, colors: dict) -> s
         row = days.iloc[k]
         body.append(place.place([(left + (k + 0.5) * slot, bottom + 16, "middle")], f"{row['day']:%Y-%m-%d}"))
     return svg(bottom + 28, body, "fleet state per day")
+
+
+def loss_curve_svg(steps: Sequence[int], loss: Sequence[float | None], reference: Sequence[float | None],
+                   band: Sequence[float | None], first_bad: int | None = None, title: str = "loss curve") -> str | None:
+    """A training run's loss per step (the recorded points, a line and a dot each) against its reference
+    curve (dashed) and the tolerance band around it (shaded, where the reference has a value); the step
+    that left the band as a red line. Every dot has a hover title (step, loss, reference, band). None
+    without a point of the run."""
+    pts = [(int(s), float(v)) for s, v in zip(steps, loss) if v is not None and math.isfinite(v)]
+    if not pts:
+        return None
+    refs = [(int(s), float(r), float(b) if b is not None and math.isfinite(b) else 0.0)
+            for s, r, b in zip(steps, reference, band) if r is not None and math.isfinite(r)]
+    left, right, top, bottom, height = 70, WIDTH - 20, 40, 236, 280
+    xs_all = [s for s, _ in pts] + [s for s, _, _ in refs]
+    ys_all = [v for _, v in pts] + [r + b for _, r, b in refs] + [r - b for _, r, b in refs]
+    x_ticks = nice_ticks(float(min(xs_all)), float(max(xs_all)), 8)
+    y_ticks = nice_ticks(min(ys_all), max(ys_all), 5)
+    sx = _Scale(float(min(xs_all)), float(max(xs_all)), left, right)
+    sy = _Scale(min(ys_all + y_ticks), max(ys_all + y_ticks), bottom, top)
+    place = Placer((0, 0, WIDTH, height))
+    body: list[str] = []
+    body.append(place.fixed(left, 18, title, 80, bold=True, extra=' font-weight="bold"'))
+    x = place.boxes[-1][2] + 24
+    legend = [("run", PALETTE[0], "2", "")] + ([("reference", "#566573", "2", ' stroke-dasharray="6,3"'),
+                                               ("band", "#95a5a6", "8", ' stroke-opacity="0.4"')] if refs else [])
+    for name, color, width, extra in legend:
+        body.append(f'<line x1="{_n(x)}" y1="14" x2="{_n(x + 22)}" y2="14" stroke="{color}" '
+                    f'stroke-width="{width}"{extra}/>')
+        body.append(place.fixed(x + 26, 18, name))
+        x = place.boxes[-1][2] + 16
+    for v in y_ticks:
+        body.append(f'<line x1="{left}" y1="{_n(sy(v))}" x2="{right}" y2="{_n(sy(v))}" stroke="#eaeded"/>')
+        body.append(place.fixed(left - 6, sy(v) + 4, _num(v, 4), anchor="end"))
+    body.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#566573"/>')
+    for v in x_ticks:
+        if sx.lo <= v <= sx.hi:
+            body.append(f'<line x1="{_n(sx(v))}" y1="{bottom}" x2="{_n(sx(v))}" y2="{bottom + 4}" stroke="#566573"/>')
+            body.append(place.place([(sx(v), bottom + 16, "middle")], f"{v:g}"))
+    body.append(place.fixed((left + right) / 2, bottom + 32, "step", anchor="middle"))
+    body.append(svg_text(12, (top + bottom) / 2, "loss", anchor="middle",
+                         extra=f' transform="rotate(-90 12 {(top + bottom) / 2})"'))
+    if refs:
+        upper = "".join(f"{'M' if k == 0 else 'L'}{_n(sx(s))} {_n(sy(r + b))}" for k, (s, r, b) in enumerate(refs))
+        lower = "".join(f"L{_n(sx(s))} {_n(sy(r - b))}" for s, r, b in reversed(refs))
+        body.append(f'<path d="{upper}{lower}Z" fill="#95a5a6" fill-opacity="0.25" stroke="none">'
+                    f'{tip("the tolerance band around the reference")}</path>')
+        line = "".join(f"{'M' if k == 0 else 'L'}{_n(sx(s))} {_n(sy(r))}" for k, (s, r, _) in enumerate(refs))
+        body.append(f'<path d="{line}" fill="none" stroke="#566573" stroke-width="1.4" stroke-dasharray="6,3">'
+                    f'{tip("the reference curve")}</path>')
+    if first_bad is not None and sx.lo <= first_bad <= sx.hi:
+        x = sx(first_bad)
+        body.append(f'<line x1="{_n(x)}" y1="{top}" x2="{_n(x)}" y2="{bottom}" stroke="#c0392b" stroke-width="1.4">'
+                    f'{tip(f"step {first_bad}: the first step outside the band")}</line>')
+        body.append(place.place([(x + 4, top + 12, "start"), (x - 4, top + 12, "end")],
+                                f"left the band at step {first_bad}", 40, 10, ' style="fill:#c0392b;font-size:10px"'))
+    by_ref = {s: (r, b) for s, r, b in refs}
+    line = "".join(f"{'M' if k == 0 else 'L'}{_n(sx(s))} {_n(sy(v))}" for k, (s, v) in enumerate(pts))
+    body.append(f'<path d="{line}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.8"/>')
+    dots = []
+    for s, v in pts:
+        ref = by_ref.get(s)
+        what = f"step {s}: loss {_num(v, 5)}" + (f", reference {_num(ref[0], 5)} ± {_num(ref[1], 3)}" if ref else "")
+        color = "#c0392b" if ref and abs(v - ref[0]) > ref[1] else PALETTE[0]
+        dots.append(f'<circle cx="{_n(sx(s))}" cy="{_n(sy(v))}" r="2.6" fill="{color}">{tip(what)}</circle>')
+    body.append('<g class="loss-points">' + "".join(dots) + "</g>")
+    return svg(height, body, title)

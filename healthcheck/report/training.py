@@ -7,10 +7,16 @@ Where each figure comes from (the history's results and metrics, as the train ph
 burn-in job's run record, context ``burnin-job``):
 
 - convergence: ``burnin.train.convergence`` (status; metrics ``band_used``, ``first_bad_step``);
+- the loss curve: the same finding's ``loss@NNNNNNN`` (the run's loss at step N, at most 32 steps, the
+  first and the last always) and ``loss_ref@NNNNNNN`` (the reference's at those steps), ``band_rel`` and
+  ``band_abs`` (the band: max(band_abs, band_rel x reference)); read back by
+  ``burnin.train.judge.curve_from_metrics`` (the names strictly, ``parse_curve_name``);
 - checkpoint integrity: ``burnin.train.resume`` (status; metric ``deviation_rel``, limit 0.1 %);
 - recovery time: ``burnin.train.resume`` metric ``recovery_s`` (recorded, no threshold);
-- throughput: ``burnin.train.throughput`` per rank (metric ``tokens_per_s``; the floor, 90 % of the
-  reference, is read back from the message: the judge records no floor metric); the lowest rank shown;
+- throughput: ``burnin.train.throughput`` per rank (metrics ``tokens_per_s``, and with a reference
+  ``tokens_per_s_ref``, ``tokens_per_s_floor``, ``pct_of_reference``); the lowest rank shown, as "N
+  tokens/s per GPU, P % of the reference (≥ F %)". Rows recorded before those metrics existed (the train
+  phase of 2026-12-06) have the floor in the message only: it is read back from there for them;
 - SM activity: ``burnin.train.activity`` (``sm_activity_pct`` per GPU, ``sm_activity_spread_pct``,
   ``source_dcgm`` 1: DCGM field 1002, 0: NVML);
 - collective efficiency: the latest run with cross-node ``burnin.nccl`` results (one row per collective,
@@ -20,8 +26,10 @@ burn-in job's run record, context ``burnin-job``):
   failures, divided by the number of nodes (any node's failure stops a job spanning the cluster);
 - checkpoint write throughput: ``burnin.train.checkpoint`` metric ``checkpoint_mb_s`` (recorded only).
 
-The loss curve is kept by the train phase in the burn-in's JSON record (``train.full.loss``), not in the
-history's rows: the section says so and draws no plot.
+The loss curve is drawn (HTML: inline SVG, ``plots.loss_curve_svg``), stated as a sentence (Markdown,
+``curve_note``) and given as data (JSON ``curve``: steps, loss, reference, band). A run recorded before the
+curve went into the history (no ``loss@`` metric) has no curve: ``curve`` is null and ``curve_note`` says
+so (:data:`CURVE_NOTE`).
 
 Two producers, one reduction, as report/commissioning.py: :func:`from_frames` and :func:`load_sql`;
 the MTTF figure and the verdict are added by :func:`finish` (build_report) from the summary's reliability
@@ -50,8 +58,9 @@ ACTIVITY_SPREAD_PCT = 5.0
 MTTF_MIN_H = 24.0
 THRESHOLDED = ("convergence", "checkpoint_integrity", "throughput", "sm_activity", "collective", "mttf")
 NOT_MEASURED = "not measured"
-CURVE_NOTE = ("no loss-curve plot: the history holds no per-step loss (the train phase keeps the curve in the "
-              "burn-in's JSON record, train.full.loss, not in the history's rows)")
+CURVE_NOTE = ("no loss-curve plot: the history holds no per-step loss for this run (recorded before the train "
+              "phase put the curve in its metrics; the burn-in's JSON record keeps it, train.full.loss)")
+NO_RUN_NOTE = "no loss curve: no training run in the window"
 _ORDER = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
 _FLOOR = re.compile(r"floor ([0-9][0-9.,eE+-]*)")
 _LIMIT = re.compile(r"limit ([0-9.]+) %")
@@ -79,7 +88,8 @@ class Training:
     run: dict[str, str] = field(default_factory=dict)   # the training run: run_id, job_id, at, node
     verdict: str = NOT_MEASURED                          # ready | blocked | incomplete | not measured
     line: str = ""
-    curve_note: str = CURVE_NOTE
+    curve_note: str = NO_RUN_NOTE
+    curve: dict[str, Any] | None = None                  # the latest run's loss curve (see :func:`_curve`)
 
     @property
     def measured(self) -> bool:
@@ -87,7 +97,8 @@ class Training:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "verdict": self.verdict, "line": self.line,
-                "run": dict(self.run), "figures": [asdict(f) for f in self.figures], "curve": None,
+                "run": dict(self.run), "figures": [asdict(f) for f in self.figures],
+                "curve": _curve_json(self.curve),
                 "curve_note": self.curve_note}
 
 
@@ -114,6 +125,11 @@ def _floor(text: str) -> str:
         return _g(float(text.replace(",", "")))
     except ValueError:
         return text
+
+
+def _pct(value: float) -> str:
+    """A percentage for people: one decimal at most, trailing zeros dropped (95, 94.7)."""
+    return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
 def _latest_run(rows: pd.DataFrame) -> str | None:
@@ -159,9 +175,11 @@ def _train_figures(res: pd.DataFrame, met: pd.DataFrame, run: dict[str, str]) ->
             value, shown = used[0][1] * 100, f"within the band (at most {used[0][1] * 100:.0f} % of it used)"
         else:
             value, shown = None, {"skip": "not judged: no reference curve"}.get(status, status)
+        rel, abs_ = _metric(met, CONVERGENCE, "band_rel"), _metric(met, CONVERGENCE, "band_abs")
+        band = (f"max({_g(abs_[0][1])}, {_pct(100 * rel[0][1])} % of the reference)" if rel and abs_ else
+                "max(0.02, 2 % of the reference)")  # the packaged tolerances: rows before the band was recorded
         out.append(Figure("convergence", "convergence", value, "% of band" if not first else "step", shown,
-                          "every step within max(0.02, 2 % of the reference) of the reference curve", status,
-                          message(r), **src))
+                          f"every step within {band} of the reference curve", status, message(r), **src))
     # checkpoint integrity and recovery time
     r = rows(RESUME)
     dev = _metric(met, RESUME, "deviation_rel")
@@ -188,12 +206,22 @@ def _train_figures(res: pd.DataFrame, met: pd.DataFrame, run: dict[str, str]) ->
                           message(r) if len(r) else "", **src))
     else:
         comp, low = min(tps, key=lambda cv: cv[1])
-        floor = _FLOOR.search(message(r))
         status = _worst(r["status"])
-        shown = f"{_g(low)} tokens/s per GPU (lowest: {comp or 'rank'}; {len(tps)} GPU(s))"
-        thr = "≥ 90 % of the reference" + (f" (floor {_floor(floor.group(1))} tokens/s)" if floor else "")
-        out.append(Figure("throughput", "throughput", low, "tokens/s per GPU", shown,
-                          thr if status != "warn" else thr + ": no reference, not judged", status, message(r), **src))
+        mine = {name: dict(_metric(met, THROUGHPUT, name)).get(comp)
+                for name in ("pct_of_reference", "tokens_per_s_ref", "tokens_per_s_floor")}
+        pct, ref, floor_v = mine["pct_of_reference"], mine["tokens_per_s_ref"], mine["tokens_per_s_floor"]
+        floor_pct = 100 * floor_v / ref if ref and floor_v is not None else None
+        which = f"lowest: {comp or 'rank'} of {len(tps)} GPU(s)"
+        if pct is not None and floor_pct is not None:
+            shown = f"{_g(low)} tokens/s per GPU, {_pct(pct)} % of the reference (≥ {_pct(floor_pct)} %); {which}"
+            thr = f"≥ {_pct(floor_pct)} % of the reference {_g(ref)} tokens/s (floor {_g(floor_v)} tokens/s)"
+        else:  # no reference (WARN), or a row recorded before the reference's metrics: its message has the floor
+            floor = _FLOOR.search(message(r))
+            shown = f"{_g(low)} tokens/s per GPU ({which})"
+            thr = "≥ 90 % of the reference" + (f" (floor {_floor(floor.group(1))} tokens/s)" if floor else "")
+            if status == "warn":
+                thr += ": no reference, not judged"
+        out.append(Figure("throughput", "throughput", low, "tokens/s per GPU", shown, thr, status, message(r), **src))
     # SM activity
     r = rows(ACTIVITY)
     act = _metric(met, ACTIVITY, "sm_activity_pct")
@@ -273,10 +301,71 @@ def from_frames(results: pd.DataFrame | None, metrics: pd.DataFrame | None,
     latest = _latest_run(train)
     figures: list[Figure] = []
     run: dict[str, str] = {}
+    curve = None
     if latest is not None:
         run = info[latest]
-        figures = _train_figures(train[train["run_id"] == latest], met[met["run_id"] == latest], run)
-    return Training(figures + _collective(res, met, info), run)
+        mine = met[met["run_id"] == latest]
+        figures = _train_figures(train[train["run_id"] == latest], mine, run)
+        curve = _curve(mine, _worst(train.loc[(train["run_id"] == latest) & (train["check"] == CONVERGENCE),
+                                              "status"]))
+    note = NO_RUN_NOTE if latest is None else curve_sentence(curve, run) if curve else CURVE_NOTE
+    return Training(figures + _collective(res, met, info), run, curve_note=note, curve=curve)
+
+
+def _curve(met: pd.DataFrame, status: str) -> dict[str, Any] | None:
+    """The loss curve the convergence finding recorded (``loss@``/``loss_ref@`` metrics): steps (the
+    union of the run's and the reference's points), loss and reference (None where not recorded), band
+    (the half-width max(band_abs, band_rel x reference) where both tolerances and the reference are
+    there), first_bad_step, the convergence status; None when the run recorded no point of its own."""
+    from ..burnin.train.judge import curve_from_metrics
+
+    rows = met[met["check"] == CONVERGENCE]
+    values: dict[str, float] = {}
+    for name, value in zip(rows["name"], rows["value"]):
+        if pd.notna(value):
+            values.setdefault(str(name), float(value))
+    run, ref = curve_from_metrics(values)
+    if not run:
+        return None
+    steps = sorted(set(run) | set(ref))
+    rel, abs_ = values.get("band_rel"), values.get("band_abs")
+    band = [round(max(abs_, rel * ref[s]), 6) if s in ref and rel is not None and abs_ is not None else None
+            for s in steps]
+    first = values.get("first_bad_step")
+    return {"steps": steps, "loss": [run.get(s) for s in steps], "reference": [ref.get(s) for s in steps],
+            "band": band, "band_rel": rel, "band_abs": abs_,
+            "first_bad_step": int(first) if first is not None else None, "status": status}
+
+
+def _curve_json(curve: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if curve is None else {k: (list(v) if isinstance(v, list) else v) for k, v in curve.items()}
+
+
+def curve_sentence(curve: dict[str, Any], run: dict[str, str] | None = None) -> str:
+    """The curve in one line (Markdown states it so; no trailing full stop): every recorded step as
+    ``step: loss/reference`` (``step: loss`` without a reference), the band, and where the run left it."""
+    run = run or {}
+    who = f"job {run['job_id']}" if run.get("job_id") else f"run {run.get('run_id', '')}".strip()
+    steps, loss, ref = curve["steps"], curve["loss"], curve["reference"]
+    has_ref = any(x is not None for x in ref)
+    points = ", ".join(f"{s}: {_g(round(v, 4)) if v is not None else '-'}"
+                       + (f"/{_g(round(r, 4)) if r is not None else '-'}" if has_ref else "")
+                       for s, v, r in zip(steps, loss, ref))
+    band = ""
+    if curve.get("band_rel") is not None and curve.get("band_abs") is not None:
+        band = f"; band ±max({_g(curve['band_abs'])}, {_pct(100 * curve['band_rel'])} % of the reference)"
+    if curve.get("first_bad_step") is not None:
+        end = f"; left the band at step {curve['first_bad_step']}"
+    elif not has_ref:
+        end = "; no reference curve for this configuration"
+    elif curve.get("status") == "pass":
+        end = "; within the band at every step"
+    elif curve.get("status") == "fail":
+        end = "; failed (the convergence figure says why)"
+    else:
+        end = f"; {curve.get('status') or 'not judged'}"
+    what = "step: loss/reference" if has_ref else "step: loss"
+    return (f"loss curve ({who}; {len(steps)} of {max(steps):,} steps recorded, as {what}): {points}{band}{end}")
 
 
 def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Training:
@@ -388,7 +477,7 @@ def rows(t: Training) -> list[list[str]]:
              _verdict_text(f), _source(f)] for f in t.figures]
 
 
-def html_part(t: Training | None) -> str:
+def html_part(t: Training | None, plots: bool = True) -> str:
     import html as h
 
     t = t if t is not None else finish(None, None, None)
@@ -401,6 +490,16 @@ def html_part(t: Training | None) -> str:
     head = "".join(f"<th>{h.escape(x)}</th>" for x in HEADERS)
     body = "".join("<tr>" + "".join(td(v, f.verdict if i == 3 else "") for i, v in enumerate(row)) + "</tr>"
                    for f, row in zip(t.figures, rows(t)))
-    return (f'<h2 id="training">Training readiness</h2><p class="{cls}" id="training-verdict"><strong>'
-            f"{h.escape(t.line)}</strong></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f'<p class="muted">{h.escape(t.curve_note)}.</p>')
+    out = (f'<h2 id="training">Training readiness</h2><p class="{cls}" id="training-verdict"><strong>'
+           f"{h.escape(t.line)}</strong></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    svg = None
+    if t.curve is not None and plots:
+        from .plots import loss_curve_svg
+
+        c = t.curve
+        svg = loss_curve_svg(c["steps"], c["loss"], c["reference"], c["band"], c.get("first_bad_step"),
+                             "loss per step: the run against its reference")
+    if svg:
+        out += (f'<h3 id="training-curve">Loss curve</h3><div class="plot" role="img" aria-label="loss curve">{svg}'
+                f"</div>")
+    return out + f'<p class="muted">{h.escape(t.curve_note)}.</p>'

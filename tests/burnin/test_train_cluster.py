@@ -67,7 +67,15 @@ def test_train_smoke_template_passes_resumes_and_reaches_the_history(site, slurm
     with sqlite3.connect(db) as conn:
         runs = conn.execute("SELECT status, job_id FROM runs WHERE context = 'burnin-job'").fetchall()
         recovery = conn.execute("SELECT value FROM metrics WHERE name = 'recovery_s'").fetchall()
+        curve = conn.execute("SELECT name, value FROM metrics WHERE \"check\" = 'burnin.train.convergence' AND "
+                             "name LIKE 'loss%@%' ORDER BY name").fetchall()
+        pct = conn.execute("SELECT value FROM metrics WHERE name = 'pct_of_reference'").fetchall()
     assert runs == [("pass", job)] and len(recovery) == 1 and recovery[0][0] > 0
+    # the loss curve in the history: 32 of the 40 steps, the reference's beside each (issue 34, the report's plot)
+    loss = summary["train"]["full"]["loss"]
+    points = {n: v for n, v in curve}
+    assert len(points) == 64 and points["loss@0000001"] == loss[0] and points["loss@0000040"] == loss[-1]
+    assert len(pct) == 4 and all(v[0] > 10 for v in pct)  # every rank above its floor (10 % of the CPU reference)
 
 
 def test_a_corrupted_gradient_on_one_rank_fails_naming_it_and_its_node(site, slurm_cluster_factory):

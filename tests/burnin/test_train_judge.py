@@ -32,6 +32,67 @@ def test_a_curve_inside_the_band_passes_and_one_outside_names_its_first_step():
     assert none.status is Status.SKIP and "--record-reference" in none.message
 
 
+def test_the_curve_is_recorded_downsampled_with_the_reference_at_the_same_steps():
+    long = [4.0 - 0.001 * i for i in range(1000)]
+    ref = Curve("k", tuple(long), "t")
+    ok = judge.judge_convergence(long, ref, 0.02, 0.02, "k")
+    run, rec = judge.curve_from_metrics(ok.metrics)
+    assert ok.status is Status.PASS and len(run) == judge.CURVE_POINTS and set(rec) == set(run)
+    assert {1, 1000} <= set(run) and run[1] == 4.0 and run[1000] == long[-1]
+    assert all(run[s] == long[s - 1] and rec[s] == long[s - 1] for s in run)
+    gaps = [b - a for a, b in zip(sorted(run), sorted(run)[1:])]
+    assert max(gaps) - min(gaps) <= 1  # evenly spread
+    assert ok.metrics["band_rel"] == 0.02 and ok.metrics["band_abs"] == 0.02
+    names = sorted(n for n in ok.metrics if n.startswith(judge.LOSS))
+    assert names == [judge.curve_name(s) for s in sorted(run)]  # the names sort as the steps do
+    assert len(ok.metrics) <= 2 * judge.CURVE_POINTS + 4  # the per-run cost in history rows is bounded
+    short = judge.judge_convergence(list(REF.loss), REF, 0.02, 0.02, "tiny")
+    assert judge.curve_from_metrics(short.metrics) == ({1: 4.0, 2: 3.8, 3: 3.5, 4: 3.2, 5: 3.0},) * 2  # every step
+
+
+@pytest.mark.parametrize("n, keep", [(1, ()), (2, ()), (32, ()), (33, ()), (40, (15,)), (1000, (577,)),
+                                     (1 << 20, (1, 1 << 20, 99_999))])
+def test_downsampling_keeps_the_ends_and_the_first_bad_step_within_the_bound(n, keep):
+    steps = judge.curve_steps(n, keep)
+    assert len(steps) <= judge.CURVE_POINTS and steps == sorted(set(steps))
+    assert steps[0] == 1 and steps[-1] == n and set(keep) <= set(steps)
+    assert len(steps) == min(n, judge.CURVE_POINTS)
+
+
+def test_a_failing_run_records_its_first_bad_step_and_a_skip_its_own_curve():
+    ref = Curve("k", tuple(4.0 - 0.01 * i for i in range(100)), "t")
+    loss = [x if i < 56 else x + 0.5 for i, x in enumerate(ref.loss)]  # leaves the band at step 57
+    bad = judge.judge_convergence(loss, ref, 0.02, 0.02, "k")
+    assert bad.status is Status.FAIL and "step 57" in bad.message and bad.metrics["first_bad_step"] == 57.0
+    run, rec = judge.curve_from_metrics(bad.metrics)
+    assert 57 in run and run[57] == loss[56] and rec[57] == ref.loss[56] and len(run) <= judge.CURVE_POINTS
+    assert {1, 100} <= set(run)
+    nan = judge.judge_convergence([4.0, float("nan"), 3.5, 3.2, 3.0], REF, 0.02, 0.02, "tiny")
+    run, rec = judge.curve_from_metrics(nan.metrics)
+    assert nan.metrics["first_bad_step"] == 2.0 and 2 not in run and rec[2] == 3.8  # not a finite loss: left out
+    assert judge.curve_name(2) not in nan.metrics and judge.curve_name(2, ref=True) in nan.metrics
+    skip = judge.judge_convergence([4.0, 3.9, 3.7], None, 0.02, 0.02, "k|9-64")
+    assert skip.status is Status.SKIP and judge.curve_from_metrics(skip.metrics) == ({1: 4.0, 2: 3.9, 3: 3.7}, {})
+    assert "band_rel" not in skip.metrics  # no reference, no band
+    short = judge.judge_convergence([4.0, 3.8], REF, 0.02, 0.02, "tiny")
+    assert judge.curve_from_metrics(short.metrics) == ({1: 4.0, 2: 3.8}, {1: 4.0, 2: 3.8})
+
+
+def test_curve_names_are_written_and_read_back_strictly():
+    assert judge.curve_name(10) == "loss@0000010" and judge.curve_name(10, ref=True) == "loss_ref@0000010"
+    assert judge.parse_curve_name("loss@0000010") == (False, 10)
+    assert judge.parse_curve_name("loss_ref@1048576") == (True, 1048576)
+    arabic_indic = "loss@" + "\u0660" * 5 + "\u0661\u0660"  # str.isdigit() takes these, int() too
+    for name in ("loss@10", "loss@00000010", "loss@0000000", "loss@00001a0", arabic_indic, "xloss@0000010",
+                 "loss@0000010 ", "loss@+000010", "final_loss", "loss_ref@", "band_rel", None):
+        assert judge.parse_curve_name(name) is None, name
+    for step in (0, -1, 10 ** 7, 1.0, True):
+        with pytest.raises(ValueError):
+            judge.curve_name(step)
+    assert judge.curve_from_metrics({"loss@0000003": 2.0, "loss@3": 9.0, "loss_ref@0000003": 2.1,
+                                     "final_loss": 2.0, "loss@0000004": float("nan")}) == ({3: 2.0}, {3: 2.1})
+
+
 def test_the_absolute_band_holds_at_low_loss():
     ref = Curve("k", (0.1, 0.1), "t")
     assert judge.judge_convergence([0.115, 0.09], ref, 0.02, 0.02, "k").status is Status.PASS
@@ -82,6 +143,20 @@ def test_throughput_is_judged_per_rank_after_the_warm_up():
     assert got[0].metrics["tokens_per_s"] == 3000.0  # the slow first step is not judged
     (unjudged,) = judge.judge_throughput({"rank 0": [100.0]}, None, "k|GH200", 3)
     assert unjudged.status is Status.WARN and "no reference" in unjudged.message
+    assert set(unjudged.metrics) == {"tokens_per_s"}  # no reference: no percentage
+
+
+def test_throughput_records_its_reference_floor_and_percentage_on_pass_and_fail():
+    ref = Figure(20000.0, "test reference", -0.1)
+    ok, low = judge.judge_throughput({"rank 0": [19000.0] * 4, "rank 1": [12345.0] * 4}, ref, "k|H100", 1)
+    assert ok.status is Status.PASS and low.status is Status.FAIL
+    assert ok.metrics == {"tokens_per_s": 19000.0, "tokens_per_s_ref": 20000.0, "tokens_per_s_floor": 18000.0,
+                          "pct_of_reference": 95.0}
+    assert low.metrics["pct_of_reference"] == 61.73 and low.metrics["tokens_per_s_floor"] == 18000.0
+    assert "95 % of the reference" in ok.message and "61.7 % of the reference" in low.message
+    assert "floor 1.8e+04" in ok.message and "below the floor 1.8e+04" in low.message  # as before (old readers)
+    (zero,) = judge.judge_throughput({"rank 0": [5.0]}, Figure(0.0, "x", -0.1), "k", 0)
+    assert zero.status is Status.PASS and "pct_of_reference" not in zero.metrics  # no division by a zero reference
 
 
 def test_sm_activity_mean_and_spread_name_the_source():

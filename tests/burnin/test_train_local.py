@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from healthcheck.burnin.train import data as tdata  # noqa: E402
+from healthcheck.burnin.train import judge  # noqa: E402
 from healthcheck.burnin.train.phase import Launch, run_phase  # noqa: E402
 from healthcheck.burnin.train.spec import load  # noqa: E402
 from healthcheck.core.model import Status  # noqa: E402
@@ -46,7 +47,15 @@ def test_a_healthy_run_passes_its_reference_and_resumes_within_the_limit(tmp_pat
     out = run_phase(data.spec("tiny"), data, Launch(["local"], local_ranks=2, timeout_s=TIMEOUT_S), str(work))
     got = _by_check(out.findings)
     assert all(f.status in (Status.PASS, Status.SKIP) for f in out.findings), [f.to_dict() for f in out.findings]
-    assert got["burnin.train.convergence"][0].status is Status.PASS
+    conv = got["burnin.train.convergence"][0]
+    assert conv.status is Status.PASS
+    run, ref = judge.curve_from_metrics(conv.metrics)  # the curve the history keeps: 32 of the 40 steps
+    loss = out.record["full"]["loss"]
+    assert len(run) == judge.CURVE_POINTS and {1, 40} <= set(run) and all(run[s] == loss[s - 1] for s in run)
+    assert set(ref) == set(run) and ref[40] == data.curve(data.spec("tiny"), 2).loss[-1]
+    for f in got["burnin.train.throughput"]:  # the CPU reference: 2000 tokens/s, floor 10 % of it
+        assert f.metrics["tokens_per_s_ref"] == 2000.0 and f.metrics["tokens_per_s_floor"] == 200.0
+        assert f.metrics["pct_of_reference"] == round(100 * f.metrics["tokens_per_s"] / 2000.0, 2)
     resume = got["burnin.train.resume"][0]
     assert resume.status is Status.PASS and resume.metrics["deviation_rel"] < 0.001
     assert resume.metrics["restart_step"] == 30 and resume.metrics["recovery_s"] > 0
@@ -64,6 +73,9 @@ def test_a_perturbed_learning_rate_fails_naming_the_first_step_out_of_the_band(t
     conv = _by_check(out.findings)["burnin.train.convergence"][0]
     assert conv.status is Status.FAIL and "left the reference band at step" in conv.message
     assert 2 <= conv.metrics["first_bad_step"] <= 40
+    run, ref = judge.curve_from_metrics(conv.metrics)
+    first = int(conv.metrics["first_bad_step"])
+    assert first in run and first in ref and len(run) <= judge.CURVE_POINTS and {1, 40} <= set(run)
     assert _by_check(out.findings)["burnin.train.ranks"][0].status is Status.PASS  # every rank was equally wrong
     assert not (tmp_path / "work" / "checkpoints").exists()
 

@@ -2,10 +2,13 @@
 figures of the latest training smoke test (findings made by the train phase's own judges, recorded as the
 burn-in job's run record), the latest burn-in's collectives and the cluster's MTTF, with the ready/blocked
 line, read both ways (dbsummary.load_summary and load_frames + summarize_frames) and rendered in HTML,
-Markdown and JSON. Three histories: a passing train run, a failing one (throughput below its floor), none."""
+Markdown and JSON. Three histories: a passing train run, a failing one (throughput below its floor), none;
+and the loss curve the convergence judge records as metrics, through the real ingest into SQLite and back
+into the section (a plot, a sentence, data), or its absence for a row recorded before it was."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -110,6 +113,8 @@ def test_a_passing_train_run_is_ready_with_every_figure_and_its_source(tmp_path)
     thr = f["throughput"]
     assert thr.verdict == "pass" and thr.value == 19000.0 and "rank 0" in thr.measured and "floor 18,000 tokens/s" in \
         thr.threshold
+    assert thr.measured.startswith("19,000 tokens/s per GPU, 95 % of the reference (≥ 90 %)")
+    assert thr.threshold.startswith("≥ 90 % of the reference 20,000 tokens/s")
     sm = f["SM activity"]
     assert sm.verdict == "pass" and sm.value == 82.0 and "DCGM" in sm.measured and "spread 0.0" in sm.measured
     assert f["checkpoint write throughput"].value == 200.0 and f["checkpoint write throughput"].threshold == ""
@@ -127,6 +132,7 @@ def test_a_run_below_its_throughput_floor_blocks(tmp_path):
     t = r.training
     assert t.verdict == "blocked" and t.line.startswith("blocked: throughput failed") and "job 4711" in t.line
     assert figures(r)["throughput"].verdict == "fail" and figures(r)["throughput"].value == 12000.0
+    assert figures(r)["throughput"].measured.startswith("12,000 tokens/s per GPU, 60 % of the reference (≥ 90 %)")
     assert figures(r)["convergence"].verdict == "pass"
 
 
@@ -159,22 +165,29 @@ def test_the_section_in_html_markdown_and_json(tmp_path):
     page = render_html(r, plots=False)
     assert 'href="#training"' in page and "<script" not in page
     section = page[page.index('<h2 id="training">'):page.index('<footer')]
-    assert "blocked: throughput failed" in section and "12,000 tokens/s per GPU" in section
-    assert "all_to_all" in section and "&gt; 24 h" in section and "no loss-curve plot" in section
-    assert "<svg" not in section  # no curve in the history: no plot, said so
+    assert "blocked: throughput failed" in section and "12,000 tokens/s per GPU, 60 % of the reference (≥ 90 %)" \
+        in section
+    assert "all_to_all" in section and "&gt; 24 h" in section and "no loss-curve plot" not in section
+    assert section.count("<svg") == 1 and section.count("<circle") == 5  # the 5-step curve, every point
     md = render_markdown(r)
     part = md[md.index("## Training readiness"):]
     assert "**blocked: throughput failed" in part and "| throughput |" in part and "| fail |" in part
+    assert "| 12,000 tokens/s per GPU, 60 % of the reference (≥ 90 %)" in part
     assert "| checkpoint write throughput | 200 MB/s" in part and "recorded (no threshold)" in part
+    assert "1: 4.01/4, 2: 3.02/3, 3: 2.49/2.5, 4: 2.21/2.2, 5: 2/2" in part and "no per-step loss" not in part
     from healthcheck.report.jsonout import render_json
 
     whole = json.loads(render_json(r))
     data = whole["training"]
     assert whole["schema_version"] == 1  # a new key: the report's contract version stays
     assert data["schema_version"] == SCHEMA_VERSION == 1 and data["verdict"] == "blocked"
-    assert data["curve"] is None and "history holds no per-step loss" in data["curve_note"]
+    assert data["curve"]["steps"] == [1, 2, 3, 4, 5] and data["curve"]["loss"] == [4.01, 3.02, 2.49, 2.21, 2.0]
+    assert data["curve"]["reference"] == list(REF.loss) and data["curve"]["status"] == "pass"
+    assert data["curve"]["band"] == [0.08, 0.06, 0.05, 0.044, 0.04] and data["curve"]["first_bad_step"] is None
+    assert data["curve_note"].startswith("loss curve (job 4711; 5 of 5 steps recorded")
     thr = next(f for f in data["figures"] if f["key"] == "throughput")
     assert thr["verdict"] == "fail" and thr["job_id"] == "4711" and thr["value"] == 12000.0
+    assert thr["measured"].startswith("12,000 tokens/s per GPU, 60 % of the reference (≥ 90 %)")
 
 
 def test_no_run_renders_not_measured(tmp_path):
@@ -204,3 +217,105 @@ def test_a_figure_not_judged_is_not_ready_and_an_error_blocks(tmp_path):
     r = reports(tmp_path / "err", recs)
     assert r.training.verdict == "blocked" and "training smoke test" in r.training.line and "job 4713" in \
         r.training.line
+
+
+def test_a_long_failing_curve_round_trips_through_the_history_into_every_output(tmp_path):
+    """100 steps leaving the band at step 57: the judge's downsampled metrics go through the real ingest
+    into SQLite, and come back as the plotted points, the Markdown sentence and the JSON curve."""
+    from healthcheck.report.html import render_html
+    from healthcheck.report.jsonout import render_json
+    from healthcheck.report.markdown import render_markdown
+
+    ref = Curve("small|nccl|bf16|2-8", tuple(round(4.0 - 0.02 * i, 4) for i in range(100)), "test")
+    loss = [x if i < 56 else x + 0.4 for i, x in enumerate(ref.loss)]
+    conv = judge.judge_convergence(loss, ref, 0.02, 0.05, "small|nccl|bf16|2-8")
+    assert conv.status is Status.FAIL and conv.metrics["first_bad_step"] == 57.0
+    findings = [conv] + train_findings(19000.0)[1:]
+    recs = history(None) + [_record("job-9", "gpu01", NOW - timedelta(hours=1), "burnin-job", findings, "4799")]
+    r = reports(tmp_path, recs)
+    t = r.training
+    assert t.verdict == "blocked" and "convergence" in t.line and figures(r)["convergence"].value == 57.0
+    assert figures(r)["convergence"].threshold == "every step within max(0.05, 2 % of the reference) of the " \
+        "reference curve"  # the tolerances the run was judged with
+    c = t.curve
+    steps = c["steps"]
+    assert len(steps) <= judge.CURVE_POINTS and steps[0] == 1 and steps[-1] == 100 and 57 in steps
+    assert c["loss"] == [loss[s - 1] for s in steps] and c["reference"] == [ref.loss[s - 1] for s in steps]
+    assert c["band"] == [round(max(0.05, 0.02 * ref.loss[s - 1]), 6) for s in steps]
+    assert c["first_bad_step"] == 57 and c["status"] == "fail"
+
+    page = render_html(r)
+    section = page[page.index('<h2 id="training">'):page.index('<footer')]
+    svg = section[section.index("<svg"):section.index("</svg>")]
+    dots = re.findall(r'<circle cx="([0-9.]+)" cy="([0-9.]+)" r="2.6" fill="(#[0-9a-f]+)"><title>step (\d+): loss '
+                      r'([0-9.]+)', svg)
+    assert [int(d[3]) for d in dots] == steps  # every recorded point drawn, in order
+    assert [float(d[4]) for d in dots] == pytest.approx([loss[s - 1] for s in steps], abs=1e-4)
+    xs = [float(d[0]) for d in dots]
+    assert xs == sorted(xs) and len(set(xs)) == len(xs)
+    red = {int(d[3]) for d in dots if d[2] == "#c0392b"}
+    assert min(red) == 57 and red == {s for s in steps if s >= 57}  # outside the band from step 57 on
+    assert "left the band at step 57" in svg and "stroke-dasharray" in svg and 'fill-opacity="0.25"' in svg
+    assert "<script" not in svg and "href" not in svg
+    bare = render_html(r, plots=False)  # a page without plots has no curve either, only its sentence's data
+    bare_section = bare[bare.index('<h2 id="training">'):bare.index('<footer')]
+    assert "<svg" not in bare_section and "left the band at step 57" in bare_section
+
+    md = render_markdown(r)
+    part = md[md.index("## Training readiness"):]
+    sentence = next(line for line in part.splitlines() if line.startswith("loss curve"))
+    assert f"{len(steps)} of 100 steps recorded" in sentence and "left the band at step 57" in sentence
+    assert f"57: {loss[56]:g}/{ref.loss[56]:g}" in sentence and "1: 4/4" in sentence
+    assert "band ±max\\(0.05, 2 % of the reference\\)" in sentence
+
+    data = json.loads(render_json(r))["training"]
+    assert data["curve"]["steps"] == steps and data["curve"]["first_bad_step"] == 57
+    assert data["curve"]["loss"] == pytest.approx([loss[s - 1] for s in steps])
+
+
+def test_a_run_recorded_before_the_curve_and_the_reference_metrics_still_renders(tmp_path):
+    """The rows of the train phase as first released: no loss@ metrics, throughput with tokens_per_s only
+    (the floor in its message): no curve (said so), the floor read back from the message."""
+    from healthcheck.report.html import render_html
+    from healthcheck.report.markdown import render_markdown
+    from healthcheck.report.training import CURVE_NOTE
+
+    old = [Finding(judge.CONVERGENCE, Status.PASS, "5 steps within the reference band (small|nccl|bf16|2-8; at most "
+                   "33 % of the band used)", None, {"final_loss": 2.0, "band_used": 0.3333}),
+           Finding(judge.RESUME, Status.PASS, "resumed from the checkpoint of step 3 and matched the uninterrupted "
+                   "run within 0 % (limit 0.1 %), recovered in 7.7 s", None,
+                   {"recovery_s": 7.7, "restart_step": 3.0, "deviation_rel": 0.0})]
+    old += [Finding(judge.THROUGHPUT, Status.PASS, f"{19000 + r:.4g} tokens/s (floor 1.8e+04, small|nccl|bf16|H100)",
+                    f"rank {r}", {"tokens_per_s": 19000.0 + r}) for r in range(4)]
+    recs = history(None) + [_record("job-5", "gpu01", NOW - timedelta(hours=1), "burnin-job", old, "4750")]
+    r = reports(tmp_path, recs)
+    t = r.training
+    assert t.curve is None and t.curve_note == CURVE_NOTE
+    thr = figures(r)["throughput"]
+    assert thr.verdict == "pass" and thr.value == 19000.0 and "% of the reference (" not in thr.measured
+    assert thr.measured.startswith("19,000 tokens/s per GPU") and "floor 18,000 tokens/s" in thr.threshold
+    assert figures(r)["convergence"].threshold == "every step within max(0.02, 2 % of the reference) of the " \
+        "reference curve"
+    page = render_html(r)
+    section = page[page.index('<h2 id="training">'):page.index('<footer')]
+    assert "<svg" not in section and "no loss-curve plot" in section
+    md = render_markdown(r)
+    assert "no per-step loss for this run" in md[md.index("## Training readiness"):]
+    assert r.to_dict()["training"]["curve"] is None
+
+
+def test_a_run_without_a_reference_curve_plots_its_own_curve(tmp_path):
+    from healthcheck.report.html import render_html
+
+    conv = judge.judge_convergence([4.0, 3.5, 3.1], None, 0.02, 0.02, "tiny|gloo|fp32|9-64")
+    recs = history(None) + [_record("job-6", "gpu01", NOW - timedelta(hours=1), "burnin-job",
+                                    [conv] + train_findings(19000.0)[1:], "4760")]
+    r = reports(tmp_path, recs)
+    c = r.training.curve
+    assert c["steps"] == [1, 2, 3] and c["loss"] == [4.0, 3.5, 3.1] and c["reference"] == [None] * 3
+    assert c["band"] == [None] * 3 and c["status"] == "skip"
+    assert r.training.curve_note.endswith("no reference curve for this configuration")
+    section = render_html(r)
+    section = section[section.index('<h2 id="training">'):]
+    svg = section[section.index("<svg"):section.index("</svg>")]
+    assert svg.count("<circle") == 3 and "stroke-dasharray" not in svg  # no reference line, no band
