@@ -306,7 +306,7 @@ def _persistent_findings(findings: list[Finding], ranked: pd.DataFrame, growth_d
             if _key(node, w.get("check"), comp) in named_by_check:
                 continue
             out.append(Finding("floor", node, metric, comp, status, text, None,
-                               act.recommend(str(w.get("check") or metric), text), off))
+                               act.recommend(str(w.get("check") or metric), text), off, str(w.get("check") or "")))
         elif kind == "outlier":
             if (node, comp, metric) in floors or (node, comp) in named and metric.startswith("temperature"):
                 continue

@@ -80,6 +80,9 @@ class Finding:
     # how bad, to pick a group's worst case: the growth, |z|, % off the own baseline, distance past
     # the limit, drain/resume cycles; the ranking's points for a check (0 when not known)
     weight: float = 0.0
+    # a floor's check (the rule it is judged by, e.g. gpu.pcie.link for pcie_width): grouped with that
+    # check's failures where they share status and action (report/groups.py)
+    check: str = ""
 
 
 @dataclass

@@ -44,6 +44,11 @@ def test_the_spools_ingest_and_report_the_planted_faults(fleet):
     assert top == sim.planted
     rack = next(c for c in rep["shared_causes"] if c["group"] == "r002")
     assert set(rack["nodes"]) == set(sim.truth["pcie_rack"])
+    pcie = [g for g in rep["finding_groups"] if "pcie" in g["subject"]]  # one cause, one row: the check and the
+    assert len(pcie) == 1 and pcie[0]["kind"] == "check+floor"  # floor of nodes whose latest run had no check
+    from healthcheck.report.fold import fold
+
+    assert pcie[0]["nodes"] == fold(sim.truth["pcie_rack"]) and pcie[0]["subject"] == "gpu.pcie.link (pcie_width)"
     kinds = {(g["kind"], g["nodes"]) for g in rep["finding_groups"]}
     assert ("growth", sim.truth["flapping_ib"][0]) in kinds and ("flapping", sim.truth["flapping_ib"][0]) in kinds
     assert sim.truth["heating"][0] in {n for _, n in kinds}

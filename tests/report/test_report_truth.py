@@ -147,7 +147,8 @@ def test_findings_are_the_planted_faults_under_the_persistence_rule(sim, today):
     # every finding is a planted fault, but the persistent full disks (a real, low-severity warning)
     flagged = {f.node for f in today.findings}
     assert flagged - planted == {f.node for f in today.findings if f.subject == "host.disk"} - planted
-    assert by[("check", "gpu.pcie.link")]["nodes"].startswith("gpu[000")  # folded as Slurm takes it
+    pcie = by[("check+floor", "gpu.pcie.link (pcie_width)")]  # the rack's links: one row, whole rack
+    assert pcie["nodes"].startswith("gpu[000") and pcie["n_nodes"] == len(sim.truth["pcie_rack"])  # folded for Slurm
 
 
 def test_a_groups_example_is_its_worst_case():
