@@ -55,7 +55,8 @@ def test_a_healthy_run_passes_its_reference_and_resumes_within_the_limit(tmp_pat
     assert set(ref) == set(run) and ref[40] == data.curve(data.spec("tiny"), 2).loss[-1]
     for f in got["burnin.train.throughput"]:  # the CPU reference: 2000 tokens/s, floor 10 % of it
         assert f.metrics["tokens_per_s_ref"] == 2000.0 and f.metrics["tokens_per_s_floor"] == 200.0
-        assert f.metrics["pct_of_reference"] == round(100 * f.metrics["tokens_per_s"] / 2000.0, 2)
+        # from the unrounded median (tokens_per_s is kept to 0.1 tokens/s): equal within the roundings
+        assert f.metrics["pct_of_reference"] == pytest.approx(100 * f.metrics["tokens_per_s"] / 2000.0, abs=0.011)
     resume = got["burnin.train.resume"][0]
     assert resume.status is Status.PASS and resume.metrics["deviation_rel"] < 0.001
     assert resume.metrics["restart_step"] == 30 and resume.metrics["recovery_s"] > 0

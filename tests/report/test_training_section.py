@@ -162,7 +162,7 @@ def test_the_section_in_html_markdown_and_json(tmp_path):
     from healthcheck.report.training import SCHEMA_VERSION
 
     r = reports(tmp_path, history("fail"))
-    page = render_html(r, plots=False)
+    page = render_html(r)
     assert 'href="#training"' in page and "<script" not in page
     section = page[page.index('<h2 id="training">'):page.index('<footer')]
     assert "blocked: throughput failed" in section and "12,000 tokens/s per GPU, 60 % of the reference (≥ 90 %)" \
