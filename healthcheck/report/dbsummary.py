@@ -346,7 +346,9 @@ class _Reader:
             inner = (select(*cols, m.c.seq, rn.label("rn"))
                      .where(m.c.name.in_(long_), self._in_window(m.c.started_at)).subquery())
             parts.append(_frame(self.conn, select(*(inner.c[c] for c in names))
-                                .where(inner.c.rn <= n + REGRESSION_WINDOW), names, ("started_at",)))
+                                .where(inner.c.rn <= n + REGRESSION_WINDOW)
+                                .order_by(inner.c.started_at, self._c(inner.c.run_id), inner.c.seq),
+                                names, ("started_at",)))
         if short:
             rn = func.row_number().over(partition_by=runs.c.node,
                                         order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
@@ -358,36 +360,56 @@ class _Reader:
             if self.sqlite:
                 stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
                         .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
-            else:  # per node, a range of the (node, name, started_at) index; a plain join scans every row
-                from sqlalchemy import true
-
-                per_node = (select(*cols, m.c.seq).where(m.c.node == cut.c.node, m.c.name.in_(short),
-                                                        m.c.started_at >= cut.c.cut, m.c.started_at <= self.now)
-                            .offset(0).lateral("recent"))  # OFFSET 0: kept a per-node subquery, not flattened
-                stmt = select(*(per_node.c[c] for c in names)).select_from(cut.join(per_node, true()))
-            got = _frame(self.conn, stmt, names, ("started_at",))
+                got = _frame(self.conn, stmt, names, ("started_at",))
+                comp = got["component"].astype(object).where(got["component"].notna(), "")
+                size = got.groupby([got["node"], got["check"], comp, got["name"]], sort=False)["value"].transform(
+                    "size")
+            else:
+                got = self._last_per_node(cut, cols, short, n)
+                size = got.pop("cnt")
             # series with fewer than n samples since their node's cut, on nodes with n runs or more: again,
             # whole (their cut may have hidden older samples)
             full = {r[0] for r in self.conn.execute(select(cut.c.node).where(cut.c.k >= span))}
-            comp = got["component"].astype(object).where(got["component"].notna(), "")
-            size = got.groupby([got["node"], got["check"], comp, got["name"]], sort=False)["value"].transform("size")
-            again = sorted(set(zip(got.loc[(size < n) & got["node"].isin(full), "node"],
-                                   got.loc[(size < n) & got["node"].isin(full), "name"])))
+            short_series = ((size < n) & got["node"].isin(full)).to_numpy()
+            again = sorted(set(zip(got.loc[short_series, "node"], got.loc[short_series, "name"])))
             if again:
-                keep = [k not in set(again) for k in zip(got["node"], got["name"])]
-                got = got[keep]
+                got = got[~pd.MultiIndex.from_arrays([got["node"], got["name"]]).isin(again)]
                 for i in range(0, len(again), PAIRS_PER_QUERY):
                     parts.append(_frame(self.conn, select(*cols, m.c.seq).where(
                         tuple_(m.c.node, m.c.name).in_(again[i:i + PAIRS_PER_QUERY]),
-                        self._in_window(m.c.started_at)), names, ("started_at",)))
+                        self._in_window(m.c.started_at)).order_by(m.c.started_at, self._c(m.c.run_id), m.c.seq),
+                        names, ("started_at",)))
             parts.append(got)
         parts = [p for p in parts if len(p)]
         if not parts:
             return summ.empty_frame("metrics").astype({"value": "float64"})
         df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        # the load_frames order (started_at, then the primary key run_id, seq, name by code point)
-        df = df.sort_values(["started_at", "run_id", "seq", "name"], kind="stable").reset_index(drop=True)
+        if self.sqlite:  # the load_frames order (started_at, then the primary key run_id, seq, name by code point)
+            df = df.sort_values(["started_at", "run_id", "seq", "name"], kind="stable").reset_index(drop=True)
+        # PostgreSQL: each part comes ordered by series and then (started_at, run_id, seq); the reduction
+        # (``recent_inputs``) orders by series and time with a stable sort, so the rows it keeps, and their
+        # order, are those of the load_frames order: a sort of millions of rows saved at 10,000 nodes
         return df[summ.COLUMNS["metrics"]]
+
+    def _last_per_node(self, cut, cols, short: list[str], n: int) -> pd.DataFrame:
+        """PostgreSQL: per node (a LATERAL range of the (node, name, started_at) index from its cut on), the
+        last ``n`` samples of each series of ``short`` and the series' sample count since the cut (``cnt``),
+        ordered by series, then (started_at, run_id, seq): only what the reduction keeps crosses the wire."""
+        from sqlalchemy import func, select, true
+
+        m = self.s.metrics
+        names = summ.COLUMNS["metrics"] + ["seq"]
+        series = (m.c.check, m.c.component, m.c.name)
+        oldest = (m.c.started_at, self._c(m.c.run_id), m.c.seq)  # the load_frames order within a series
+        ranked = (select(*cols, m.c.seq, func.row_number().over(partition_by=series, order_by=oldest).label("rn"),
+                         func.count().over(partition_by=series).label("cnt"))
+                  .where(m.c.node == cut.c.node, m.c.name.in_(short), m.c.started_at >= cut.c.cut,
+                         m.c.started_at <= self.now).correlate(cut).subquery("ranked"))
+        per_node = (select(*(ranked.c[c] for c in names), ranked.c.cnt).where(ranked.c.rn > ranked.c.cnt - n)
+                    .order_by(ranked.c.check, ranked.c.component, ranked.c.name, ranked.c.rn)
+                    .offset(0).lateral("recent"))  # OFFSET 0: a per-node subquery, not flattened into a scan
+        stmt = select(*(per_node.c[c] for c in names), per_node.c.cnt).select_from(cut.join(per_node, true()))
+        return _frame(self.conn, stmt, names + ["cnt"], ("started_at",))
 
     def _last_runs(self, n: int) -> pd.DataFrame:
         from sqlalchemy import func, select
