@@ -267,15 +267,17 @@ def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Commissioning:
     from sqlalchemy import or_
 
     from ..history import schema
-    from .sqlwindow import metric_names, window_frame
+    from .sqlwindow import metric_names, result_checks, window_frame
 
     def frame(table, columns, where):
         return window_frame(conn, sqlite, table, columns, where, since, now)
 
     r, m = schema.results, schema.metrics
+    checks = result_checks(conn, lambda c: c.startswith((FABRIC_PREFIX, DRILL_PREFIX)))
+    if not checks:
+        return Commissioning()
     results = frame(r, ["run_id", "node", "started_at", "check", "component", "status", "message"],
-                    or_(r.c.check.startswith(FABRIC_PREFIX, autoescape=True),
-                        r.c.check.startswith(DRILL_PREFIX, autoescape=True)))
+                    r.c.check.in_(checks))
     def cells(t):
         return or_(t.c.check.startswith(DRILL_PREFIX, autoescape=True), t.c.check.in_(CELL_CHECKS))
 

@@ -90,13 +90,12 @@ def node_days_sql(conn, sqlite: bool, since: Any, now: Any) -> pd.DataFrame:
         last, last_fail = func.max(t), func.max(case((runs.c.status == "fail", t)))
     stmt = (select(runs.c.node, day.label("day"), last.label("last"), last_fail.label("last_fail"))
             .where(t >= since, t <= now).group_by(runs.c.node, day))
-    rows = conn.execute(stmt).all()
-    if not rows:
+    from .sqlframe import read_frame
+
+    df = read_frame(conn, stmt, ["node", "day", "last", "last_fail"], ("last", "last_fail"))
+    if df.empty:
         return empty_node_days()
-    df = pd.DataFrame.from_records([tuple(r) for r in rows], columns=["node", "day", "last", "last_fail"])
     df["day"] = pd.to_datetime(df["day"], utc=True, format="%Y-%m-%d")
-    for c in ("last", "last_fail"):
-        df[c] = pd.to_datetime(df[c], utc=True, format="ISO8601")
     df["failed"] = df["last_fail"].notna() & (df["last_fail"] == df["last"])
     return _finish(df)
 

@@ -374,15 +374,18 @@ def load_sql(conn, sqlite: bool, since: Any, now: Any) -> Training:
     from sqlalchemy import or_, select
 
     from ..history import schema
-    from .sqlwindow import window_frame
+    from .sqlwindow import result_checks, window_frame
 
     def frame(table, columns, where):
         return window_frame(conn, sqlite, table, columns, where, since, now)
 
     r, m, ru = schema.results, schema.metrics, schema.runs
     node_scope = r.c.component.like("%@node")
+    checks = result_checks(conn, lambda c: c.startswith(TRAIN_PREFIX) or c == NCCL)  # through the check index
+    if not checks:
+        return Training()
     results = frame(r, ["run_id", "node", "started_at", "check", "component", "status", "message"],
-                    or_(r.c.check.startswith(TRAIN_PREFIX, autoescape=True),
+                    r.c.check.in_(checks) & or_(r.c.check.startswith(TRAIN_PREFIX, autoescape=True),
                         (r.c.check == NCCL) & (r.c.component.is_(None) | ~node_scope)))
     if results.empty:
         return Training()
