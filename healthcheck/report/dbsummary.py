@@ -392,42 +392,32 @@ class _Reader:
         return df[summ.COLUMNS["metrics"]]
 
     def _last_per_node(self, cut, cols, short: list[str], n: int) -> pd.DataFrame:
-        """PostgreSQL: per node, its samples of ``short`` from its cut on (a LATERAL range of the (node, name,
-        started_at) index: a plain join scans every metric row), then in numpy: ordered by series and
-        time (ties, should two runs of a node share a time, by run_id and seq: the load_frames order),
-        each series' sample count since the cut (``cnt``), and only its last ``n`` samples kept. Window
-        functions in the query cost the server more than this (0.5 ms a node)."""
-        import numpy as np
-        from sqlalchemy import select, true
-
-        from ..analysis._frames import int_times, series_codes
+        """PostgreSQL: per node (a LATERAL range of the (node, name, started_at) index from its cut on; a
+        plain join scans every metric row), one row per series of ``short``: its sample count since the cut
+        (``cnt``) and its last ``n`` samples' times and values as two arrays, newest first (ties in time by
+        run_id and seq, as load_frames orders them). A tenth of the rows of one row per sample: at 10,000
+        nodes the per-row cost of the transfer was most of the report's read (docs/performance.md). Returned
+        as rows (series, then time), ``run_id`` left empty: the fleet ranking reads the samples' times."""
+        from sqlalchemy import BigInteger, Float, func, select, true
+        from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 
         m = self.s.metrics
-        names = summ.COLUMNS["metrics"] + ["seq"]
-        per_node = (select(*cols, m.c.seq).where(m.c.node == cut.c.node, m.c.name.in_(short),
-                                                m.c.started_at >= cut.c.cut, m.c.started_at <= self.now)
+        newest = (m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc())
+        micros = func.floor(func.extract("epoch", m.c.started_at) * 1_000_000).cast(BigInteger)
+
+        def last(expr, kind):
+            return func.array_agg(aggregate_order_by(expr, *newest), type_=ARRAY(kind))[1:n]
+
+        per_node = (select(m.c.check, m.c.component, m.c.name, func.count().label("cnt"),
+                           last(micros, BigInteger).label("t"), last(m.c.value, Float).label("v"))
+                    .where(m.c.node == cut.c.node, m.c.name.in_(short), m.c.started_at >= cut.c.cut,
+                           m.c.started_at <= self.now)
+                    .group_by(m.c.check, m.c.component, m.c.name)
                     .offset(0).lateral("recent"))  # OFFSET 0: a per-node subquery, not flattened into a scan
-        got = _frame(self.conn, select(*(per_node.c[c] for c in names)).select_from(cut.join(per_node, true())),
-                     names, ("started_at",))
-        if got.empty:
-            return got.assign(cnt=pd.Series([], dtype="int64"))
-        codes, _ = series_codes(got, ["node", "check", "component", "name"])
-        ticks = int_times(got["started_at"])
-        order = np.lexsort((ticks, codes))
-        sc, st = codes[order], ticks[order]
-        if len(sc) > 1 and ((sc[1:] == sc[:-1]) & (st[1:] == st[:-1])).any():  # a tie in time within a series
-            keyed = got.assign(_code=codes, _tick=ticks)
-            keyed["_run"] = keyed["run_id"].astype(str)
-            order = keyed.sort_values(["_code", "_tick", "_run", "seq"], kind="stable").index.to_numpy()
-            sc = codes[order]
-        sizes = np.bincount(sc)
-        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
-        rank = np.arange(len(sc)) - np.repeat(starts, np.diff(np.r_[starts, len(sc)]))
-        cnt = sizes[sc]
-        keep = rank >= cnt - n
-        out = got.iloc[order[keep]].reset_index(drop=True)
-        out["cnt"] = cnt[keep]
-        return out
+        keys = ["node", "check", "component", "name", "cnt", "t", "v"]
+        rows = _frame(self.conn, select(cut.c.node, *(per_node.c[c] for c in keys[1:]))
+                      .select_from(cut.join(per_node, true())), keys)
+        return _unnest_last(rows)
 
     def _last_runs(self, n: int) -> pd.DataFrame:
         from sqlalchemy import func, select
@@ -459,3 +449,44 @@ class _Reader:
                            and_(inner.c.nxt.is_not(None), inner.c.nxt.in_(flagged))))
                 .order_by(inner.c.started_at, self._c(inner.c.run_id)))
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
+
+
+def _array_items(texts: pd.Series, kind) -> tuple:
+    """PostgreSQL's text form of one-dimensional number arrays (``{1,2,3}``) -> (the items, flat, as a
+    numpy array of ``kind``; each array's length)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lists = pc.split_pattern(pc.utf8_slice_codeunits(pa.array(texts.astype(str), type=pa.string()), 1, -1), ",")
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+    items = pc.cast(pc.list_flatten(lists), kind).to_numpy(zero_copy_only=False)
+    return items, np.asarray(lengths, dtype=np.int64)
+
+
+def _unnest_last(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of (node, check, component, name, cnt, t, v) with ``t``/``v`` arrays, newest first -> one row
+    per sample in the metrics frame's columns (+ seq, cnt), each series oldest first."""
+    import numpy as np
+    import pyarrow as pa
+
+    columns = summ.COLUMNS["metrics"] + ["seq", "cnt"]
+    if rows.empty:
+        return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("seq", "cnt") else object) for c in columns})
+    ticks, lengths = _array_items(rows["t"], pa.int64())
+    values, vlengths = _array_items(rows["v"], pa.float64())
+    if not np.array_equal(lengths, vlengths):
+        raise HistoryError("the recent samples' times and values disagree in length (a database error?)")
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    newest_first = np.arange(len(ticks)) - starts  # 0 for the newest of its series
+    at = starts + np.repeat(lengths, lengths) - 1 - newest_first  # oldest first within the series
+    series = np.repeat(np.arange(len(rows)), lengths)
+    order = np.empty(len(ticks), dtype=np.int64)
+    order[at] = np.arange(len(ticks))
+    take = series[order]
+    out = rows.iloc[take][["node", "check", "component", "name", "cnt"]].reset_index(drop=True)
+    out["started_at"] = pd.to_datetime(ticks[order], unit="us", utc=True)
+    out["value"] = values[order]
+    out["run_id"] = None
+    out["seq"] = 0
+    return out[columns]
