@@ -64,3 +64,29 @@ def test_bad_spool_arguments_are_clear_errors(fleet, tmp_path):
     out = subprocess.run([sys.executable, str(BENCH / "fleet_sim.py"), "--nodes", "256", "--days", "40", "--end",
                           "yesterday"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "--end 'yesterday': expected 'now' or an ISO-8601 time" in out.stderr
+
+
+def test_the_fleet_ingest_benchmark_compares_the_same_rows(fleet, tmp_path):
+    """benchmarks/bench_ingest_fleet.py (docs/performance.md): the bare executemany and the real ingest
+    store the same rows of the same spools, and it states their ratio."""
+    import re
+    import sqlite3
+
+    db = tmp_path / "bench.sqlite"
+    out = subprocess.run([sys.executable, str(BENCH / "bench_ingest_fleet.py"), str(fleet / "spool"), "--db",
+                          f"sqlite:///{db}", "--side", "bare"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    bare_rows = int(re.search(r"s on the clock, ([\d,]+) rows", out.stdout).group(1).replace(",", ""))
+    with sqlite3.connect(db) as conn:
+        stored = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                     for t in ("runs", "results", "metrics", "actions", "gemm_digests"))
+    assert stored == bare_rows > 100_000
+    again = [sys.executable, str(BENCH / "bench_ingest_fleet.py"), str(fleet / "spool"), "--db", f"sqlite:///{db}"]
+    out = subprocess.run(again, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "already holds a history" in out.stderr  # never a database by mistake
+    out = subprocess.run(again + ["--replace"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert "stored 11645 run(s)" in out.stdout and re.search(r"ratio bare/ingest: \d+\.\d\d", out.stdout)
+    with sqlite3.connect(db) as conn:  # the ingest's database replaced the bare one: the same rows
+        assert sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                   for t in ("runs", "results", "metrics", "actions", "gemm_digests")) == bare_rows
