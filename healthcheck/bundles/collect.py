@@ -25,7 +25,7 @@ def collect_bundle(output: str, sysfs_root: str = "/sys", proc_root: str = "/pro
     """Write the bundle; return its path and notes about what could not be recorded.
 
     ``options`` replaces the live probing options (tests pass a fake NVML and kernel log)."""
-    opts = options or LiveOptions(sysfs_root, proc_root, services)
+    opts = options or LiveOptions(sysfs_root, proc_root, services, nvlink_fec=True)
     # storage and BMC are read below, every tool's output kept (the live probe stops at the first)
     every = frozenset(SOURCES) | frozenset(DEFAULT_DEADLINES_S)
     snap = snapshot_live(opts, utc_now_iso(), every - {"storage", "bmc", "mlxlink", "imex"})

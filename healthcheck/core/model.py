@@ -147,6 +147,9 @@ class NvLink:
     effective_errors: int | None = None
     symbol_ber: float | None = None
     effective_ber: float | None = None
+    # NVLink5 FEC history: NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0..15, the count of corrected symbol errors
+    # in each of 16 bins (None where a bin did not answer); read only where asked (bundles), never judged
+    fec_history: list[int | None] | None = None
 
 
 @dataclass

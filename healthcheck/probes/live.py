@@ -93,6 +93,8 @@ class LiveOptions:
     # True: only the Ethernet ports of an RDMA device (RoCE) are read (the prolog and epilog: the job's
     # fabric; a management NIC's counters are HealthCheckProgram's, ~0.3 ms a port saved before every job)
     net_rdma_only: bool = False
+    # True: the NVLink5 FEC history bins too (recorded, not judged: bundles; one more NVML call per GPU)
+    nvlink_fec: bool = False
 
 
 def short_hostname() -> str:
@@ -209,7 +211,7 @@ def _gpus(opts: LiveOptions, snap: Snapshot):
     from .nvml import NvmlUnavailable, probe_gpus
 
     try:
-        gpus = probe_gpus(opts.nvml, close=opts.nvml_close)
+        gpus = probe_gpus(opts.nvml, close=opts.nvml_close, nvlink_fec=opts.nvlink_fec)
         snap.gpu_source = "nvml"
         return gpus
     except (NvmlUnavailable, ImportError) as nvml_exc:

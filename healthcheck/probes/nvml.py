@@ -156,8 +156,9 @@ _ERROR_WORDS = {
 class _Reader:
     """Calls pynvml for one device; maps "not offered" to None and "GPU is lost" to :class:`_GpuLost`."""
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(self, nvml: Any, nvlink_fec: bool = False) -> None:
         self.nvml = nvml
+        self.nvlink_fec = nvlink_fec  # read the NVLink5 FEC history bins (_nvlink_fec)
         self.notes: list[str] = []
         self.reset_required_error = False
         self._quiet = {getattr(nvml, n) for n in _QUIET_ERRORS if hasattr(nvml, n)}
@@ -233,10 +234,12 @@ def open_nvml(nvml: Any = None) -> Any:
     return nvml
 
 
-def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
+def probe_gpus(nvml: Any = None, close: bool = True, nvlink_fec: bool = False) -> list[GpuInfo]:
     """Query every GPU through one NVML session, the devices at once. ``close=False``: the session is
     left to the process's exit (for a process that exits once it has answered; anything longer-lived
-    must close it). Raises :class:`NvmlUnavailable` when NVML cannot start."""
+    must close it). ``nvlink_fec``: also read the NVLink5 FEC history bins (one more field values call
+    per GPU whose links report NVLink5 counters; recorded, not judged: bundles ask for it, the hooks
+    do not). Raises :class:`NvmlUnavailable` when NVML cannot start."""
     nvml = open_nvml(nvml)
     try:
         system = _Reader(nvml)
@@ -247,7 +250,7 @@ def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
             count = int(nvml.nvmlDeviceGetCount())
         except nvml.NVMLError as exc:
             raise NvmlUnavailable(f"nvmlDeviceGetCount failed: {exc}") from exc
-        return _probe_devices(nvml, count, driver, cuda)
+        return _probe_devices(nvml, count, driver, cuda, nvlink_fec)
     finally:
         try:
             if close:
@@ -256,20 +259,21 @@ def probe_gpus(nvml: Any = None, close: bool = True) -> list[GpuInfo]:
             pass
 
 
-def _probe_devices(nvml: Any, count: int, driver: str | None, cuda: str | None) -> list[GpuInfo]:
+def _probe_devices(nvml: Any, count: int, driver: str | None, cuda: str | None,
+                   nvlink_fec: bool = False) -> list[GpuInfo]:
     """One GpuInfo per device, in index order; devices past the first each in a thread of their own, the
     first in this one. Same calls, same order per device as one after the other: only the waits overlap.
     An exception raised while probing a device is raised here, after every device is done. A device
     that never answers keeps this call waiting: the caller's deadline (the gpus probe's thread) bounds it."""
     if count <= 1:
-        return [_probe_device(nvml, i, driver, cuda) for i in range(count)]
+        return [_probe_device(nvml, i, driver, cuda, nvlink_fec) for i in range(count)]
     import threading  # noqa: PLC0415 - loaded already where it runs (the probes' threads)
 
     results: list[Any] = [None] * count
 
     def probe(index: int) -> None:
         try:
-            results[index] = _probe_device(nvml, index, driver, cuda)
+            results[index] = _probe_device(nvml, index, driver, cuda, nvlink_fec)
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             results[index] = exc
 
@@ -285,9 +289,10 @@ def _probe_devices(nvml: Any, count: int, driver: str | None, cuda: str | None) 
     return results
 
 
-def _probe_device(nvml: Any, index: int, driver: str | None, cuda: str | None) -> GpuInfo:
+def _probe_device(nvml: Any, index: int, driver: str | None, cuda: str | None,
+                  nvlink_fec: bool = False) -> GpuInfo:
     """One GpuInfo; a lost device (or one without a handle) comes back as ``lost=True``."""
-    reader = _Reader(nvml)
+    reader = _Reader(nvml, nvlink_fec)
     info = GpuInfo(index=index)
     try:
         try:
@@ -438,7 +443,26 @@ def _nvlinks(reader: _Reader, handle: Any) -> list[NvLink] | None:
                     nl.speed_gbps = None if not value else float(value) / 1000.0  # MB/s -> GB/s
                 elif value is not None:
                     setattr(nl, attr, nvlink_ber(int(value)) if attr.endswith("_ber") else int(value))
+    if reader.nvlink_fec:
+        _nvlink_fec(reader, handle, active)
     return links or None
+
+
+FEC_BINS = 16  # NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0 .. _15
+
+
+def _nvlink_fec(reader: _Reader, handle: Any, active: list[NvLink]) -> None:
+    """The FEC history bins of every active link that reported NVLink5 counters, in one field values call
+    (none on a GPU without NVLink5, or with a pynvml that lacks the field ids)."""
+    ids = [reader.const(f"NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_{i}") for i in range(FEC_BINS)]
+    nvl5 = [nl for nl in active if nl.symbol_errors is not None or nl.effective_errors is not None]
+    if not nvl5 or any(fid is None for fid in ids):
+        return
+    values = reader.fields(handle, [(fid, nl.link) for nl in nvl5 for fid in ids])
+    for k, nl in enumerate(nvl5):
+        bins = values[k * FEC_BINS:(k + 1) * FEC_BINS]
+        if any(v is not None for v in bins):
+            nl.fec_history = [None if v is None else int(v) for v in bins]
 
 
 # NvLink attribute -> NVML field id constant, read per link (scope = link)

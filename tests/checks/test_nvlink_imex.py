@@ -11,7 +11,7 @@ from healthcheck.bundles.archive import snapshot_from_bundle, write_bundle
 from healthcheck.checks.nvlink_imex import nvlink_imex
 from healthcheck.config import default_expectations
 from healthcheck.core.expectations import NvlinkDomainExpect
-from healthcheck.core.model import ImexInfo, ImexPeer, ProbeError, Snapshot, Status
+from healthcheck.core.model import GpuInfo, ImexInfo, ImexPeer, ProbeError, Snapshot, Status
 from healthcheck.parsers import ParseError
 from healthcheck.parsers.imex import parse_imex_domain, parse_imex_query
 from healthcheck.pipeline.judge import sources_needed
@@ -130,6 +130,33 @@ def test_corpus_daemon_logs_are_not_ctl_output(fragment):
         parse_imex_query(files[0].read_text(encoding="utf-8"))
 
 
+def _sized(size: int, gpus_per_node: int | None = 4):
+    return dataclasses.replace(NO_DOMAIN, gpu_count=gpus_per_node,
+                               nvlink_domain=NvlinkDomainExpect(size=size, name="rack"))
+
+
+@pytest.mark.corpus
+def test_corpus_two_node_domain_against_the_declared_size():
+    # GH200: one GPU per node. Declared 2 GPUs: the IMEX domain is the whole NVLink domain; declared 4:
+    # half of it (WARN, a partial IMEX domain); declared 1: IMEX lists a node outside it (FAIL)
+    text = _corpus("gh200-2-node-domain-up-all-connected")
+    info = ImexInfo("READY", *parse_imex_domain(text))
+    assert _one(_snap(info, node="10.136.206.47"), _sized(2, 1)).status is PASS
+    half = _one(_snap(info, node="10.136.206.47"), _sized(4, 1))
+    assert half.status is WARN
+    assert "IMEX domain lists 2 of the class's NVLink domain of 4 GPUs = 4 nodes" in half.message
+    over = _one(_snap(info, node="10.136.206.47"), _sized(1, 1))
+    assert over.status is FAIL
+    assert "lists 2 nodes, more than the class's NVLink domain of 1 GPUs = 1 nodes" in over.message
+
+
+@pytest.mark.corpus
+def test_corpus_one_node_domain_of_a_two_node_class_warns():
+    text = _corpus("gh200-1-node-domain-up-while-fabric-import-fails")
+    found = _one(_snap(ImexInfo("READY", *parse_imex_domain(text)), node="10.136.206.48"), _sized(2, 1))
+    assert found.status is WARN and "lists 1 of" in found.message and found.metrics["imex_nodes_expected"] == 2
+
+
 # ------------------------------------------------------------------------------------------ probe
 
 
@@ -214,6 +241,35 @@ def test_unidentified_node_warns_on_any_broken_pair():
     info = _info(domain=domain_json(peers={1: {"connections": {2: "RECOVERING"}}}))
     found = _one(_snap(info, node="elsewhere"))
     assert found.status is WARN and "1->2" in found.message
+
+
+def test_imex_domain_size_against_the_nvlink_domain():
+    # 3 IMEX nodes (domain_json) against nvlink_domain.size / gpu_count
+    exact = _one(_snap(_info()), _sized(12))
+    assert exact.status is PASS and exact.metrics["imex_nodes_expected"] == 3
+    fewer = _one(_snap(_info()), _sized(72))  # an NVL72 rack of 4-GPU trays is 18 nodes
+    assert fewer.status is WARN
+    assert "IMEX domain lists 3 of the class's NVLink domain of 72 GPUs = 18 nodes" in fewer.message
+    more = _one(_snap(_info()), _sized(8))
+    assert more.status is FAIL
+    assert "lists 3 nodes, more than the class's NVLink domain of 8 GPUs = 2 nodes" in more.message
+    assert "nodes_config.cfg names nodes outside this NVLink domain" in more.message
+
+
+def test_imex_domain_size_needs_gpus_per_node():
+    unknown = _one(_snap(_info()), _sized(72, None))  # no gpu_count, no GPUs in the snapshot: not judged
+    assert unknown.status is PASS and "imex_nodes_expected" not in unknown.metrics
+    gpus = [GpuInfo(i) for i in range(4)]  # the snapshot's GPUs stand in for the class's count
+    assert _one(_snap(_info(), gpus=gpus), _sized(72, None)).metrics["imex_nodes_expected"] == 18
+    assert "imex_nodes_expected" not in _one(_snap(_info()), _sized(70)).metrics  # 70 / 4: not a node count
+    assert _one(_snap(_info()), DOMAIN_EXP).status is PASS  # size 72, gpu_count unset: as before
+
+
+def test_a_broken_pair_of_other_peers_warns_here():
+    info = _info(domain=domain_json(peers={1: {"connections": {2: "RECOVERING"}}}))
+    found = _one(_snap(info, node="gb001"), _sized(12))
+    assert found.status is WARN and "IMEX connections down between other peers: 1->2" in found.message
+    assert _one(_snap(info, node="gb002"), _sized(12)).status is FAIL  # its own connection
 
 
 def test_missing_source_with_a_domain():

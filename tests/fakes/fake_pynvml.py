@@ -119,14 +119,18 @@ CLEAN_BER = 0xFFF
 
 
 def nvlink5_counters(links: int = 18, symbol_errors: int = 0, effective_errors: int = 0,
-                     effective_ber: int = CLEAN_BER, symbol_ber: int = CLEAN_BER) -> dict[tuple[int, int], int]:
-    """Per-link NVLink5 field values for ``FakeGpu.nvlink_field_values`` (every link alike)."""
+                     effective_ber: int = CLEAN_BER, symbol_ber: int = CLEAN_BER,
+                     fec_history: list[int] | None = None) -> dict[tuple[int, int], int]:
+    """Per-link NVLink5 field values for ``FakeGpu.nvlink_field_values`` (every link alike);
+    ``fec_history``: the 16 FEC history bins (NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0..15), where given."""
     out = {}
     for link in range(links):
         out[(real.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, link)] = symbol_errors
         out[(real.NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS, link)] = effective_errors
         out[(real.NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER, link)] = effective_ber
         out[(real.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER, link)] = symbol_ber
+        for i, count in enumerate(fec_history or []):
+            out[(getattr(real, f"NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_{i}"), link)] = count
     return out
 
 
