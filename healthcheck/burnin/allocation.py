@@ -11,10 +11,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..core.model import Finding, Status, Verdict, worst
-from .judge_nccl import judge_fit, judge_run, large_busbw
+from .judge_nccl import fabric_gpu_mismatch, judge_fit, judge_run, large_busbw
 from ..policies.references import References
 from .settings import BurninSettings
 
@@ -48,6 +48,7 @@ class AllocationOutcome:
     actions: list[dict[str, Any]] = field(default_factory=list)
     rdma: dict[str, Any] | None = None  # RdmaPhaseResult.to_dict() when the phase ran
     train: dict[str, Any] | None = None  # the training smoke test's curves and figures when it ran
+    domain_faults: list[dict[str, Any]] = field(default_factory=list)  # burnin/nvldomain.py: a rack's shared cause
 
     @property
     def status(self) -> Status:
@@ -58,6 +59,7 @@ class AllocationOutcome:
                 "drain": self.drain, "suspect_shared_cause": self.suspect_shared_cause,
                 "collective": [f.to_dict() for f in self.collective], "localisation": self.localisation,
                 "actions": self.actions, "rdma": self.rdma, "train": self.train,
+                "domain_faults": self.domain_faults,
                 "per_node": {n: {"status": o.status.value, "findings": [f.to_dict() for f in o.findings]}
                              for n, o in self.per_node.items()}}
 
@@ -111,20 +113,28 @@ def compare_digests(per_node: dict[str, NodeOutcome]) -> None:
             per_node[node].status = worst([per_node[node].status, status])
 
 
-def plan_drains(per_node: dict[str, NodeOutcome], settings: BurninSettings) -> tuple[list[str], str | None]:
+def plan_drains(per_node: dict[str, NodeOutcome], settings: BurninSettings,
+                domain_faults: Sequence[dict[str, Any]] = ()) -> tuple[list[str], str | None]:
     """Which nodes to drain: those with a FAIL, unless more fail than the blast radius allows, in which
     case none (a shared cause — a wrong reference, the fabric, a bad deploy — is more likely than many
-    broken nodes at once, and draining them would empty the partition). Returns (nodes, flag)."""
-    failing = sorted(n for n, o in per_node.items() if o.status is Status.FAIL)
+    broken nodes at once, and draining them would empty the partition). ``domain_faults``
+    (burnin/nvldomain.py): a fabric cause most trays of an NVLink domain share is the domain's; a tray is
+    drained only for FAILs of its own. Returns (nodes, flag)."""
+    from .nvldomain import own_failures
+
+    shared = "; ".join(d["text"] for d in domain_faults) or None
+    failing = sorted(n for n, o in per_node.items()
+                     if o.status is Status.FAIL and own_failures(n, o.findings, domain_faults))
     total = len(per_node)
     cap = max(1, math.floor(settings.max_drain_fraction * total))
     if settings.max_drain_nodes:
         cap = min(cap, settings.max_drain_nodes)
     if len(failing) > cap:
-        checks = sorted({f.check for n in failing for f in per_node[n].findings if f.status is Status.FAIL})
-        return [], (f"{len(failing)} of {total} nodes failed ({', '.join(checks[:4])}), more than the blast-radius "
-                    f"cap of {cap}: suspect check or shared cause; nothing drained")
-    return failing, None
+        checks = sorted({f.check for n in failing for f in own_failures(n, per_node[n].findings, domain_faults)})
+        flag = (f"{len(failing)} of {total} nodes failed ({', '.join(checks[:4])}), more than the blast-radius "
+                f"cap of {cap}: suspect check or shared cause; nothing drained")
+        return [], flag + (f"; {shared}" if shared else "")
+    return failing, (f"{shared}: its trays not drained for it" if shared else None)
 
 
 def _localise(nodes: list[str], settings: BurninSettings, tasks_per_node: int, threshold: float,
@@ -176,11 +186,13 @@ def _attribute(outcome: AllocationOutcome, loc) -> None:
 def run_allocation(nodes: list[str], settings: BurninSettings, refs: References, job_id: str | None,
                    log: Callable[[str], None] = lambda _m: None, *, rdma_settings: Any = None,
                    pair_runner: Any = None, counter_runner: Any = None,
-                   counter_settings: Any = None, software_settings: Any = None) -> AllocationOutcome:
+                   counter_settings: Any = None, software_settings: Any = None,
+                   nvlink_domains: tuple[dict[str, str], dict[str, int]] | None = None) -> AllocationOutcome:
     """Everything but the Slurm actions (see apply_drains). ``rdma_settings`` (a ``[burnin.rdma]``
     :class:`~healthcheck.burnin.rdma.RdmaSettings`; default the packaged one), ``pair_runner`` (perftest)
     and ``counter_runner`` (perfquery) are the RDMA phase's; tests inject recorded outputs.
-    ``software_settings``: the declared software set (:func:`healthcheck.fabric.software.validate`)."""
+    ``software_settings``: the declared software set (:func:`healthcheck.fabric.software.validate`).
+    ``nvlink_domains``: (node -> domain, domain -> node count), :func:`healthcheck.burnin.nvldomain.declared`."""
     from .nccl_run import Sweep, run_across
 
     per_node = read_results(settings.results_dir, nodes) if settings.results_dir else {
@@ -192,10 +204,15 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         gpn = [(o.record or {}).get("burnin", {}).get("gpu_count") or 0 for o in per_node.values()]
         tasks = max(1, min([g for g in gpn if g] or [1]))
         fabric = refs.fabrics.get(settings.fabric) if settings.fabric else None
+        # a domain's figure (a [fabric.*] with `match`, e.g. nvl72_gb200) applies only to its GPU model
+        mismatch = fabric_gpu_mismatch(fabric, settings.fabric, [
+            ((o.record or {}).get("burnin") or {}).get("gpu_name") for o in per_node.values()]) if fabric else None
+        fabric = None if mismatch else fabric
         line = fabric.get("line_rate_gbps") if fabric else None
         sweep = Sweep(max_bytes=settings.nccl_max_bytes, iters=settings.nccl_iters)
-        unjudged = None if fabric else (f"not judged and no slow node searched: set [burnin] fabric to one of "
-                                        f"{', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}")
+        unjudged = mismatch or (None if fabric else (
+            f"not judged and no slow node searched: set [burnin] fabric to one of "
+            f"{', '.join(sorted(refs.fabrics)) or 'the references file fabrics'}"))
         # all_reduce always, first: the fabric reference and the localisation are built on it
         for collective in ["all_reduce"] + [c for c in settings.nccl_collectives if c != "all_reduce"]:
             ref = fabric.get(f"nccl_{collective}_busbw_gbps") if fabric else None
@@ -215,8 +232,17 @@ def run_allocation(nodes: list[str], settings: BurninSettings, refs: References,
         run_rdma(outcome, settings, rdma_settings, pair_runner, counter_runner, counter_settings, log)
     if settings.phase_on("train"):
         run_train(outcome, settings, log)
-    outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
+    attribute_domains(outcome, *(nvlink_domains or ({}, {})))
+    outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings, outcome.domain_faults)
     return outcome
+
+
+def attribute_domains(outcome: AllocationOutcome, domain_of: dict[str, str], sizes: dict[str, int]) -> None:
+    """The NVLink-fabric FAILs most trays of one declared domain share, as job findings of the domain."""
+    from .nvldomain import faults, findings
+
+    outcome.domain_faults = faults(outcome.per_node, domain_of, sizes)
+    outcome.collective.extend(findings(outcome.domain_faults))
 
 
 def run_train(outcome: AllocationOutcome, settings: BurninSettings, log: Callable[[str], None] = lambda _m: None,

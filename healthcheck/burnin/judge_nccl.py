@@ -134,6 +134,22 @@ def judge_run(run: NcclRun, ref: Reference | None, line_rate: Reference | None, 
     return Finding(CHECK, Status.PASS, f"{run.collective} {where}: {figure} within {label}", comp, metrics)
 
 
+def fabric_gpu_mismatch(section: Sku, name: str, gpu_names: list[str | None]) -> str | None:
+    """Why a ``[fabric.NAME]`` with ``match`` patterns (a domain measured on one GPU model, e.g. one
+    GB200 NVL72 rack) does not apply to these nodes, or None when it does: every node's GPU name (its
+    burn-in record's) must match. A fabric without ``match`` (a network between nodes) always applies."""
+    if not section.match:
+        return None
+    for_what = f"fabric {name} describes {' / '.join(section.match)} GPUs"
+    if not gpu_names or not all(gpu_names):
+        return f"not judged: {for_what}, and not every node's burn-in record names its GPU"
+    odd = [n for n in sorted(set(gpu_names)) if not section.matches(n)]
+    if odd:
+        return (f"not judged: {for_what}, the nodes report {odd[0]} (a [fabric.*] with a matching `match` in a "
+                "site references file judges it)")
+    return None
+
+
 def _efficiency_finding(run: NcclRun, where: str, figure: str, eff: float, verdict: str, label: str, comp: str,
                         metrics: dict[str, float]) -> Finding:
     text = f"{run.collective} {where}: {figure}, {eff:.1f} % of the line rate"

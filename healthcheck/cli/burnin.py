@@ -186,9 +186,11 @@ def _run_allocation(config, config_path, settings, refs, job_id, nodes, fmt):
         raise UsageFailure("--allocation needs the job's node list (run it inside the burn-in job: "
                            "SLURM_JOB_NODELIST is not set)")
     started = utc_now_iso()
+    from ..burnin.nvldomain import declared
+
     sections = {"rdma_settings": config.section("burnin.rdma"),
                 "counter_settings": config.section("fabric.counters")} if config else {}
-    outcome = run_allocation(nodes, settings, refs, job_id, _log, **sections)
+    outcome = run_allocation(nodes, settings, refs, job_id, _log, nvlink_domains=declared(config), **sections)
     conclude(outcome, config, config_path, settings, started, summary_name(job_id), fmt,
              os.environ.get("SLURM_JOB_NODELIST"))
 

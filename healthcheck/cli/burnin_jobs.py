@@ -50,7 +50,8 @@ def burnin_report(job_id, results_dir, drain, config_path, fmt):
 def _drain_from_results(job_id: str, directory: str, config_path: str | None, fmt: str) -> None:
     from dataclasses import replace
 
-    from ..burnin.allocation import AllocationOutcome, compare_digests, plan_drains, read_results
+    from ..burnin.allocation import AllocationOutcome, attribute_domains, compare_digests, plan_drains, read_results
+    from ..burnin.nvldomain import declared
     from ..burnin.summary import SummaryError, node_results
     from .burnin import conclude
     from ..core.clock import utc_now_iso
@@ -68,7 +69,8 @@ def _drain_from_results(job_id: str, directory: str, config_path: str | None, fm
     per_node = read_results(directory, nodes)
     outcome = AllocationOutcome(job_id, nodes, per_node)
     compare_digests(per_node)
-    outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings)
+    attribute_domains(outcome, *declared(config))
+    outcome.drain, outcome.suspect_shared_cause = plan_drains(per_node, settings, outcome.domain_faults)
     from ClusterShell.NodeSet import NodeSet
 
     conclude(outcome, config, config_path, settings, utc_now_iso(), f"summary-{job_id}", fmt,

@@ -133,13 +133,14 @@ def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_
     """
     if html_path and (fmt or output):
         raise click.UsageError("use either --html FILE or --format/--output, not both")
-    from ..report.load import fleet_settings, load_history, site_view, slurm_states
+    from ..report.load import fleet_settings, load_history, nvlink_level, site_view, slurm_states
 
     since, now = window_of(since, until, datetime.now(timezone.utc))
     if slurm and until is not None:
         raise UsageFailure("--slurm asks for today's drain states: it cannot describe a past window (--until)")
     node_class, topology, config_hash = _input(site_view, config_path)
     fleet = _input(fleet_settings, config_path)  # [fleet]: k of the last n runs, weights, thermal limits
+    level = _input(nvlink_level, config_path) if topology else ""  # the NVLink domains' [topology] level
     if verbosity:  # -v: the steps as lines, anywhere; -q: none
         progress = verbosity > 0
     with _Progress(sys.stderr.isatty() if progress is None else progress) as step:
@@ -149,7 +150,7 @@ def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_
         from ..report import build_report, render_json, render_markdown
 
         rep = build_report(history, since, now, node_class=node_class, slurm_states=states, progress=step,
-                           topology=topology, fleet=fleet)
+                           topology=topology, fleet=fleet, nvlink_level=level)
         rep.config_hash = config_hash
         if note:
             rep.notes.append(note)

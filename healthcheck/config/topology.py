@@ -196,3 +196,18 @@ def group_sizes(table: Any) -> dict[str, dict[str, int]]:
         for group in by_node.values():
             counts[group] = counts.get(group, 0) + 1
     return sizes
+
+
+NVLINK_LEVEL = "nvlink"  # the [topology] level of the NVLink domains unless [slurm] drain_cap_level names one
+
+
+def nvlink_domains(table: Any, drain_cap_level: str = "") -> tuple[str, dict[str, str], dict[str, int]]:
+    """The declared NVLink domains (issue 33): the level (``[slurm] drain_cap_level``, else ``nvlink``,
+    as the drain cap and ``healthcheck fabric nvlink-domains`` read them), ``node -> domain`` and
+    ``domain -> its node count``; empty maps where the table has no such level."""
+    level = drain_cap_level or NVLINK_LEVEL
+    if not table or level not in table:
+        return level, {}, {}
+    _, where = _checked(table)
+    of = dict(where.get(level, {}))
+    return level, of, group_sizes(table).get(level, {})

@@ -116,14 +116,17 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
                  progress: Callable[[str], None] | None = None,
                  topology: Mapping[str, Any] | None = None, drift: list[str] | None = None,
                  gpu_model: Mapping[str, str] | Callable[[str], Any] | None = None,
-                 fleet: Any = None, versions: Any = None, expected_versions: Any = None) -> Report:
+                 fleet: Any = None, versions: Any = None, expected_versions: Any = None,
+                 nvlink_level: str = "") -> Report:
     """The readiness report of the window [since, now]. ``history`` is a ``summary.Summary`` of that
     window (``dbsummary.load_summary``: the database through its rollups) or the four frames (see the
     module docstring), summarised here in pandas first. ``fleet``: the ``[fleet]`` settings
     (``analysis.fleetsettings.FleetSettings``; None: its defaults) of the fleet ranking, used when the
     summary carries each node's recent runs (the default of both producers). ``versions``: a (node,
     [node_class,] item, value) frame for the version tables; None: the summary's own (read back from the
-    history's ``sw.versions`` results by ``report.load``), if any."""
+    history's ``sw.versions`` results by ``report.load``), if any. ``nvlink_level``: the ``[topology]``
+    level of the NVLink domains (``[slurm] drain_cap_level``; "" for ``nvlink``): a fabric cause most of
+    a domain's trays share is that domain's row of the shared causes."""
     from ..analysis.fleetsettings import FleetSettings
 
     step = progress or (lambda label: None)
@@ -223,13 +226,16 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
         from ..config.topology import node_groups
 
         racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} or None
+    from ..config.topology import nvlink_domains
+
+    nvlink_of = nvlink_domains(topology, nvlink_level)[1] if topology else {}
     return Report(now.to_pydatetime(), since.to_pydatetime(), now.to_pydatetime(), counts, fleet_, checks, risks,
                   findings, distributions, growth, drains, notes, inputs.analysis_source(), growth_points, intervals,
                   fleet_days, fleet_tables=tables,
                   commissioning=_readiness(getattr(sm, "commissioning", None), findings, fleet_),
                   training=_training(getattr(sm, "training", None), sm.reliability, now),
                   fleet_notes=fleet_notes, newest_record=newest, stale=stale,
-                  shared_causes=shared_causes(risks, racks) if any(r.why for r in risks) else [])
+                  shared_causes=shared_causes(risks, racks, nvlink_of or None) if any(r.why for r in risks) else [])
 
 
 STALE_AFTER = pd.Timedelta(hours=24)  # no record for this long before the window's end: the history stopped

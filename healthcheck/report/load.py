@@ -115,6 +115,20 @@ def fleet_settings(config_path: str | None):
         raise ReportInputError(str(exc), "config") from None
 
 
+def nvlink_level(config_path: str | None) -> str:
+    """The ``[topology]`` level of the NVLink domains the site declares: ``[slurm] drain_cap_level`` (as
+    the drain cap reads them), "" (the default level, ``nvlink``) without a config or that key."""
+    path = config_path or os.environ.get("HEALTHCHECK_CONFIG")
+    if not path:
+        return ""
+    from ..config import ConfigError, load
+
+    try:
+        return load(path).slurm.drain_cap_level or ""
+    except (ConfigError, ValueError) as exc:
+        raise ReportInputError(str(exc), "config") from None
+
+
 def _file_hash(path: str) -> str | None:
     import hashlib
 

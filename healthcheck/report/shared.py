@@ -5,7 +5,13 @@ The group: the ``[topology]`` rack when the report has one; without it, nodes wi
 (``gpu00064`` .. ``gpu00095``, gaps of up to ``MAX_GAP`` numbers allowed), as racks are usually
 numbered. A node's cause is the check (or metric) of its heaviest persistent evidence row; a cause
 shared by at least ``MIN_NODES`` nodes of one group (and, with racks, more than half of the rack) is
-a shared cause. Pure."""
+a shared cause.
+
+NVLink domains (issue 33.5): where the config declares them (``nvlink_of``: node -> domain, from
+``[topology.<level>]``), an NVLink-fabric cause (gpu.fabric, gpu.nvlink.*, nvlink.imex, an SXid:
+``healthcheck.policies.nvldomain``) shared by more than half of one domain's trays is that domain's row
+("NVLink domain nvl01: check gpu.fabric on 17 of 18 trays: a switch tray or the backplane, not 17 node
+faults"), before any rack or adjacent-name grouping; the other causes group as before. Pure."""
 from __future__ import annotations
 
 import re
@@ -43,24 +49,70 @@ def _runs_of_adjacent(nodes: list[str]) -> list[list[str]]:
     return runs
 
 
-def shared_causes(risks: list[Any], rack_of: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def _fabric_subject(why: list[dict[str, Any]]) -> str | None:
+    """The NVLink-fabric cause of the heaviest persistent row (``SXid`` for a gpu.xid row of SXids)."""
+    from ..policies.nvldomain import fabric_cause
+
+    for w in why:
+        if w.get("persistent") and (w.get("check") or w.get("metric")):
+            metric = w.get("metric")
+            return fabric_cause(str(w.get("check") or ""), {str(metric): 1.0} if metric else None)
+    return None
+
+
+def _sizes(group_of: Mapping[str, str] | None) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for group in (group_of or {}).values():
+        sizes[group] = sizes.get(group, 0) + 1
+    return sizes
+
+
+def _kind(members: list[Any]) -> str:
+    kinds = [str(w.get("kind")) for r in members for w in r.why[:1]]
+    return max(sorted(set(kinds)), key=kinds.count)
+
+
+def _domain_rows(risks: list[Any], nvlink_of: Mapping[str, str]) -> tuple[list[dict[str, Any]], set[str]]:
+    """The NVLink domains' shared fabric causes, and the nodes they hold."""
+    from ..policies.nvldomain import WHY, shared_by_domain
+
+    sizes = _sizes(nvlink_of)
+    parts: dict[tuple[str, str], list[Any]] = {}
+    for r in risks:
+        subject = _fabric_subject(getattr(r, "why", None) or [])
+        if subject is not None and r.node in nvlink_of:
+            parts.setdefault((nvlink_of[r.node], subject), []).append(r)
+    rows, held = [], set()
+    for (domain, subject), members in sorted(parts.items()):
+        n, size = len(members), sizes[domain]
+        if not shared_by_domain(n, size):
+            continue
+        nodes = sorted(r.node for r in members)
+        held.update(nodes)
+        rows.append({"group": domain, "kind": _kind(members), "subject": subject, "nodes": nodes, "n_nodes": n,
+                     "group_size": size, "score": max(r.score for r in members), "level": "nvlink",
+                     "text": f"NVLink domain {domain}: {_kind(members)} {subject} on {n:,} of {size:,} trays: {WHY}, "
+                             f"not {n:,} node faults"})
+    return rows, held
+
+
+def shared_causes(risks: list[Any], rack_of: Mapping[str, str] | None = None,
+                  nvlink_of: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """[{group, kind, subject, nodes, n_nodes, group_size, score, text}] over the report's ranked nodes
-    (``NodeRisk`` with ``why``), highest score first; each node in at most one group."""
+    (``NodeRisk`` with ``why``), highest score first; each node in at most one group. ``nvlink_of``:
+    node -> declared NVLink domain (its rows also carry ``level: "nvlink"``)."""
     from .fold import fold
 
+    out, held = _domain_rows(risks, nvlink_of) if nvlink_of else ([], set())
     by_cause: dict[str, list[Any]] = {}
     for r in risks:
         cause = _cause(getattr(r, "why", None) or [])
-        if cause is not None:
+        if cause is not None and r.node not in held:
             by_cause.setdefault(cause, []).append(r)
-    sizes: dict[str, int] = {}
-    for rack in (rack_of or {}).values():
-        sizes[rack] = sizes.get(rack, 0) + 1
-    out = []
+    sizes = _sizes(rack_of)
     for subject, members in by_cause.items():
         score = {r.node: r.score for r in members}
-        kinds = [str(w.get("kind")) for r in members for w in r.why[:1]]
-        kind = max(sorted(set(kinds)), key=kinds.count)
+        kind = _kind(members)
         if rack_of:
             parts: dict[str, list[str]] = {}
             for r in members:

@@ -11,13 +11,19 @@
 - **facility issues**: a node whose thermal/power failures are shared with its rack, chassis or power
   group in the same window (``facility``, from sweep/fleet.py) is not drained for those checks: one
   cooling or power fault is reported once, not as N node faults.
+- **NVLink domain faults**: a node whose NVLink-fabric failures (gpu.fabric, gpu.nvlink.*, nvlink.imex,
+  SXid) are shared by more than half of its declared NVLink domain (``domain_faults``, from
+  sweep/fleet.py) is not drained for them, nor are they counted against the blast radius: the domain's
+  switch trays or backplane are named once, not 17 trays.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ..core.model import Finding, Status
+from ..policies.nvldomain import fabric_cause
 from ..slurm.policy import short_run
 from ..slurm.reasons import make_reason_multi
 from .fleet import FACILITY_CHECKS
@@ -62,10 +68,19 @@ def cap_for(total: int, settings: SweepSettings) -> int:
 
 
 def decide(results: dict[str, NodeResult], drained_by_us: dict[str, str], total_nodes: int,
-           settings: SweepSettings, run_id: str, facility: set[str] = frozenset()) -> Decisions:
+           settings: SweepSettings, run_id: str, facility: set[str] = frozenset(),
+           domain_faults: Sequence[dict] = ()) -> Decisions:
     """``drained_by_us``: node -> reason, for the nodes outside this sweep that carry our reason now;
     ``total_nodes``: the nodes the limit is a share of (the partition, or the cluster)."""
-    failing = {n: sorted({f.check for f in r.findings if f.status is Status.FAIL})
+    held: dict[str, set[str]] = {}  # node -> the fabric causes its NVLink domain shares
+    for row in domain_faults:
+        for node in row["nodes"]:
+            held.setdefault(node, set()).add(row["cause"])
+
+    def domain_held(node: str, f: Finding) -> bool:
+        return node in held and fabric_cause(f.check, f.metrics) in held[node]
+
+    failing = {n: sorted({f.check for f in r.findings if f.status is Status.FAIL and not domain_held(n, f)})
                for n, r in results.items() if r.status is Status.FAIL}
     cap = cap_for(total_nodes, settings)
     suspect: dict[str, str] = {}
@@ -80,11 +95,15 @@ def decide(results: dict[str, NodeResult], drained_by_us: dict[str, str], total_
         if r.status is Status.FAIL:
             bad = [f for f in r.findings if f.status is Status.FAIL]
             kept = bad if r.ours_before else [f for f in bad if f.check not in suspect and not (
-                node in facility and f.check in FACILITY_CHECKS)]
+                node in facility and f.check in FACILITY_CHECKS) and not domain_held(node, f)]
             if kept:
                 reason = make_reason_multi([(f.check, f.component, f.message) for f in kept], short_run(run_id))
                 actions.append(Action(node, "drain", reason, f"{len(kept)} burn-in checks failed",
                                       sorted({f.check for f in kept})))
+            elif all(domain_held(node, f) or f.check in suspect or (node in facility and f.check in FACILITY_CHECKS)
+                     for f in bad) and any(domain_held(node, f) for f in bad):
+                actions.append(Action(node, "none", None, "NVLink fabric failures shared with its NVLink domain: "
+                                      "reported as the domain's fault", sorted({f.check for f in bad})))
             elif node in facility and all(f.check in FACILITY_CHECKS or f.check in suspect for f in bad):
                 actions.append(Action(node, "none", None, "thermal/power failures shared with its group: "
                                       "reported as a facility issue", sorted({f.check for f in bad})))

@@ -38,7 +38,7 @@ def write_fleet_digests(results_dir: str, db_url: str | None, config_path: str |
 def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, config_path: str | None,
                       log, drift: list[str] | None = None) -> str | None:
     """The report's path, or None when the history could not be reached (said in the log)."""
-    from ..report.load import ReportInputError, load_history, site_view
+    from ..report.load import ReportInputError, load_history, nvlink_level, site_view
     from ..config import ConfigError, site_db_url
     from ..history import migrations
     from ..history.db import HistoryError, open_engine
@@ -64,10 +64,11 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
     try:
         history = load_history(db_url or site_db_url(config_path), since, now)  # through the rollups
         node_class, topology, config_hash = site_view(config_path)
+        level = nvlink_level(config_path) if topology else ""
     except ReportInputError as exc:
         log(f"readiness report not written: {exc}")
         return None
-    rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift)
+    rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift, nvlink_level=level)
     rep.config_hash = config_hash
     path = os.path.join(results_dir, "report.html")
     from ..report.files import write_html

@@ -45,8 +45,8 @@ class SweepOutcome:
 
     @property
     def exit_code(self) -> int:
-        if self.decisions and self.decisions.flagged:
-            return FLAGGED_EXIT
+        if (self.decisions and self.decisions.flagged) or (self.fleet or {}).get("domain_faults"):
+            return FLAGGED_EXIT  # a suspect check, or an NVLink domain's shared fault: not drained for it
         return FAIL if any(s == "fail" for s in self.results.values()) else OK
 
     def to_dict(self) -> dict[str, Any]:
@@ -284,11 +284,13 @@ class Sweeper:
         for row in view.facility:
             self.log(f"FACILITY {row['level']} {row['group']}: {row['kind']} on {row['n_nodes']} of "
                      f"{row['group_size']} nodes ({row['nodes']}): a shared cause, not {row['n_nodes']} node faults")
+        for row in view.domain_faults:
+            self.log(f"DOMAIN FAULT {row['text']} ({', '.join(row['nodes'])})")
         states = self.backend.nodes()
         ours_now = {n: s.reason for n, s in states.items() if s.reason and is_ours(s.reason)}
         run_id = new_run_id()
         out.decisions = decide(results, ours_now, len(self._considered(states)), self.settings, run_id,
-                               facility=view.facility_nodes)
+                               facility=view.facility_nodes, domain_faults=view.domain_faults)
         for check, why in out.decisions.suspect.items():
             self.log(f"SUSPECT {why}")
         for action in out.decisions.actions:

@@ -30,6 +30,8 @@ def render(outcome) -> str:
     for row in fleet.get("facility", []):
         lines.append(f"FACILITY {row['level']} {row['group']}: {row['kind']} on {row['n_nodes']} of "
                      f"{row['group_size']} nodes ({clean(row['nodes'])}): one shared cause, not node faults")
+    for row in fleet.get("domain_faults", []):
+        lines.append(f"DOMAIN FAULT {clean(row['text'])}")
     lines += [f"note: {clean(n)}" for n in d["notes"]]
     if d["report"]:
         lines.append(f"report: {d['report']}")
