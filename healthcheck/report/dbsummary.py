@@ -98,6 +98,7 @@ class _Reader:
         self.conn, self.sqlite, self.s, self.recent = conn, sqlite, schema, recent
         self.since, self.now = since.to_pydatetime(), now.to_pydatetime()
         self.window = (since, now)
+        self.ahead = None  # PostgreSQL: (names, n, Future of the recent samples read on a second connection)
 
     def summary(self) -> summ.Summary:
         from ..history import rollups
@@ -106,6 +107,14 @@ class _Reader:
             raise RollupsUnavailable("the history's rollups are not built for this healthcheck (run `healthcheck db "
                                      "rebuild-rollups`; until then the report reads every row, slowly)")
         n_runs, n_results, n_metrics = self._counts()
+        self.ahead = self._read_ahead() if not self.sqlite and self.recent else None
+        try:
+            return self._summary(n_runs, n_results, n_metrics)
+        finally:
+            if self.ahead is not None:  # an error before it was used: let its connection go back first
+                self.ahead[2].exception()
+
+    def _summary(self, n_runs: int, n_results: int, n_metrics: int) -> summ.Summary:
         span = self._span()
         latest = summ.latest_runs(summ.by_time(self._latest_runs(span)))
         acts = self._actions()
@@ -350,13 +359,7 @@ class _Reader:
                                 .order_by(inner.c.started_at, self._c(inner.c.run_id), inner.c.seq),
                                 names, ("started_at",)))
         if short:
-            rn = func.row_number().over(partition_by=runs.c.node,
-                                        order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
-            last = select(runs.c.node, runs.c.started_at, rn.label("rn")).where(
-                self._in_window(runs.c.started_at)).subquery()
-            span = RUNS_PER_SAMPLE * n  # runs of other kinds (a burn-in) between two samples: some slack
-            cut = select(last.c.node, func.min(last.c.started_at).label("cut"), func.count().label("k")).where(
-                last.c.rn <= span).group_by(last.c.node).subquery()
+            cut, span = self._cut(n)
             if self.sqlite:
                 stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
                         .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
@@ -365,7 +368,11 @@ class _Reader:
                 size = got.groupby([got["node"], got["check"], comp, got["name"]], sort=False)["value"].transform(
                     "size")
             else:
-                got = self._last_per_node(cut, cols, short, n)
+                ahead, self.ahead = self.ahead, None
+                if ahead is not None and ahead[:2] != (short, n):
+                    ahead[2].exception()  # read for other names: not these
+                    ahead = None
+                got = ahead[2].result() if ahead is not None else self._last_per_node(short, n)
                 size = got.pop("cnt")
             # series with fewer than n samples since their node's cut, on nodes with n runs or more: again,
             # whole (their cut may have hidden older samples)
@@ -391,7 +398,54 @@ class _Reader:
         # order, are those of the load_frames order: a sort of millions of rows saved at 10,000 nodes
         return df[summ.COLUMNS["metrics"]]
 
-    def _last_per_node(self, cut, cols, short: list[str], n: int) -> pd.DataFrame:
+    def _cut(self, n: int):
+        """(per node: the time of its ``RUNS_PER_SAMPLE`` * n-th latest run in the window and how many runs it
+        has up to that many, as a subquery; that span)."""
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        rn = func.row_number().over(partition_by=runs.c.node,
+                                    order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
+        last = select(runs.c.node, runs.c.started_at, rn.label("rn")).where(
+            self._in_window(runs.c.started_at)).subquery()
+        span = RUNS_PER_SAMPLE * n  # runs of other kinds (a burn-in) between two samples: some slack
+        cut = select(last.c.node, func.min(last.c.started_at).label("cut"), func.count().label("k")).where(
+            last.c.rn <= span).group_by(last.c.node).subquery()
+        return cut, span
+
+    def _read_ahead(self):
+        """PostgreSQL: start reading the recent samples (``_last_per_node``, most of the server's work at
+        fleet scale) on a second connection in this transaction's snapshot (``pg_export_snapshot``: the same
+        data, a concurrent ingest included or not for both alike) while this one reads the rest; None where
+        the snapshot cannot be shared (the caller then reads them in line). Returns (names, n, Future)."""
+        import re
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..analysis.fleetrank import recent_names
+
+        try:
+            snapshot = self.conn.exec_driver_sql("SELECT pg_export_snapshot()").scalar()
+        except Exception:  # a standby exports none: read in line  # noqa: BLE001
+            return None
+        if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
+            return None
+        engine, window, n = self.conn.engine, self.window, self.recent
+        short = recent_names()[0]
+
+        def work() -> pd.DataFrame:
+            with engine.connect() as other:
+                other = other.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+                with other.begin():
+                    other.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                    return _Reader(other, False, *window, n)._last_per_node(short, n)
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-recent")
+        try:
+            return short, n, pool.submit(work)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _last_per_node(self, short: list[str], n: int) -> pd.DataFrame:
         """PostgreSQL: per node (a LATERAL range of the (node, name, started_at) index from its cut on; a
         plain join scans every metric row), one row per series of ``short``: its sample count since the cut
         (``cnt``) and its last ``n`` samples' times and values as two arrays, newest first (ties in time by
@@ -402,6 +456,7 @@ class _Reader:
         from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 
         m = self.s.metrics
+        cut, _span = self._cut(n)
         newest = (m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc())
         micros = func.floor(func.extract("epoch", m.c.started_at) * 1_000_000).cast(BigInteger)
 

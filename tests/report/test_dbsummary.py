@@ -229,3 +229,56 @@ def test_first_seen_is_the_whole_historys_either_way(engine, window):
     assert list(db.first_seen.index) == list(truth.index) == list(mem.first_seen.index)
     assert [t.value for t in pd.to_datetime(db.first_seen, utc=True).dt.as_unit("us")] == \
         [t.value for t in truth.dt.as_unit("us")] == [t.value for t in mem.first_seen.dt.as_unit("us")]
+
+
+def test_postgres_reads_the_recent_samples_meanwhile_in_the_same_snapshot(engine, monkeypatch):
+    """PostgreSQL: the recent samples are read on a second connection in the first one's exported snapshot
+    (report/dbsummary.py ``_read_ahead``): a run stored after the report's transaction began is seen by
+    neither connection, and the summary equals the one read in line (no second connection)."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite reads in line: one connection")
+    from datetime import timedelta
+
+    from healthcheck.history.ingest import ingest
+    from healthcheck.report import dbsummary
+
+    since, now = hist.WINDOWS["30d"]
+    late = dict(hist.run_records()[-1], record_id="late-run", run_id="late".ljust(32, "0"),
+                started_at=hist._iso(now - timedelta(minutes=1)))
+    late["results"] = [dict(r, metrics={"temperature_c": 99.0}) for r in late["results"][:1]]
+    import threading
+
+    started, committed = [], threading.Event()
+    real, real_read = dbsummary._Reader._read_ahead, dbsummary._Reader._last_per_node
+
+    def ahead_then_ingest(self):
+        got = real(self)  # the snapshot is exported; now another ingest commits a new run of n08
+        if not started:
+            started.append(True)
+            ingest([hist.write_spool(_late_dir(), [late])], engine)
+        committed.set()
+        return got
+
+    def read_after_the_commit(self, short, n):
+        assert committed.wait(60)
+        return real_read(self, short, n)
+
+    monkeypatch.setattr(dbsummary._Reader, "_read_ahead", ahead_then_ingest)
+    monkeypatch.setattr(dbsummary._Reader, "_last_per_node", read_after_the_commit)
+    meanwhile = load_summary(engine, since, now)
+    assert started and not (meanwhile.perf_recent["value"] == 99.0).any()
+    assert (load_summary(engine, since, now).perf_recent["value"] == 99.0).any()  # a new snapshot sees it
+    monkeypatch.setattr(dbsummary._Reader, "_read_ahead", lambda self: None)
+    with engine.begin() as conn:  # back to the history the other tests share
+        conn.execute(text("DELETE FROM runs WHERE run_id = :r"), {"r": late["run_id"]})
+    in_line = load_summary(engine, since, now)
+    for name in ("perf_recent", "recent_runs"):
+        pd.testing.assert_frame_equal(_plain(getattr(meanwhile, name)), _plain(getattr(in_line, name)),
+                                      check_dtype=False, obj=name)
+
+
+def _late_dir():
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.mkdtemp(prefix="late-spool-"))
