@@ -290,13 +290,16 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
                counters: Any = trends.DEFAULT_COUNTERS, threshold: float = IGLEWICZ_HOAGLIN_THRESHOLD,
                min_peers: int = 5, flap_window: str = "14D", dtype: str = "bf16",
                reliability: pd.DataFrame | None = None,
-               thermal: Mapping[str, tuple[float, float, float]] | None = None) -> pd.DataFrame:
+               thermal: Mapping[str, tuple[float, float, float]] | None = None,
+               keep: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """Rank the fleet's nodes from its history frames (the ``load_frames`` contract; ``metrics``
     may be the full window or only each series' last ``n`` samples). ``now`` is needed with
     ``actions`` or ``runs`` (drains, flapping, failure onsets). ``reliability``: an
     :func:`availability.reliability` frame already computed (then ``runs`` only orders the results).
     ``thermal``: GPU limits per SKU (see :data:`floors.THERMAL_LIMITS`), over the built-in ones.
-    See the module docstring.
+    ``keep``: a dict that receives intermediate frames for other views of the same data (``"regressions"``:
+    :func:`regression_hits` of the "higher is better" figures, as ``fleetviews.regressions_since`` takes
+    it), so they are not computed twice. See the module docstring.
 
     Returns columns: node, score, severity, n_persistent, n_evidence, why (list of dicts, heaviest
     first), evidence (their texts); only nodes with evidence, highest score first.
@@ -323,7 +326,10 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
                                       min_peers=min_peers, side=figs, min_rel_deviation=MIN_RELATIVE)
         ev += evidence_outliers(po, w, threshold)
         higher = [name for name, side in figs.items() if side == "low"]
-        ev += evidence_regressions(regression_hits(metrics, higher, k=k, n=n), w)
+        rg = regression_hits(metrics, higher, k=k, n=n)
+        if keep is not None:
+            keep["regressions"] = rg
+        ev += evidence_regressions(rg, w)
         ev += evidence_growth(pers.counter_hits(metrics, counters, k=k, n=n), w)
     if results is not None and len(results):
         ev += evidence_checks(pers.persistent_results(results, runs, k=k, n=n), w)

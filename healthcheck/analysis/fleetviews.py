@@ -42,13 +42,15 @@ VERSION_COLUMNS = {"item": "object", "value": "object", "nodes": "int64", "share
 
 def regressions_since(metrics: pd.DataFrame | None, names: list[str] | None = None, *, k: int = DEFAULT_K,
                       n: int = DEFAULT_N, threshold: float | Mapping[str, float] = REGRESSION_THRESHOLD,
-                      window: int | str = 20) -> pd.DataFrame:
+                      window: int | str = 20, hits: pd.DataFrame | None = None) -> pd.DataFrame:
     """The persistent regressions (``hits >= k`` of the last ``n`` samples) of "higher is better"
     figures (default: the low-is-bad ones of ``fleetrank.FIGURES``), worst first. Columns: node,
-    component, metric, value, baseline, change_pct (negative = down), since, hits, runs, text."""
+    component, metric, value, baseline, change_pct (negative = down), since, hits, runs, text.
+    ``hits``: ``fleetrank.regression_hits`` of the same samples, names, k, n, threshold and window,
+    already computed (the fleet ranking's, ``rank_fleet(keep=)``): used instead of computing it again."""
     check_kn(k, n)
     names = names or [m for m, side in FIGURES.items() if side == "low"]
-    rg = regression_hits(metrics, names, k=k, n=n, threshold=threshold, window=window)
+    rg = hits if hits is not None else regression_hits(metrics, names, k=k, n=n, threshold=threshold, window=window)
     rg = rg[rg["persistent"]]
     if rg.empty:
         return empty(REGRESSION_COLUMNS)

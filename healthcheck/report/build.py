@@ -180,8 +180,10 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
 
         racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} \
             if topology and fs.peers_per_rack else None
+        kept: dict[str, Any] = {}  # the ranking's regression hits, for the fleet tables' regressions
         ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None, k=fs.persist_k, n=fs.persist_n,
-                              weights=fs.weights or None, thermal=fs.thermal_limits or None, dtype=fs.gemm_dtype)
+                              weights=fs.weights or None, thermal=fs.thermal_limits or None, dtype=fs.gemm_dtype,
+                              keep=kept)
         step("fleet tables")
         from .fleetsection import fleet_tables
 
@@ -190,7 +192,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
             classes = [node_class(n) if node_class else None for n in sm.versions["node"]]
             versions = sm.versions.assign(node_class=classes)
         tables = fleet_tables(sm, now, k=fs.persist_k, n=fs.persist_n, versions=versions,
-                              expected_versions=expected_versions)
+                              expected_versions=expected_versions, regressions=kept.get("regressions"))
     else:
         ranked = inputs.risk(latest_results=latest_results, rates=growth_df, perf=outl, flaps=flaps,
                              drains=drain_df, reliability=sm.reliability)

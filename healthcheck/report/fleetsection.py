@@ -65,8 +65,10 @@ def records(df: Any) -> list[dict[str, Any]]:
 
 
 def fleet_tables(summary: Any, now: Any, *, k: int, n: int, versions: Any = None,
-                 expected_versions: Any = None, new_since: Any = None) -> dict[str, list[dict[str, Any]]]:
-    """{name: records} for every table of :data:`TABLES` (empty lists without their inputs)."""
+                 expected_versions: Any = None, new_since: Any = None,
+                 regressions: Any = None) -> dict[str, list[dict[str, Any]]]:
+    """{name: records} for every table of :data:`TABLES` (empty lists without their inputs).
+    ``regressions``: the fleet ranking's ``regression_hits`` of the same samples (``rank_fleet(keep=)``)."""
     import pandas as pd
 
     from ..analysis import drift as drift_
@@ -79,7 +81,7 @@ def fleet_tables(summary: Any, now: Any, *, k: int, n: int, versions: Any = None
     runs = getattr(summary, "mtbf_runs", None)
     vers = versions if versions is not None and len(versions) else None
     frames = {
-        "regressions": fv.regressions_since(perf, k=k, n=n),
+        "regressions": fv.regressions_since(perf, k=k, n=n, hits=regressions),
         "new_nodes": fv.new_node_ttff(None, now=now, new_since=new_since, reliability=summary.reliability,
                                       first_seen=getattr(summary, "first_seen", None)),
         "mtbf_check": fv.mtbf(summary.flagged_results, runs, now=now, by="check"),

@@ -38,6 +38,21 @@ def test_regressions_since_a_date():
     assert (row["hits"], row["runs"]) == (3, 5)
 
 
+def test_regressions_from_the_rankings_hits_are_the_same_table():
+    """rank_fleet(keep=) hands its regression hits to regressions_since (the report computes them once)."""
+    from healthcheck.analysis.fleetrank import rank_fleet
+
+    rows = [(node, 24 * 7 * w, "burnin.gemm.tflops", f"gpu{g}", "gemm_tflops",
+             (651.0 if node == "n1" and w >= 9 else 700.0) + g) for node in ("n1", "n2", "n3") for g in range(2)
+            for w in range(12)]
+    kept: dict = {}
+    rank_fleet(metrics=metrics(rows), keep=kept)
+    assert "regressions" in kept and len(kept["regressions"])
+    pd.testing.assert_frame_equal(regressions_since(metrics(rows), hits=kept["regressions"]),
+                                  regressions_since(metrics(rows)))
+    assert regressions_since(metrics(rows))["node"].tolist() == ["n1", "n1"]
+
+
 def test_time_to_first_failure_of_new_nodes():
     runs = _runs([("a0", "old", 0, "pass"), ("a1", "old", 20, "fail"),
                   ("b0", "new1", 15, "pass"), ("b1", "new1", 15.5, "fail"), ("b2", "new1", 16, "fail"),
