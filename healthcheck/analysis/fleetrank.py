@@ -163,7 +163,10 @@ def regression_hits(metrics: pd.DataFrame | None, names: list[str], *, k: int, n
         for j in range(min_periods, width):
             win = vals[:, max(0, j - window):j]
             enough = np.count_nonzero(~np.isnan(win), axis=1) >= min_periods
-            base[:, j] = np.where(enough, np.nanmedian(win, axis=1), np.nan)
+            if enough.all():
+                base[:, j] = np.nanmedian(win, axis=1)
+            elif enough.any():  # the median only where there is a baseline (a short history: few rows)
+                base[enough, j] = np.nanmedian(win[enough], axis=1)
         change = np.where(np.abs(base) > 0, (vals - base) / np.abs(base), np.nan)
     thr = per_name(units, threshold, REGRESSION_THRESHOLD).to_numpy(dtype="float64")
     regressed = np.nan_to_num(change, nan=0.0) < -thr[:, None]
