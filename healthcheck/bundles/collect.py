@@ -7,6 +7,7 @@ from pathlib import Path
 from ..safeio import subproc
 from .archive import write_bundle
 from ..checks.registry import SOURCES
+from ..probes import fabricmanager as fm_probe
 from ..probes.live import DEFAULT_DEADLINES_S, LiveOptions, read_kernel_log, snapshot_live
 from ..core.clock import utc_now_iso
 
@@ -134,33 +135,19 @@ def _imex(snap, raw: dict[str, str], notes: list[str]) -> None:
         notes.append(f"imex: {info.error}")
 
 
-FABRICMANAGER_LOG_PATH = "/var/log/fabricmanager.log"
-FABRICMANAGER_LOG_TAIL = 4 * 1024 * 1024  # its last 4 MiB: the recent NVSwitch errors
+FABRICMANAGER_LOG_PATH = fm_probe.LOG_PATH
+FABRICMANAGER_LOG_TAIL = fm_probe.TAIL_BYTES  # its last 4 MiB: the recent NVSwitch errors (the live probe's too)
 
 
 def _fabricmanager_log(raw: dict[str, str], notes: list[str], path: str = FABRICMANAGER_LOG_PATH) -> None:
-    """fabricmanager.log: the tail of the fabric manager's log where there is one (NVSwitch systems)."""
-    import os
-
+    """fabricmanager.log: the tail of the fabric manager's log where there is one (NVSwitch systems), read
+    as the live probe reads it (``probes.fabricmanager.read_tail``: bounded, a regular file, root's as root)."""
     from .archive import FABRICMANAGER_LOG
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return
+        data = fm_probe.read_tail(path, FABRICMANAGER_LOG_TAIL)
     except OSError as exc:
         notes.append(f"fabric manager log: {exc}")
         return
-    try:
-        import stat
-
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            notes.append(f"fabric manager log: {path} is not a regular file")
-            return
-        os.lseek(fd, max(0, st.st_size - FABRICMANAGER_LOG_TAIL), os.SEEK_SET)
-        from ..safeio.trust import read_bounded
-
-        raw[FABRICMANAGER_LOG] = read_bounded(fd, FABRICMANAGER_LOG_TAIL).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
+    if data is not None:
+        raw[FABRICMANAGER_LOG] = data.decode("utf-8", "replace")

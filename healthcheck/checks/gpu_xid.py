@@ -43,7 +43,10 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     only from a later one's "caused by previous Xid N" counts as an event of Xid N. An NVSwitch SXid line
     gets the policy's ``sxid_fatal_action`` (fail) or ``sxid_nonfatal_action`` (warn) by the severity it
     states, one finding per switch ("nvswitch3"). One finding per component: ``gpuN`` when the address
-    belongs to a GPU, else the PCI address, else "node".
+    belongs to a GPU, else the PCI address, else "node". In HealthCheckProgram and ``check`` the NVSwitch
+    errors the fabric manager logged in this boot join the kernel's SXids (as a bundle's copy of its log
+    does; no log, nothing said); a log there that cannot be read or, as root, is not root's alone is
+    ERROR ("fabricmanager"), the kernel's events judged all the same.
     """
     name = "gpu.xid"
     events = snap.kernel_events or []
@@ -106,14 +109,15 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             (_ACTION_STATUS.get(action, Status.WARN), f"SXid {sxid} ({words}) x{count} on {switch}", f"sxid_{sxid}",
              count))
 
+    unread = _fabricmanager_unread(name, snap)
     if not groups:
         if n_acked:
             return [finding(name, Status.PASS, f"no new NVIDIA Xid events in the kernel log ({n_acked} "
                             "already acted on: the node was drained for them and resumed since)", None,
-                            xid_events=0, xid_acknowledged=n_acked)]
+                            xid_events=0, xid_acknowledged=n_acked)] + unread
         return [finding(name, Status.PASS, "no NVIDIA Xid events in the kernel log", None,
-                        xid_events=0)]
-    findings = []
+                        xid_events=0)] + unread
+    findings = unread
     for component in sorted(groups):
         items = groups[component]
         status = worst(s for s, _, _, _ in items)
@@ -124,6 +128,19 @@ def gpu_xid(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
             metrics[key] = metrics.get(key, 0) + c
         findings.append(finding(name, status, "; ".join(shown), component, **metrics))
     return findings
+
+
+# probe_errors' key for a fabric manager log that is there but could not be read (probes.live, issue 33)
+_FABRICMANAGER_ERROR = "kernel_events.fabricmanager"
+
+
+def _fabricmanager_unread(name: str, snap: Snapshot) -> list[Finding]:
+    """ERROR when the fabric manager's log is there and was not read: its SXids cannot be judged."""
+    err = snap.probe_errors.get(_FABRICMANAGER_ERROR)
+    if err is None:
+        return []
+    return [finding(name, Status.ERROR, f"cannot judge the fabric manager's NVSwitch errors: {err.message}",
+                    "fabricmanager")]
 
 
 _CAUSED_BY = "caused by previous Xid "

@@ -67,7 +67,7 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
     else:
         from ..pipeline.acquire import snapshot_for
         from ..bundles.archive import BundleError
-        from ..probes.live import short_hostname
+        from ..probes.live import fabricmanager_log_for, short_hostname
 
         node = node or short_hostname()
         exp = expectations_for(config, node)
@@ -75,7 +75,8 @@ def check(config_path, bundle, fmt, only, skip, context, node, sysfs_root, proc_
 
         try:  # only the sources the chosen checks need are probed (`--only 'host.*'` asks no BMC)
             snap = snapshot_for(node, exp, started, sysfs_root, proc_root,
-                                sources=sources_needed(exp, context, list(only) or None, list(skip) or None))
+                                sources=sources_needed(exp, context, list(only) or None, list(skip) or None),
+                                fabricmanager_log=fabricmanager_log_for(context))
         except BundleError as exc:
             raise UsageFailure(f"bundle of {node} (from the config): {exc}") from exc
     try:

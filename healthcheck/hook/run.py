@@ -303,7 +303,8 @@ def snapshot(context, node, exp, state_dir, started, budget):
     deadlines = {name: min(value, max(0.2, budget * 0.6)) for name, value in live.DEFAULT_DEADLINES_S.items()}
     return snapshot_for(node, exp, started, deadlines_s=deadlines, sources=sources_needed(exp, context),
                         processes=False, kernel_cache=os.path.join(state_dir, KERNEL_CACHE), nvml_close=False,
-                        net_rdma_only=context in ("prolog", "epilog"))
+                        net_rdma_only=context in ("prolog", "epilog"),
+                        fabricmanager_log=live.fabricmanager_log_for(context))  # HealthCheckProgram only
 
 
 def work(context, node, exp, settings, job_id, state_dir, started, budget, acknowledged=(), hook_pid=None):

@@ -95,6 +95,23 @@ class LiveOptions:
     net_rdma_only: bool = False
     # True: the NVLink5 FEC history bins too (recorded, not judged: bundles; one more NVML call per GPU)
     nvlink_fec: bool = False
+    # the NVSwitch fabric manager's log, whose NVSwitch errors of this boot join kernel_events (issue 33,
+    # probes.fabricmanager); None: not read (the default, and the prolog and epilog: fabricmanager_log_for)
+    fabricmanager_log: str | None = None
+
+
+# The contexts whose kernel_events take in the fabric manager's log (issue 33): up to 4 MiB of a file read
+# and scanned, where a log scan belongs (HealthCheckProgram, `check`); never the hooks on a job's path
+FABRICMANAGER_CONTEXTS = ("check", "slurm-check")
+
+
+def fabricmanager_log_for(context: str) -> str | None:
+    """The fabric manager log to read in ``context`` (``LiveOptions.fabricmanager_log``); None: not read."""
+    if context not in FABRICMANAGER_CONTEXTS:
+        return None
+    from .fabricmanager import LOG_PATH
+
+    return LOG_PATH
 
 
 def short_hostname() -> str:
@@ -253,8 +270,10 @@ def read_kernel_log(timeout: float = 2.5) -> str:
 
 def _kernel_events(opts: LiveOptions, snap: Snapshot):
     """One read of the kernel log: NVIDIA driver events (where the PCI bus shows NVIDIA GPUs) and host
-    events (machine checks, memory, PCIe, storage, HCA, links), in that order."""
+    events (machine checks, memory, PCIe, storage, HCA, links), in that order; then, where asked
+    (``opts.fabricmanager_log``) and the PCI bus shows NVIDIA GPUs, the fabric manager's NVSwitch errors."""
     nvidia = bool(snap.gpu_pci_devices)
+    events = None
     if opts.kernel_cache and opts.kernel_log is None:  # the hooks: parse only when something new may matter
         from .kmsg import read_raw
 
@@ -265,9 +284,30 @@ def _kernel_events(opts: LiveOptions, snap: Snapshot):
         if records is not None:
             from .kernel_cache import cached_events
 
-            return _devices_of(opts, cached_events(records, nvidia, opts.kernel_cache,
-                                                   lambda text: _parse_kernel_log(text, nvidia), _host_event_markers))
-    return _devices_of(opts, _parse_kernel_log((opts.kernel_log or read_kernel_log)(), nvidia))
+            events = _devices_of(opts, cached_events(records, nvidia, opts.kernel_cache,
+                                                     lambda text: _parse_kernel_log(text, nvidia), _host_event_markers))
+    if events is None:
+        events = _devices_of(opts, _parse_kernel_log((opts.kernel_log or read_kernel_log)(), nvidia))
+    if nvidia and opts.fabricmanager_log:
+        events = _with_fabricmanager(opts, snap, events)
+    return events
+
+
+# where a fabric manager log that exists but cannot be read is said (gpu.xid: ERROR, the kernel's events kept)
+FABRICMANAGER_ERROR = "kernel_events.fabricmanager"
+
+
+def _with_fabricmanager(opts: LiveOptions, snap: Snapshot, events: list) -> list:
+    """``events`` and after them the NVSwitch errors the fabric manager logged in this boot (a new list: the
+    kernel cache's stays as it was). No log: ``events``, nothing said."""
+    from .fabricmanager import probe_fabricmanager
+
+    try:
+        found = probe_fabricmanager(opts.fabricmanager_log, opts.proc_root)
+    except (OSError, ValueError) as exc:  # refused, unreadable, or not text the parser scans (ParseError)
+        snap.probe_errors[FABRICMANAGER_ERROR] = ProbeError("error", f"{type(exc).__name__}: {exc}")
+        return events
+    return events + found if found else events
 
 
 def _devices_of(opts: LiveOptions, events: list) -> list:

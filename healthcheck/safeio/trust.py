@@ -16,13 +16,7 @@ def check_trusted(path: str, what: str = "file") -> None:
     owned by root or is group/world writable. A sticky directory owned by root (``/tmp``) is accepted:
     nobody else can rename or remove what is in it."""
     real = os.path.realpath(path)
-    st = os.stat(real)
-    if st.st_uid != 0:
-        raise UntrustedFile(f"{what} {real} is owned by uid {st.st_uid}, not root: refusing it as root "
-                            f"(fix: chown root:root {real})")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UntrustedFile(f"{what} {real} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}): "
-                            f"refusing it as root (fix: chmod go-w {real})")
+    check_trusted_stat(os.stat(real), real, what)
     folder = os.path.dirname(real)
     while True:
         st = os.stat(folder)
@@ -37,6 +31,20 @@ def check_trusted(path: str, what: str = "file") -> None:
         if parent == folder:
             return
         folder = parent
+
+
+def check_trusted_stat(st: os.stat_result, path: str, what: str = "file") -> None:
+    """The file's own part of :func:`check_trusted`, on a stat result: owned by root, not writable by group
+    or others (UntrustedFile otherwise). Given ``os.fstat`` of a file opened with ``O_NOFOLLOW``, it
+    judges what is read, not what a path named a moment before: for a file root's daemons write into a
+    folder root does not keep alone (``/var/log`` is root:syslog 0775 on Debian and Ubuntu), where a file
+    swapped in by another user is that user's and is refused."""
+    if st.st_uid != 0:
+        raise UntrustedFile(f"{what} {path} is owned by uid {st.st_uid}, not root: refusing it as root "
+                            f"(fix: chown root:root {path})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UntrustedFile(f"{what} {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}): "
+                            f"refusing it as root (fix: chmod go-w {path})")
 
 
 def running_as_root() -> bool:
