@@ -41,6 +41,7 @@ from .sqlframe import read_frame
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
 IDS_PER_QUERY = 900
+EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
 RUNS_PER_SAMPLE = 2  # the fleet ranking's per-run figures are read from each node's 2n-th latest run on
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 
@@ -393,9 +394,10 @@ class _Reader:
         df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
         if self.sqlite:  # the load_frames order (started_at, then the primary key run_id, seq, name by code point)
             df = df.sort_values(["started_at", "run_id", "seq", "name"], kind="stable").reset_index(drop=True)
-        # PostgreSQL: each part comes ordered by series and then (started_at, run_id, seq); the reduction
-        # (``recent_inputs``) orders by series and time with a stable sort, so the rows it keeps, and their
-        # order, are those of the load_frames order: a sort of millions of rows saved at 10,000 nodes
+        # PostgreSQL: the parts hold disjoint series, and within each part every series' samples come in
+        # (started_at, run_id, seq) order; the reduction (``recent_inputs``) orders by series and time with
+        # a stable sort, so the rows it keeps, and their order, are those of the load_frames order: a sort
+        # of millions of rows saved at 10,000 nodes
         return df[summ.COLUMNS["metrics"]]
 
     def _cut(self, n: int):
@@ -423,9 +425,12 @@ class _Reader:
 
         from ..analysis.fleetrank import recent_names
 
+        from sqlalchemy.exc import DBAPIError
+
         try:
-            snapshot = self.conn.exec_driver_sql("SELECT pg_export_snapshot()").scalar()
-        except Exception:  # a standby exports none: read in line  # noqa: BLE001
+            with self.conn.begin_nested():  # a savepoint: a refusal must not abort the report's transaction
+                snapshot = self.conn.exec_driver_sql(EXPORT_SNAPSHOT).scalar()
+        except DBAPIError:  # a server that exports no snapshot (a standby in recovery, a pooler): in line
             return None
         if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
             return None

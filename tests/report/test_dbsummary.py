@@ -282,3 +282,20 @@ def _late_dir():
     from pathlib import Path
 
     return Path(tempfile.mkdtemp(prefix="late-spool-"))
+
+
+def test_a_server_that_shares_no_snapshot_reads_in_line(engine, monkeypatch):
+    """PostgreSQL: where the snapshot cannot be exported (a standby in recovery, a pooler), the recent
+    samples are read on the report's own connection: the refusal, behind a savepoint, does not abort the
+    report's transaction, and the summary is the same."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite reads in line: one connection")
+    from healthcheck.report import dbsummary
+
+    since, now = hist.WINDOWS["30d"]
+    shared = load_summary(engine, since, now)
+    monkeypatch.setattr(dbsummary, "EXPORT_SNAPSHOT", "SELECT no_such_function_here()")
+    alone = load_summary(engine, since, now)
+    for name in ("perf_recent", "recent_runs", "latest_results"):
+        pd.testing.assert_frame_equal(_plain(getattr(alone, name)), _plain(getattr(shared, name)),
+                                      check_dtype=False, obj=name)
