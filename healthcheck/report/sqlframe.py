@@ -7,7 +7,8 @@ query results into frames.
   work cost more than the queries (docs/performance.md, "10,000 nodes on PostgreSQL"). The statement is
   compiled by SQLAlchemy and its parameters bound client-side by psycopg (COPY takes no server-side
   parameters); text columns are read as text (a node named ``001`` stays ``001``), numbers and times by
-  the selected column's SQL type. NULL is written as ``\\N`` so that an empty string stays an empty string.
+  the selected column's SQL type. NULL is written as a random token of each read, so that an empty string
+  stays an empty string and no stored text (``\\N`` included) is taken for NULL.
 - SQLite: the driver's rows (times selected as text by the callers and converted by pandas in one pass).
 
 Either way: text columns are pandas' text dtype with NULL as missing (not the empty string), numbers
@@ -17,12 +18,13 @@ statement's ORDER BY.
 from __future__ import annotations
 
 import io
+import secrets
 from datetime import datetime
 from typing import Sequence
 
 import pandas as pd
 
-NULL = "\\N"
+NULL_PREFIX = "hc-null-"  # + random hex per read: no stored text can be taken for NULL
 
 
 def read_frame(conn, stmt, columns: Sequence[str], times: Sequence[str] = ()) -> pd.DataFrame:
@@ -61,11 +63,12 @@ def _copy_frame(conn, stmt, columns: list[str]) -> pd.DataFrame:
         if isinstance(value, datetime) and value.tzinfo is None:  # UTCDateTime's rule, applied by us here
             raise ValueError(f"read_frame: parameter {name} is a naive datetime; pass aware UTC times")
     kinds = [_kind(c.type) for c in selected]
+    null = NULL_PREFIX + secrets.token_hex(12)
     buf = io.BytesIO()
     cur = conn.connection.driver_connection.cursor()
     try:
         cur.execute("SET LOCAL TIME ZONE 'UTC'")  # times as "...+00", whatever the server's default
-        with cur.copy(f"COPY ({compiled.string}) TO STDOUT (FORMAT csv, NULL '{NULL}')", params) as copy:
+        with cur.copy(f"COPY ({compiled.string}) TO STDOUT (FORMAT csv, NULL '{null}')", params) as copy:
             for data in copy:
                 buf.write(data)
     finally:
@@ -74,7 +77,7 @@ def _copy_frame(conn, stmt, columns: list[str]) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series([], dtype="float64" if k == "number" else object)
                              for c, k in zip(columns, kinds)})
     buf.seek(0)
-    df = pd.read_csv(buf, header=None, names=columns, na_values=[NULL], keep_default_na=False,
+    df = pd.read_csv(buf, header=None, names=columns, na_values=[null], keep_default_na=False,
                      dtype={c: str for c, k in zip(columns, kinds) if k != "number"},
                      engine="c", low_memory=False)
     for c, k in zip(columns, kinds):

@@ -20,7 +20,7 @@ T0 = datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
 ROWS = [  # run_id, seq, node, started_at, check, component, status, message
     ("r1", 0, "001", T0, "gpu.ecc", None, "pass", ""),
     ("r1", 1, "001", T0, "gpu.xid", "GPU0", "fail", 'Xid 79, "fell off the bus"\nsecond line, with a comma'),
-    ("r2", 0, "gpu7", T0 + timedelta(hours=1), "host.disk", "", "warn", "\\N is not NULL here"),
+    ("r2", 0, "gpu7", T0 + timedelta(hours=1), "host.disk", "", "warn", "\\N"),  # COPY's usual NULL, as text
 ]
 
 
