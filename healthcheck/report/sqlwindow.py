@@ -27,7 +27,7 @@ def window_frame(conn, sqlite: bool, table, columns: list[str], where, since: An
 
 
 def metric_names(conn, where: Callable) -> list[str]:
-    """The metric names of the series whose (check, component) match ``where(table)`` (a predicate built
+    """The metric names of the series whose check matches ``where(table)`` (a predicate built
     on ``metric_series`` and on ``metrics``): from the rollups, plus those of runs stored but not merged
     into them yet (``rollup_pending``). A metrics query filtered on these names reads its rows through
     the (name, started_at) index instead of scanning the window's metric rows for their check."""
