@@ -73,6 +73,6 @@ def test_the_first_screen_shows_the_planted_faults_and_nothing_else(chromium, si
     shown = " ".join(rows)
     for fault in ("heating", "gemm_drop", "flapping_ib"):
         assert sim.truth[fault][0] in shown, fault
-    assert "gpu.pcie.link" in shown and "gpu[00064," in shown
+    assert "gpu.pcie.link (pcie_width)" in shown and "32: gpu[00064-00095]" in shown  # the whole rack, one row
     # the risk table: no node name, no "4 of 5" wraps
     assert got["risk_lines"] and all(lines == 1 for _, lines in got["risk_lines"]), got["risk_lines"][:5]
