@@ -70,26 +70,14 @@ def probe_ethtool(sysfs_root: str = "/sys", deadline_s: float = 10.0, run=None, 
         return []
     if (which or subproc.which)("ethtool") is None:
         return None
-    run = run or subproc.run
     end = time.monotonic() + deadline_s
     out = []
     for name in names:
-        label = " ".join(argv(name))
-        timeout = end - time.monotonic()
-        if timeout <= 0:
-            out.append(NetEthtool(name, error=f"{label}: not run, the ethtool deadline had passed"))
-            continue
-        try:
-            res = run(argv(name), timeout=timeout, deadline=end, max_output=MAX_OUTPUT)
-        except OSError as exc:
-            out.append(NetEthtool(name, error=f"{label}: {exc}"))
-            continue
-        if res.timed_out:
-            out.append(NetEthtool(name, error=f"{label}: no answer within the deadline"))
+        res, why = subproc.run_until(argv(name), end, "ethtool", run=run, max_output=MAX_OUTPUT)
+        if why:
+            out.append(NetEthtool(name, error=why))
         elif res.returncode != 0 or not res.stdout.strip():
-            why = (res.stderr or "").strip().splitlines()
-            out.append(NetEthtool(name, error=f"{label}: exited {res.returncode}: "
-                                              f"{why[-1][:200] if why else 'no output'}"))
+            out.append(NetEthtool(name, error=f"{' '.join(argv(name))}: {subproc.failure_text(res)}"))
         else:
             out.append(from_output(name, res.stdout))
     return out

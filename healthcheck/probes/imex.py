@@ -26,27 +26,17 @@ def read_imex(deadline_s: float = 10.0, run=None, which=None) -> tuple[ImexInfo 
 
     if (which or subproc.which)(TOOL) is None:
         return None, {}
-    run = run or subproc.run
     end = time.monotonic() + deadline_s
     raw: dict[str, str] = {}
     errors: list[str] = []
     for argv, name in ((QUERY, QUERY_FILE), (DOMAIN, DOMAIN_FILE)):
-        timeout = end - time.monotonic()
-        label = " ".join(argv)
-        if timeout <= 0:
-            errors.append(f"{label}: not run, the IMEX deadline had passed")
-            continue
-        try:
-            res = run(argv, timeout=timeout, deadline=end, max_output=MAX_TOOL_OUTPUT)
-        except OSError as exc:
-            errors.append(f"{label}: {exc}")
-            continue
-        if res.stdout:
+        res, why = subproc.run_until(argv, end, "IMEX", run=run, max_output=MAX_TOOL_OUTPUT)
+        if res is not None and res.stdout:
             raw[name] = res.stdout
-        if res.timed_out:
-            errors.append(f"{label}: no answer within the deadline")
+        if why:
+            errors.append(why)
         elif not res.ok and not res.stdout.strip():
-            errors.append(f"{label}: exit {res.returncode}: {(res.stderr or '').strip()[:200] or 'no output'}")
+            errors.append(f"{' '.join(argv)}: {subproc.failure_text(res)}")
     info = imex_from_outputs(raw.get(QUERY_FILE), raw.get(DOMAIN_FILE))
     if errors:
         info.error = "; ".join(([info.error] if info.error else []) + errors)

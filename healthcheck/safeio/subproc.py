@@ -143,6 +143,32 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None,
                   err.decode("utf-8", "replace") + note, time.monotonic() - start, timed_out, truncated)
 
 
+def run_until(argv: list[str], end: float, what: str, run=None,
+              max_output: int = MAX_OUTPUT_BYTES) -> tuple[Result | None, str | None]:
+    """One of a probe's tool calls under its shared deadline ``end`` (a ``time.monotonic()`` instant):
+    ``(result, None)``, or ``(result or None, why)`` with one line naming the call when it was not started
+    (``what``'s deadline had passed), could not start (OSError: absent, not executable), or gave no answer
+    in time. Exit codes and output are the caller's to judge. ``run``: this module's ``run`` (tests pass a
+    fake)."""
+    label = " ".join(argv)
+    timeout = end - time.monotonic()
+    if timeout <= 0:
+        return None, f"{label}: not run, the {what} deadline had passed"
+    try:
+        res = (run or globals()["run"])(argv, timeout=timeout, deadline=end, max_output=max_output)
+    except OSError as exc:
+        return None, f"{label}: {exc}"
+    if res.timed_out:
+        return res, f"{label}: no answer within the deadline"
+    return res, None
+
+
+def failure_text(res: Result) -> str:
+    """``exit N: <the last line of stderr>`` (or ``no output``) of a call that failed."""
+    why = (res.stderr or "").strip().splitlines()
+    return f"exit {res.returncode}: {why[-1][:200] if why else 'no output'}"
+
+
 def _read_bounded(proc: subprocess.Popen, end: float, max_output: int) -> tuple[bytes, bytes, bool, bool]:
     """Read stdout and stderr until both close, ``end`` passes, or one exceeds ``max_output``."""
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}

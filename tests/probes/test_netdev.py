@@ -120,7 +120,7 @@ def test_ethtool_runs_only_for_the_drivers_that_keep_counters_only_there(tmp_pat
     assert calls == [["ethtool", "-S", "ens4np0"], ["ethtool", "-S", "ens5np0"]]  # no shell, no igb port
     assert got[0] == NetEthtool("ens4np0", {"rx_crc_errors_phy": 4, "link_down_events_phy": 3,
                                             "tx_pause_storm_error_events": 1})
-    assert got[1].name == "ens5np0" and "exited 94: Cannot get stats strings" in got[1].error
+    assert got[1].name == "ens5np0" and "exit 94: Cannot get stats strings" in got[1].error
 
 
 def test_no_ethtool_is_an_absent_source_and_no_target_starts_nothing(tmp_path):
