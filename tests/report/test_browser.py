@@ -49,6 +49,22 @@ def run_chromium(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedPr
     return proc
 
 
+def measured_dom(chromium: str, page: Path, tmp: Path, script: str, *flags: str) -> dict:
+    """What ``script`` (appended to a copy of ``page`` whose CSP is removed so it may run) measured in the
+    page as headless Chromium lays it out: the JSON it writes into ``<pre id="hc-measure">``."""
+    import html
+    import json
+
+    text, n = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text(encoding="utf-8"))
+    assert n == 1
+    copy = tmp / "measured.html"
+    copy.write_text(text.replace("</body>", script + "</body>"), encoding="utf-8")
+    proc = run_chromium(chromium, tmp, *flags, "--dump-dom", copy.as_uri())
+    found = re.search(r'<pre id="hc-measure">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stdout[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
 def console_messages(stderr: str) -> list[str]:
     return [m.group(1) for m in map(CONSOLE.search, stderr.splitlines()) if m]
 

@@ -10,9 +10,6 @@ report's.
 """
 from __future__ import annotations
 
-import html
-import json
-import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +20,7 @@ from healthcheck.report.tables import NAMES
 from tests.report.fleet_synth import SINCE as FLEET_SINCE
 from tests.report.fleet_synth import make_fleet
 from tests.report.synth import NOW, SINCE, make_frames
-from tests.report.test_browser import chromium, console_messages, run_chromium  # noqa: F401 - a fixture
+from tests.report.test_browser import chromium, console_messages, measured_dom, run_chromium  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.browser
 MAX_HEIGHT_PX = 6000  # issue 16: ~16,000 px before at 1,000 nodes
@@ -62,15 +59,7 @@ MEASURE = r"""
 
 
 def measure(chromium_path: str, page: Path, tmp: Path) -> dict:
-    text = page.read_text(encoding="utf-8")
-    text, n = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
-    assert n == 1
-    copy = tmp / "measured.html"
-    copy.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    proc = run_chromium(chromium_path, tmp, WINDOW, "--dump-dom", copy.as_uri())
-    found = re.search(r'<pre id="hc-measure">(.*?)</pre>', proc.stdout, re.S)
-    assert found, proc.stdout[-2000:]
-    return json.loads(html.unescape(found.group(1)))
+    return measured_dom(chromium_path, page, tmp, MEASURE, WINDOW)
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,13 @@ Measured as tests/report/test_fleet_browser.py does: a copy of the page without 
 measuring script of ours, whose findings come back through ``--dump-dom``."""
 from __future__ import annotations
 
-import html
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from healthcheck.report.files import write_html
-from tests.report.test_browser import chromium, run_chromium  # noqa: F401 - a fixture
+from tests.report.test_browser import chromium, measured_dom  # noqa: F401 - a fixture
 from tests.report.test_report_truth import sim, today  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.browser
@@ -45,15 +43,7 @@ FIRST_SCREEN = r"""
 
 
 def first_screen(chromium_path: str, page: Path, tmp: Path) -> dict:
-    text = page.read_text(encoding="utf-8")
-    text, n = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
-    assert n == 1
-    copy = tmp / "measured.html"
-    copy.write_text(text.replace("</body>", FIRST_SCREEN + "</body>"), encoding="utf-8")
-    proc = run_chromium(chromium_path, tmp, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--dump-dom", copy.as_uri())
-    found = re.search(r'<pre id="hc-measure">(.*?)</pre>', proc.stdout, re.S)
-    assert found, proc.stdout[-2000:]
-    return json.loads(html.unescape(found.group(1)))
+    return measured_dom(chromium_path, page, tmp, FIRST_SCREEN, f"--window-size={SCREEN[0]},{SCREEN[1]}")
 
 
 def test_the_first_screen_shows_the_planted_faults_and_nothing_else(chromium, sim, today, tmp_path):
