@@ -37,7 +37,7 @@ from ..history.db import HistoryError, describe_error, is_sqlite
 from . import actions as act
 from . import commissioning, fleetstate, training
 from . import summary as summ
-from .sqlframe import read_frame
+from .sqlframe import array_items, read_frame
 
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
 IDS_PER_QUERY = 900
@@ -511,30 +511,16 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
-def _array_items(texts: pd.Series, kind) -> tuple:
-    """PostgreSQL's text form of one-dimensional number arrays (``{1,2,3}``) -> (the items, flat, as a
-    numpy array of ``kind``; each array's length)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    lists = pc.split_pattern(pc.utf8_slice_codeunits(pa.array(texts.astype(str), type=pa.string()), 1, -1), ",")
-    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
-    items = pc.cast(pc.list_flatten(lists), kind).to_numpy(zero_copy_only=False)
-    return items, np.asarray(lengths, dtype=np.int64)
-
-
 def _unnest_last(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows of (node, check, component, name, cnt, t, v) with ``t``/``v`` arrays, newest first -> one row
     per sample in the metrics frame's columns (+ seq, cnt), each series oldest first."""
     import numpy as np
-    import pyarrow as pa
 
     columns = summ.COLUMNS["metrics"] + ["seq", "cnt"]
     if rows.empty:
         return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("seq", "cnt") else object) for c in columns})
-    ticks, lengths = _array_items(rows["t"], pa.int64())
-    values, vlengths = _array_items(rows["v"], pa.float64())
+    ticks, lengths = array_items(rows["t"], "int64")
+    values, vlengths = array_items(rows["v"], "float64")
     if not np.array_equal(lengths, vlengths):
         raise HistoryError("the recent samples' times and values disagree in length (a database error?)")
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)

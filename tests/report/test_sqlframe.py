@@ -96,3 +96,17 @@ def test_a_naive_time_parameter_is_refused(engine):
     r = schema.results
     with engine.connect() as conn, pytest.raises(ValueError, match="naive"):
         read_frame(conn, select(r.c.node).where(r.c.started_at >= datetime(2026, 5, 1)), ["node"])
+
+
+@pytest.mark.parametrize("reader", ["array_items", "_array_items_numpy"])  # with pyarrow, and without it
+def test_number_arrays_come_back_flat_with_their_lengths(reader):
+    from healthcheck.report import sqlframe
+
+    array_items = getattr(sqlframe, reader)
+    items, lengths = array_items(pd.Series(["{1714521600000000,1714608000000001}", "{7}"]), "int64")
+    assert items.tolist() == [1714521600000000, 1714608000000001, 7] and lengths.tolist() == [2, 1]
+    values, _ = array_items(pd.Series(["{742.2,-0.5,1e-05}"]), "float64")
+    assert values.tolist() == [742.2, -0.5, 1e-05]
+    for bad in (["{1,NULL}"], ["{}"], ["1,2"]):
+        with pytest.raises(ValueError):
+            array_items(pd.Series(bad), "float64")
