@@ -14,18 +14,21 @@ What is kept (tables in ``schema``, created by migration 0003):
   one level has a sample in it: without samples after the window's end, those are the levels with
   ``last_at >= since``. Only the series with two or more such levels (a counter that moved in the window)
   are read from ``metrics`` to compute their growth; a constant one has grown by 0 and is not read.
-- ``rollup_pending``: the runs stored whose metric rows are not merged into the two tables above yet.
+- ``metric_recent``: per series its newest ``recent.KEEP`` samples (the fleet ranking's input; how the
+  merge stays exact: ``healthcheck.history.recent``).
+- ``rollup_pending``: the runs stored whose metric rows are not merged into the tables above yet.
   The transaction that stores a run's rows adds its id here; the one that merges its metrics (``settle``)
   removes it. Rollups plus pending runs always account for every row: the report reads the pending runs'
   series from ``metrics`` (few, normally none).
-- ``rollup_state``: the rollup definition the rows were built with (``VERSION`` and the fingerprint of
-  ``COUNTER_PATTERNS``). ``usable`` is False when it differs from this code's (or nothing was built):
+- ``rollup_state``: the rollup definition the rows were built with (``VERSION``, ``recent.KEEP`` and the
+  fingerprint of ``COUNTER_PATTERNS``). ``usable`` is False when it differs from this code's (or nothing was built):
   the report then reads the raw rows and says ``healthcheck db rebuild-rollups`` would make it fast.
 
 Why they stay exact: every value is a function of the *set* of stored rows (minimum, maximum, maximum
-under a total order, a run's own counts), never of the order in which rows arrived, so merging is
-idempotent and commutative: merging a run twice, or runs in any order, gives the same rows. The ingest
-summarises the metric rows of the runs it stored in memory (``Rollup``), batch after batch, and merges
+under a total order, the top ``recent.KEEP`` under it, a run's own counts), never of the order in which rows
+arrived, so merging is idempotent and commutative: merging a run twice, or runs in any order, gives the
+same rows (``metric_recent`` by recomputing a series from its rows where a merge is not a plain append).
+The ingest summarises the metric rows of the runs it stored in memory (``Rollup``), batch after batch, and merges
 them every million rows and at its end, removing those runs from ``rollup_pending`` in the same
 transaction (one merge per ingest instead of one per batch: a batch of runs from many nodes touches
 nearly every series). An ingest killed mid-way leaves its stored runs pending; the next ingest merges them
@@ -41,7 +44,9 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable
 
-VERSION = "1"
+from . import recent as recent_
+
+VERSION = "2"  # 2: metric_recent
 # Error counters (growth rates). Volatile counters reset with the driver; the growth handles resets.
 COUNTER_PATTERNS: tuple[str, ...] = (
     r"^ecc_(un)?corrected_(volatile|aggregate)$", r"^retired_pages_(sbe|dbe|total|pending)$",
@@ -65,7 +70,7 @@ def is_counter(name: str) -> bool:
 
 def fingerprint() -> str:
     """The rollup definition: VERSION and the counter patterns (levels exist for those names only)."""
-    text = VERSION + "\n" + "\n".join(COUNTER_PATTERNS)
+    text = VERSION + "\n" + f"keep={recent_.KEEP}\n" + "\n".join(COUNTER_PATTERNS)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -76,15 +81,18 @@ class Rollup:
     Times compare as stored (SQLite: the fixed-width text of ``schema.SQLITE_TIME_FORMAT``; PostgreSQL:
     aware datetimes), so the in-memory order is the database's order."""
 
-    def __init__(self) -> None:
+    def __init__(self, from_rows: bool = False) -> None:
+        """``from_rows``: the rows are read back from the database (a rebuild, a refresh)."""
         self.series: dict[tuple, list] = {}
         self.levels: dict[tuple, list] = {}
+        self.recent = recent_.Recent(share_ids=from_rows)
         self._counter: dict[str, bool] = {}
 
     def add(self, rows: Iterable[tuple]) -> None:
-        series, levels, counter = self.series, self.levels, self._counter
+        series, levels, counter, recent = self.series, self.levels, self._counter, self.recent.add
         for run_id, seq, name, node, started, check, component, value, *_ in rows:
             key = (name, node, check, component or "")
+            recent(key, (started, run_id, seq, value))
             entry = series.get(key)
             if entry is None:
                 series[key] = [started, started, run_id, seq, value]
@@ -163,6 +171,7 @@ def merge(conn, rollup: Rollup, sqlite: bool) -> None:
                     copy.write_row(row)
             cur.execute(_upsert_sql(table, False, f"SELECT {_names(cols)} FROM {tmp} ORDER BY {_names(key)}"))
             cur.execute(f"DROP TABLE {tmp}")
+    recent_.merge(conn, rollup.recent, sqlite)
 
 
 def settle(conn, rollup: Rollup, run_ids: Iterable[str], sqlite: bool) -> None:
@@ -191,7 +200,7 @@ def refresh(engine, chunk: int = 100_000) -> int:
         with engine.connect() as conn:
             conn = conn.execution_options(sqlite_immediate=True)
             with conn.begin():
-                rollup, ids = Rollup(), set()
+                rollup, ids = Rollup(from_rows=True), set()
                 result = conn.exec_driver_sql(  # one statement: a pending run's rows are all visible with it
                     f"SELECT {cols} FROM metrics WHERE run_id IN (SELECT run_id FROM rollup_pending)",
                     execution_options={"stream_results": True, "yield_per": chunk})
@@ -231,8 +240,8 @@ def _lock(conn, sqlite: bool) -> None:
     """Keep writers out while rebuilding (SQLite: the caller's BEGIN IMMEDIATE already does). Tables in
     the ingest's order; SHARE ROW EXCLUSIVE lets readers in and no other writer or rebuild."""
     if not sqlite:
-        conn.exec_driver_sql("LOCK TABLE runs, results, metrics, metric_series, counter_levels, rollup_pending, "
-                             "rollup_state IN SHARE ROW EXCLUSIVE MODE")
+        conn.exec_driver_sql("LOCK TABLE runs, results, metrics, metric_series, counter_levels, metric_recent, "
+                             "rollup_pending, rollup_state IN SHARE ROW EXCLUSIVE MODE")
 
 
 def _count(table, runs, *where: Any):
@@ -251,7 +260,8 @@ def rebuild(engine, chunk: int = 100_000, force: bool = True) -> dict[str, int]:
 
     from .db import HistoryError, describe_error, is_sqlite
     from .rows import FLAGGED
-    from .schema import counter_levels, metric_series, metrics, results, rollup_pending, rollup_state, runs
+    from .schema import (counter_levels, metric_recent, metric_series, metrics, results, rollup_pending,
+                         rollup_state, runs)
 
     sqlite = is_sqlite(engine)
     try:
@@ -266,8 +276,9 @@ def rebuild(engine, chunk: int = 100_000, force: bool = True) -> dict[str, int]:
                     n_flagged=_count(results, runs, results.c.status.in_(FLAGGED)))).rowcount
                 conn.execute(delete(metric_series))
                 conn.execute(delete(counter_levels))
+                conn.execute(delete(metric_recent))
                 conn.execute(delete(rollup_pending))  # every stored row is in the rebuild
-                rollup = Rollup()
+                rollup = Rollup(from_rows=True)
                 cols = ", ".join(f'"{c}"' for c in STREAM_COLUMNS)
                 result = conn.exec_driver_sql(f"SELECT {cols} FROM metrics",
                                               execution_options={"stream_results": True, "yield_per": chunk})

@@ -20,6 +20,9 @@ Rollups (migration 0003; what they hold and why they are exact: ``healthcheck.hi
 - ``metric_series``   one row per metric series (name, node, check, component; '' for none): the time of
                its first sample and its last sample (time, run, seq, value);
 - ``counter_levels``  one row per (series, value) of every error counter: first and last time seen;
+- ``metric_recent``   one row per metric series: its newest samples (``recent.KEEP``), newest first, as
+               two arrays (PostgreSQL ``bigint[]``/``double precision[]``, SQLite the same text), migration
+               0005 (``healthcheck.history.recent``);
 - ``rollup_pending``  runs stored whose metrics are not merged into the two tables above yet;
 - ``rollup_state``    which rollup definition the rows above were built with (key/value).
 
@@ -33,8 +36,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import (Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        TypeDecorator)
+from sqlalchemy import (BigInteger, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table,
+                        Text, TypeDecorator)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 
@@ -165,6 +169,21 @@ counter_levels = Table(
     Column("value", Float, primary_key=True),
     Column("first_at", UTCDateTime(), nullable=False),
     Column("last_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
+)
+
+metric_recent = Table(  # migration 0005; see healthcheck.history.recent
+    "metric_recent", metadata,
+    Column("name", String(128), primary_key=True),
+    Column("node", String(255), primary_key=True),
+    Column("check", String(128), primary_key=True),
+    Column("component", String(128), primary_key=True),
+    Column("n_kept", Integer, nullable=False),
+    Column("newest_us", BigInteger, nullable=False),  # microseconds since the epoch, UTC
+    Column("oldest_us", BigInteger, nullable=False),
+    Column("redo", Integer, nullable=False),  # 1 only inside a merge's transaction (recent.redo_rows)
+    Column("times", Text().with_variant(ARRAY(BigInteger), "postgresql"), nullable=False),
+    Column("vals", Text().with_variant(ARRAY(Float), "postgresql"), nullable=False),
     sqlite_with_rowid=False,
 )
 

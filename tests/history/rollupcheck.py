@@ -6,8 +6,19 @@ from collections import defaultdict
 
 from sqlalchemy import func, select
 
+import pandas as pd
+
+from healthcheck.history.recent import KEEP
 from healthcheck.history.rollups import is_counter
-from healthcheck.history.schema import counter_levels, metric_series, metrics, results, runs
+from healthcheck.history.schema import counter_levels, metric_recent, metric_series, metrics, results, runs
+
+
+def _array(value, kind) -> list:
+    """PostgreSQL gives the arrays as lists, SQLite as their text."""
+    if isinstance(value, str):
+        assert value[0] == "{" and value[-1] == "}", value
+        value = value[1:-1].split(",")
+    return [kind(x) for x in value]
 
 
 def stored(engine) -> dict:
@@ -16,7 +27,9 @@ def stored(engine) -> dict:
         levels = {tuple(r[:5]): tuple(r[5:]) for r in conn.execute(select(counter_levels))}
         counts = {r[0]: tuple(r[1:]) for r in conn.execute(
             select(runs.c.run_id, runs.c.n_results, runs.c.n_metrics, runs.c.n_flagged))}
-    return {"series": series, "levels": levels, "counts": counts}
+        recent = {tuple(r[:4]): tuple(r[4:8]) + (_array(r[8], int), _array(r[9], float))
+                  for r in conn.execute(select(metric_recent))}
+    return {"series": series, "levels": levels, "counts": counts, "recent": recent}
 
 
 def expected(engine) -> dict:
@@ -40,4 +53,9 @@ def expected(engine) -> dict:
                 by_level[k + (value,)].append(t)
     levels = {k: (min(ts), max(ts)) for k, ts in by_level.items()}
     counts = {r: (n_res.get(r, 0), n_met.get(r, 0), n_flag.get(r, 0)) for r in run_ids}
-    return {"series": series, "levels": levels, "counts": counts}
+    recent = {}
+    for k, samples in by_series.items():  # the newest KEEP by (time, run id by code point, seq), newest first
+        kept = sorted(samples, reverse=True)[:KEEP]
+        us = [pd.Timestamp(t).value // 1000 for t, *_ in kept]
+        recent[k] = (len(kept), us[0], us[-1], 0, us, [float(v) for *_, v in kept])
+    return {"series": series, "levels": levels, "counts": counts, "recent": recent}

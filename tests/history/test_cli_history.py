@@ -79,9 +79,9 @@ def test_db_upgrade_status_and_newer_schema(dbfile):
     result = runner.invoke(db, ["status", "--db", dbfile])
     assert result.exit_code == 1 and "no schema yet" in result.output
     result = runner.invoke(db, ["upgrade", "--db", dbfile])
-    assert result.exit_code == 0 and "upgraded empty -> 0004" in result.output
+    assert result.exit_code == 0 and "upgraded empty -> 0005" in result.output
     result = runner.invoke(db, ["upgrade", "--db", dbfile])
-    assert result.exit_code == 0 and "already at 0004" in result.output
+    assert result.exit_code == 0 and "already at 0005" in result.output
     import sqlite3
 
     with sqlite3.connect(dbfile) as conn:

@@ -53,7 +53,7 @@ def test_any_order_any_batching_repeats_and_a_crash_give_the_same_rollups(store,
     ingest([tmp_path / "plain"], first)
     want = stored(first)
     with first.begin() as conn:  # a second, differently fed database in the same server/file family
-        for table in ("counter_levels", "metric_series", "metrics", "results", "actions", "runs"):
+        for table in ("counter_levels", "metric_series", "metric_recent", "metrics", "results", "actions", "runs"):
             conn.execute(text(f"DELETE FROM {table}"))
     shuffled = recs[:]
     random.Random(9).shuffle(shuffled)

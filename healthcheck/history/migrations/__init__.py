@@ -18,7 +18,7 @@ from pathlib import Path
 from ..db import HistoryError, SchemaTooNew, SchemaTooOld, describe_error
 
 HERE = Path(__file__).resolve().parent
-HEAD = "0004"
+HEAD = "0005"
 
 
 def _config():
