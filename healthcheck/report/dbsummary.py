@@ -11,17 +11,21 @@ concurrent ingest is either wholly in the summary or not at all. For the window 
    differs from the previous run's (LAG); for the others their first run: ``availability.reliability``
    over those rows finds the same onsets, first run and first failure as over all the runs;
 4. flagged results: fail/warn results of the window's runs with ``n_flagged > 0``;
-5. latest results: every result of the latest runs (primary key);
+5. latest results: the results of the latest runs that fail, warn or error (``summary.NOW_BAD``; primary key);
 6. actions in the window;
 7. performance figures: ``metric_series`` rows of the performance names (``actions.perf_metric``) whose
    last sample is in the window; a series with samples after ``now`` is read from ``metrics`` instead;
 8. error counters: ``counter_levels`` grouped per series; the series with two levels or more seen in the
    window, or a level seen after ``now``, are read from ``metrics`` (index node, name, started_at) and
    ``trends.changed_series`` keeps those that moved. A constant counter is never read.
+9. the fleet ranking's input: each series' newest samples from ``metric_recent`` (``history.recent``), cut
+   to the window and to what the ranking judges (PostgreSQL: on a second connection in this transaction's
+   exported snapshot, while the rest is read); each node's last n runs and the MTBF table's runs by
+   window functions over the window's runs.
 
 Runs stored but not merged into the rollups yet (``rollup_pending``: an ingest in progress, or one that
 was interrupted) are accounted for exactly: the series they have samples of in the window are read from
-``metrics`` (7 and 8), as are the late ones.
+``metrics`` (7, 8 and 9), as are the late ones.
 
 ``RollupsUnavailable`` when the rollups were not built by this code (``healthcheck db rebuild-rollups``);
 the caller can fall back to ``load_frames`` + ``summary.summarize_frames``.
@@ -42,8 +46,8 @@ from .sqlframe import array_items, read_frame
 PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
 IDS_PER_QUERY = 900
 EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
-RUNS_PER_SAMPLE = 2  # the fleet ranking's per-run figures are read from each node's 2n-th latest run on
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
+_NOT_READ = object()  # a read-ahead that could not be done: read on the report's connection
 
 
 class RollupsUnavailable(HistoryError):
@@ -73,12 +77,35 @@ def load_summary(engine, since: Any, now: Any, recent: int | None = None) -> sum
     sqlite = is_sqlite(engine)
     try:
         with engine.connect() as conn:
-            if not sqlite:
-                conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
-            with conn.begin():
-                return _Reader(conn, sqlite, since, now, summ.recent_n(recent)).summary()
+            if sqlite:
+                with conn.begin():
+                    return _Reader(conn, sqlite, since, now, summ.recent_n(recent)).summary()
+            conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+            trans, snapshot = _begin_exported(conn)
+            with trans:
+                return _Reader(conn, sqlite, since, now, summ.recent_n(recent), snapshot).summary()
     except SQLAlchemyError as exc:
         raise HistoryError(describe_error(exc, engine.url)) from None
+
+
+def _begin_exported(conn):
+    """PostgreSQL: begin the report's transaction and export its snapshot (the first statement, so the
+    snapshot is the transaction's: ``pg_export_snapshot`` cannot run in a savepoint) -> (transaction, snapshot
+    name); where the server exports none (a standby in recovery, a pooler), the refused transaction is rolled
+    back and a fresh one begun: (transaction, None), everything then read on this connection."""
+    import re
+
+    from sqlalchemy.exc import DBAPIError
+
+    trans = conn.begin()
+    try:
+        snapshot = conn.exec_driver_sql(EXPORT_SNAPSHOT).scalar()
+    except DBAPIError:
+        trans.rollback()
+        return conn.begin(), None
+    if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
+        return trans, None
+    return trans, snapshot
 
 
 def first_seen(engine, now: Any) -> pd.Series:
@@ -93,13 +120,15 @@ def first_seen(engine, now: Any) -> pd.Series:
 
 
 class _Reader:
-    def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp, recent: int = 0) -> None:
+    def __init__(self, conn, sqlite: bool, since: pd.Timestamp, now: pd.Timestamp, recent: int = 0,
+                 snapshot: str | None = None) -> None:
         from ..history import schema
 
         self.conn, self.sqlite, self.s, self.recent = conn, sqlite, schema, recent
         self.since, self.now = since.to_pydatetime(), now.to_pydatetime()
         self.window = (since, now)
-        self.ahead = None  # PostgreSQL: (names, n, Future of the recent samples read on a second connection)
+        self.snapshot = snapshot  # PostgreSQL: the exported snapshot of ``conn``'s transaction, if any
+        self.ahead: dict[str, Any] = {}  # PostgreSQL: name -> Future of a read done on a second connection
 
     def summary(self) -> summ.Summary:
         from ..history import rollups
@@ -108,12 +137,12 @@ class _Reader:
             raise RollupsUnavailable("the history's rollups are not built for this healthcheck (run `healthcheck db "
                                      "rebuild-rollups`; until then the report reads every row, slowly)")
         n_runs, n_results, n_metrics = self._counts()
-        self.ahead = self._read_ahead() if not self.sqlite and self.recent else None
+        self.ahead = self._read_ahead() if self.snapshot else {}
         try:
             return self._summary(n_runs, n_results, n_metrics)
         finally:
-            if self.ahead is not None:  # an error before it was used: let its connection go back first
-                self.ahead[2].exception()
+            for future in self.ahead.values():  # an error before they were used: let the connection go back
+                future.exception()
 
     def _summary(self, n_runs: int, n_results: int, n_metrics: int) -> summ.Summary:
         span = self._span()
@@ -125,10 +154,21 @@ class _Reader:
                                          "actions": len(acts)},
                             latest, summ.reliability(self._onsets(span), now), self._flagged(),
                             self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
-                            acts, "rollups", node_days=fleetstate.node_days_sql(self.conn, self.sqlite, since, now),
-                            **self._recent(), commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now),
+                            acts, "rollups", node_days=self._got("node_days", self._node_days),
+                            **self._recent(pending),
+                            commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now),
                             training=training.load_sql(self.conn, self.sqlite, since, now),
-                            first_seen=self._first_seen())
+                            first_seen=self._got("first_seen", self._first_seen))
+
+    def _got(self, name: str, read, *args):
+        """A read's result: from the second connection where it was read ahead, else ``read(*args)`` here
+        (also where the second connection could not take the snapshot)."""
+        future = self.ahead.pop(name, None)
+        got = future.result() if future is not None else _NOT_READ
+        return read(*args) if got is _NOT_READ else got
+
+    def _node_days(self) -> pd.DataFrame:
+        return fleetstate.node_days_sql(self.conn, self.sqlite, *self.window)
 
     def _first_seen(self) -> pd.Series:
         """node -> its first run in the whole history up to the window's end: one index seek on
@@ -225,11 +265,13 @@ class _Reader:
         return _frame(self.conn, stmt, summ.COLUMNS["results"], ("started_at",))
 
     def _results_of(self, run_ids: list[str]) -> pd.DataFrame:
+        """The ``summ.NOW_BAD`` results of the runs ``run_ids`` (each run's by its primary key range)."""
         from sqlalchemy import select
 
         res = self.s.results
         cols = self._results_columns()
-        parts = [_frame(self.conn, select(*cols).where(res.c.run_id.in_(run_ids[i:i + IDS_PER_QUERY]))
+        parts = [_frame(self.conn, select(*cols).where(res.c.run_id.in_(run_ids[i:i + IDS_PER_QUERY]),
+                                                       res.c.status.in_(summ.NOW_BAD))
                         .order_by(res.c.started_at, self._c(res.c.run_id), res.c.seq),
                         summ.COLUMNS["results"], ("started_at",)) for i in range(0, len(run_ids), IDS_PER_QUERY)]
         if not parts:
@@ -321,163 +363,122 @@ class _Reader:
 
     # -- the fleet ranking's inputs (summary.summarize_frames(recent=n) gives the same) --------------------
 
-    def _recent(self) -> dict[str, Any]:
-        """Each node's last n runs and the last n (n + the regression window for the "higher is better"
-        figures) samples of every judged series, and the runs the MTBF table needs: bounded reads by
-        window functions (ROW_NUMBER / LAG), then the same pandas reduction as the frames path, so both
-        give identical frames."""
+    def _recent(self, pending: pd.DataFrame) -> dict[str, Any]:
+        """Each node's last n runs, the last n (n + the regression window for the "higher is better"
+        figures) samples of every judged series, and the runs the MTBF table needs; the same frames as
+        ``summary.summarize_frames`` gives."""
         if not self.recent:
             return {}
         from ..analysis.fleetrank import recent_names
 
         short, long_ = recent_names()
-        metrics = self._last_samples(short, long_, self.recent)
-        runs = self._last_runs(self.recent)
-        return {**summ.recent_fields(metrics, runs, self.recent), "mtbf_runs": self._mtbf_runs()}
+        metrics = self._last_samples(short, long_, self.recent, pending)
+        runs = self._got("last_runs", self._last_runs, self.recent)
+        return {**summ.recent_fields(metrics, runs, self.recent), "mtbf_runs": self._got("mtbf_runs", self._mtbf_runs)}
 
-    def _last_samples(self, short: list[str], long_: list[str], n: int) -> pd.DataFrame:
-        """At least the last n samples of each series of ``short`` and the last n + the regression window of
-        ``long_`` in the window (``recent_inputs`` then keeps exactly those). ``short`` figures are sampled
-        in (nearly) every run: they are read from each node's n-th latest run on (index seeks on (node,
-        name, started_at)) of its ``RUNS_PER_SAMPLE`` * n-th latest run on; a series with fewer than n
-        samples there is read again over the whole window (exact either way).
-        ``long_`` (the weekly burn-in figures) by ROW_NUMBER per series over the window."""
-        from sqlalchemy import func, select, tuple_
+    def _last_samples(self, short: list[str], long_: list[str], n: int, pending: pd.DataFrame) -> pd.DataFrame:
+        """At least the last n samples in the window of each series of ``short`` and the last n + the
+        regression window of ``long_`` (``recent_inputs`` then keeps exactly those), from ``metric_recent``
+        (one row per series: its newest ``recent.KEEP`` samples, ``history.recent``). Read from the metric
+        rows instead, whole window: the series of runs not merged yet (``pending``), and those whose kept
+        samples cannot tell (samples after the window's end crowd out the ones in it: a report of a past
+        period). Returned one row per sample, each series oldest first, ``run_id`` empty."""
+        from ..analysis.fleetrank import REGRESSION_WINDOW
+        from ..history.recent import KEEP
+
+        longer = n + REGRESSION_WINDOW if long_ else n
+        if longer > KEEP:  # more than is kept: every series from its rows
+            rows, again = _no_recent(), self._series_keys(short + long_)
+        else:
+            got = self._got("recent_rows", self._recent_rows, short + long_, long_, n)
+            rows, again = _unnest_recent(got, long_, n, longer, *self._window_us())
+        mine = pending[pending["name"].isin(short + long_)] if len(pending) else pending
+        keys = pd.concat([again, mine], ignore_index=True).drop_duplicates() if len(mine) else again
+        if len(keys):
+            rows = rows[~pd.MultiIndex.from_frame(_keyed(rows)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys))]
+            rows = pd.concat([rows, self._samples(keys)], ignore_index=True)
+        return rows[summ.COLUMNS["metrics"]].reset_index(drop=True)
+
+    def _window_us(self) -> tuple[int, int]:
+        since, now = self.window
+        return since.value // 1000, now.value // 1000
+
+    def _series_keys(self, names: list[str]) -> pd.DataFrame:
+        """The series (rollup keys) of ``names`` with a sample in the window (``metric_series``)."""
+        from sqlalchemy import select
+
+        ms = self.s.metric_series
+        stmt = select(*(ms.c[c] for c in KEY_COLUMNS)).where(
+            ms.c.name.in_(names), ms.c.last_at >= self.since, ms.c.first_at <= self.now)
+        return pd.DataFrame.from_records([tuple(r) for r in self.conn.execute(stmt)], columns=KEY_COLUMNS)
+
+    def _recent_rows(self, names: list[str], long_: list[str], n: int) -> pd.DataFrame:
+        """``metric_recent``'s rows of ``names`` with a kept sample in or after the window. PostgreSQL cuts
+        the arrays to what the window can use: the first n (n + the regression window for ``long_``) where
+        no kept sample is after the window's end, all of them otherwise."""
+        from sqlalchemy import BigInteger, Float, case, literal, select, type_coerce
+        from sqlalchemy.dialects.postgresql import ARRAY
 
         from ..analysis.fleetrank import REGRESSION_WINDOW
+        from ..history.recent import KEEP
 
-        m, runs = self.s.metrics, self.s.runs
-        cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
-        names = summ.COLUMNS["metrics"] + ["seq"]
-        parts = []
-        if long_:
-            rn = func.row_number().over(partition_by=(m.c.node, m.c.check, m.c.component, m.c.name),
-                                        order_by=(m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc()))
-            inner = (select(*cols, m.c.seq, rn.label("rn"))
-                     .where(m.c.name.in_(long_), self._in_window(m.c.started_at)).subquery())
-            parts.append(_frame(self.conn, select(*(inner.c[c] for c in names))
-                                .where(inner.c.rn <= n + REGRESSION_WINDOW)
-                                .order_by(inner.c.started_at, self._c(inner.c.run_id), inner.c.seq),
-                                names, ("started_at",)))
-        if short:
-            cut, span = self._cut(n)
-            if self.sqlite:
-                stmt = (select(*cols, m.c.seq).select_from(m.join(cut, m.c.node == cut.c.node))
-                        .where(m.c.name.in_(short), m.c.started_at >= cut.c.cut, m.c.started_at <= self.now))
-                got = _frame(self.conn, stmt, names, ("started_at",))
-                comp = got["component"].astype(object).where(got["component"].notna(), "")
-                size = got.groupby([got["node"], got["check"], comp, got["name"]], sort=False)["value"].transform(
-                    "size")
-            else:
-                ahead, self.ahead = self.ahead, None
-                if ahead is not None and ahead[:2] != (short, n):
-                    ahead[2].exception()  # read for other names: not these
-                    ahead = None
-                got = ahead[2].result() if ahead is not None else self._last_per_node(short, n)
-                size = got.pop("cnt")
-            # series with fewer than n samples since their node's cut, on nodes with n runs or more: again,
-            # whole (their cut may have hidden older samples)
-            full = {r[0] for r in self.conn.execute(select(cut.c.node).where(cut.c.k >= span))}
-            short_series = ((size < n) & got["node"].isin(full)).to_numpy()
-            again = sorted(set(zip(got.loc[short_series, "node"], got.loc[short_series, "name"])))
-            if again:
-                got = got[~pd.MultiIndex.from_arrays([got["node"], got["name"]]).isin(again)]
-                for i in range(0, len(again), PAIRS_PER_QUERY):
-                    parts.append(_frame(self.conn, select(*cols, m.c.seq).where(
-                        tuple_(m.c.node, m.c.name).in_(again[i:i + PAIRS_PER_QUERY]),
-                        self._in_window(m.c.started_at)).order_by(m.c.started_at, self._c(m.c.run_id), m.c.seq),
-                        names, ("started_at",)))
-            parts.append(got)
-        parts = [p for p in parts if len(p)]
-        if not parts:
-            return summ.empty_frame("metrics").astype({"value": "float64"})
-        df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        if self.sqlite:  # the load_frames order (started_at, then the primary key run_id, seq, name by code point)
-            df = df.sort_values(["started_at", "run_id", "seq", "name"], kind="stable").reset_index(drop=True)
-        # PostgreSQL: the parts hold disjoint series, and within each part every series' samples come in
-        # (started_at, run_id, seq) order; the reduction (``recent_inputs``) orders by series and time with
-        # a stable sort, so the rows it keeps, and their order, are those of the load_frames order: a sort
-        # of millions of rows saved at 10,000 nodes
-        return df[summ.COLUMNS["metrics"]]
+        mr = self.s.metric_recent
+        since_us, now_us = self._window_us()
+        times, vals = mr.c.times, mr.c.vals
+        if not self.sqlite:
+            need = case((mr.c.name.in_(long_), n + REGRESSION_WINDOW), else_=n) if long_ else literal(n)
+            upto = case((mr.c.newest_us <= now_us, need), else_=KEEP)
+            times = type_coerce(times, ARRAY(BigInteger))[1:upto]
+            vals = type_coerce(vals, ARRAY(Float))[1:upto]
+        stmt = (select(mr.c.node, mr.c.check, mr.c.component, mr.c.name, mr.c.n_kept, mr.c.newest_us,
+                       mr.c.oldest_us, mr.c.redo, times.label("t"), vals.label("v"))
+                .where(mr.c.name.in_(names), mr.c.newest_us >= since_us))
+        return _frame(self.conn, stmt, ["node", "check", "component", "name", "n_kept", "newest_us", "oldest_us",
+                                        "redo", "t", "v"])
 
-    def _cut(self, n: int):
-        """(per node: the time of its ``RUNS_PER_SAMPLE`` * n-th latest run in the window and how many runs it
-        has up to that many, as a subquery; that span)."""
-        from sqlalchemy import func, select
-
-        runs = self.s.runs
-        rn = func.row_number().over(partition_by=runs.c.node,
-                                    order_by=(runs.c.started_at.desc(), self._c(runs.c.run_id).desc()))
-        last = select(runs.c.node, runs.c.started_at, rn.label("rn")).where(
-            self._in_window(runs.c.started_at)).subquery()
-        span = RUNS_PER_SAMPLE * n  # runs of other kinds (a burn-in) between two samples: some slack
-        cut = select(last.c.node, func.min(last.c.started_at).label("cut"), func.count().label("k")).where(
-            last.c.rn <= span).group_by(last.c.node).subquery()
-        return cut, span
-
-    def _read_ahead(self):
-        """PostgreSQL: start reading the recent samples (``_last_per_node``, most of the server's work at
-        fleet scale) on a second connection in this transaction's snapshot (``pg_export_snapshot``: the same
-        data, a concurrent ingest included or not for both alike) while this one reads the rest; None where
-        the snapshot cannot be shared (the caller then reads them in line). Returns (names, n, Future)."""
-        import re
-        from concurrent.futures import ThreadPoolExecutor
-
-        from ..analysis.fleetrank import recent_names
+    def _read_ahead(self) -> dict[str, Any]:
+        """PostgreSQL: start the reads whose cost is mostly the server's (window functions over the window's
+        runs, ``metric_recent``) on a second connection in this transaction's snapshot (``pg_export_snapshot``:
+        the same data, a concurrent ingest included or not for both alike), one after the other, while this
+        connection reads the rest: name -> Future. Where the second connection cannot take the snapshot
+        (another server behind a pooler) every Future gives ``_NOT_READ`` and ``_got`` reads here."""
+        import threading
+        from concurrent.futures import Future
 
         from sqlalchemy.exc import DBAPIError
 
-        try:
-            with self.conn.begin_nested():  # a savepoint: a refusal must not abort the report's transaction
-                snapshot = self.conn.exec_driver_sql(EXPORT_SNAPSHOT).scalar()
-        except DBAPIError:  # a server that exports no snapshot (a standby in recovery, a pooler): in line
-            return None
-        if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
-            return None
-        engine, window, n = self.conn.engine, self.window, self.recent
-        short = recent_names()[0]
+        from ..analysis.fleetrank import recent_names
 
-        def work() -> pd.DataFrame:
-            with engine.connect() as other:
-                other = other.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
-                with other.begin():
-                    other.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
-                    return _Reader(other, False, *window, n)._last_per_node(short, n)
+        engine, window, n, snapshot = self.conn.engine, self.window, self.recent, self.snapshot
+        short, long_ = recent_names()
+        reads: dict[str, Any] = {"node_days": lambda r: r._node_days()}
+        if n:  # in the order the report needs them
+            reads = {"recent_rows": lambda r: r._recent_rows(short + long_, long_, n), **reads,
+                     "last_runs": lambda r: r._last_runs(n), "mtbf_runs": lambda r: r._mtbf_runs()}
+        reads["first_seen"] = lambda r: r._first_seen()
+        futures = {name: Future() for name in reads}
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-recent")
-        try:
-            return short, n, pool.submit(work)
-        finally:
-            pool.shutdown(wait=False)
+        def work() -> None:
+            try:
+                with engine.connect() as other:
+                    other = other.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+                    with other.begin():
+                        try:
+                            other.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                        except DBAPIError:  # another server behind a pooler, the snapshot gone: read in line
+                            for future in futures.values():
+                                future.set_result(_NOT_READ)
+                            return
+                        reader = _Reader(other, False, *window, n)
+                        for name, read in reads.items():
+                            futures[name].set_result(read(reader))
+            except BaseException as exc:  # noqa: B902 - handed to the report's thread, which raises it
+                for future in futures.values():
+                    if not future.done():
+                        future.set_exception(exc)
 
-    def _last_per_node(self, short: list[str], n: int) -> pd.DataFrame:
-        """PostgreSQL: per node (a LATERAL range of the (node, name, started_at) index from its cut on; a
-        plain join scans every metric row), one row per series of ``short``: its sample count since the cut
-        (``cnt``) and its last ``n`` samples' times and values as two arrays, newest first (ties in time by
-        run_id and seq, as load_frames orders them). A tenth of the rows of one row per sample: at 10,000
-        nodes the per-row cost of the transfer was most of the report's read (docs/performance.md). Returned
-        as rows (series, then time), ``run_id`` left empty: the fleet ranking reads the samples' times."""
-        from sqlalchemy import BigInteger, Float, func, select, true
-        from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
-
-        m = self.s.metrics
-        cut, _span = self._cut(n)
-        newest = (m.c.started_at.desc(), self._c(m.c.run_id).desc(), m.c.seq.desc())
-        micros = func.floor(func.extract("epoch", m.c.started_at) * 1_000_000).cast(BigInteger)
-
-        def last(expr, kind):
-            return func.array_agg(aggregate_order_by(expr, *newest), type_=ARRAY(kind))[1:n]
-
-        per_node = (select(m.c.check, m.c.component, m.c.name, func.count().label("cnt"),
-                           last(micros, BigInteger).label("t"), last(m.c.value, Float).label("v"))
-                    .where(m.c.node == cut.c.node, m.c.name.in_(short), m.c.started_at >= cut.c.cut,
-                           m.c.started_at <= self.now)
-                    .group_by(m.c.check, m.c.component, m.c.name)
-                    .offset(0).lateral("recent"))  # OFFSET 0: a per-node subquery, not flattened into a scan
-        keys = ["node", "check", "component", "name", "cnt", "t", "v"]
-        rows = _frame(self.conn, select(cut.c.node, *(per_node.c[c] for c in keys[1:]))
-                      .select_from(cut.join(per_node, true())), keys)
-        return _unnest_last(rows)
+        threading.Thread(target=work, name="report-read-ahead", daemon=True).start()
+        return futures
 
     def _last_runs(self, n: int) -> pd.DataFrame:
         from sqlalchemy import func, select
@@ -511,28 +512,54 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
-def _unnest_last(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows of (node, check, component, name, cnt, t, v) with ``t``/``v`` arrays, newest first -> one row
-    per sample in the metrics frame's columns (+ seq, cnt), each series oldest first."""
+def _no_recent() -> pd.DataFrame:
+    return summ.empty_frame("metrics").astype({"value": "float64"})
+
+
+def _keyed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its component as the rollups key it ('' for none)."""
+    comp = df["component"].astype(object)
+    return df.assign(component=comp.where(comp.notna() & (comp != ""), ""))
+
+
+def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, since_us: int,
+                   now_us: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``metric_recent`` rows (arrays newest first) -> (one row per kept sample in [since, now] among each
+    series' newest n (``longer`` for ``long_``), each series oldest first, in the metrics frame's columns;
+    the keys of the series whose kept samples cannot tell, to be read from the rows)."""
     import numpy as np
 
-    columns = summ.COLUMNS["metrics"] + ["seq", "cnt"]
+    from ..history.recent import KEEP
+
     if rows.empty:
-        return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("seq", "cnt") else object) for c in columns})
+        return _no_recent(), pd.DataFrame(columns=KEY_COLUMNS)
     ticks, lengths = array_items(rows["t"], "int64")
     values, vlengths = array_items(rows["v"], "float64")
     if not np.array_equal(lengths, vlengths):
         raise HistoryError("the recent samples' times and values disagree in length (a database error?)")
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    newest_first = np.arange(len(ticks)) - starts  # 0 for the newest of its series
-    at = starts + np.repeat(lengths, lengths) - 1 - newest_first  # oldest first within the series
     series = np.repeat(np.arange(len(rows)), lengths)
-    order = np.empty(len(ticks), dtype=np.int64)
-    order[at] = np.arange(len(ticks))
-    take = series[order]
-    out = rows.iloc[take][["node", "check", "component", "name", "cnt"]].reset_index(drop=True)
-    out["started_at"] = pd.to_datetime(ticks[order], unit="us", utc=True)
-    out["value"] = values[order]
-    out["run_id"] = None
-    out["seq"] = 0
-    return out[columns]
+    inside = (ticks >= since_us) & (ticks <= now_us)
+    before = np.cumsum(inside) - inside  # in-window samples ahead of each (newest first), over all series
+    starts = np.cumsum(lengths) - lengths
+    rank = before - before[starts][series] if len(before) else before  # 0 for a series' newest in the window
+    need = np.where(rows["name"].isin(long_).to_numpy(), longer, n)
+    count = np.bincount(series, weights=inside, minlength=len(rows)).astype(np.int64)
+    # fewer than needed in the window, a full list whose oldest is still in it, and samples after the
+    # window's end: older samples, not kept, may be in the window
+    unsure = ((count < need) & (rows["n_kept"].to_numpy() >= KEEP) & (rows["oldest_us"].to_numpy() >= since_us)
+              & (rows["newest_us"].to_numpy() > now_us)) | (rows["redo"].to_numpy() != 0)
+    keep = inside & (rank < need[series]) & ~unsure[series]
+    take = np.flatnonzero(keep)[::-1]  # oldest first within each series (the series in reverse order)
+    pick = series[take]
+    comp = rows["component"]
+    comp = comp.where(comp.notna() & (comp != ""))  # '' (the rollups' none) as missing, as in the rows
+
+    def at(col: pd.Series) -> pd.Series:  # taken in the column's own dtype (no round trip through objects)
+        return col.take(pick).reset_index(drop=True)
+
+    out = pd.DataFrame({"run_id": None, "node": at(rows["node"]),
+                        "started_at": pd.to_datetime(ticks[take], unit="us", utc=True),
+                        "check": at(rows["check"]), "component": at(comp), "name": at(rows["name"]),
+                        "value": values[take]})
+    again = _keyed(rows.loc[unsure, KEY_COLUMNS]).reset_index(drop=True)
+    return out[summ.COLUMNS["metrics"]], again

@@ -16,7 +16,8 @@ Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
 - ``latest_runs``      each node's latest run (latest by (started_at, run_id));
 - ``reliability``      ``availability.reliability`` of the window's runs (failure onsets per node);
 - ``flagged_results``  the window's results that fail or warn (the failing-checks ranking);
-- ``latest_results``   every result of ``latest_runs`` (what fails now; the risk ranking);
+- ``latest_results``   the results of ``latest_runs`` that fail, warn or could not judge (``NOW_BAD``: what
+                       fails now; the risk ranking; a passing result adds nothing to either);
 - ``counter_samples``  the samples of the error-counter series that moved in the window
                        (``trends.changed_series``): counter growth and its plot are computed from them;
 - ``perf_latest``      the latest sample of each performance series (``trends.latest_samples``): the
@@ -46,6 +47,7 @@ COLUMNS = {
 }
 TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
 FLAGGED = ("fail", "warn")
+NOW_BAD = ("fail", "warn", "error")  # the latest results kept (the rollups' runs.n_flagged counts these)
 
 
 @dataclass
@@ -137,7 +139,10 @@ def latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def results_of(results: pd.DataFrame, run_ids: Any) -> pd.DataFrame:
-    return results[results["run_id"].isin(set(run_ids))] if len(results) else results.iloc[0:0]
+    """The ``NOW_BAD`` results of the runs ``run_ids``."""
+    if not len(results):
+        return results.iloc[0:0]
+    return results[results["run_id"].isin(set(run_ids)) & results["status"].isin(NOW_BAD)]
 
 
 def counter_samples(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -202,9 +207,12 @@ def recent_n(recent: int | None) -> int:
 
 def recent_fields(metrics: pd.DataFrame, runs: pd.DataFrame, n: int) -> dict[str, Any]:
     """``perf_recent`` and ``recent_runs`` of a window's metrics and runs (or of any superset of each
-    node's last n runs and each series' last samples: the reduction is the same)."""
+    node's last n runs and each series' last samples: the reduction is the same). A component '' is no
+    component, as in the rollups' series (``history.rollups``): one series, whichever a record wrote."""
     from ..analysis.fleetrank import recent_inputs
 
+    if len(metrics) and metrics["component"].eq("").any():
+        metrics = metrics.assign(component=metrics["component"].where(metrics["component"].ne(""), None))
     perf, last_runs = recent_inputs(metrics, runs, n=n)
     return {"perf_recent": perf, "recent_runs": last_runs}
 

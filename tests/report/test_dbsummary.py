@@ -249,7 +249,7 @@ def test_postgres_reads_the_recent_samples_meanwhile_in_the_same_snapshot(engine
     import threading
 
     started, committed = [], threading.Event()
-    real, real_read = dbsummary._Reader._read_ahead, dbsummary._Reader._last_per_node
+    real, real_read = dbsummary._Reader._read_ahead, dbsummary._Reader._recent_rows
 
     def ahead_then_ingest(self):
         got = real(self)  # the snapshot is exported; now another ingest commits a new run of n08
@@ -259,18 +259,21 @@ def test_postgres_reads_the_recent_samples_meanwhile_in_the_same_snapshot(engine
         committed.set()
         return got
 
-    def read_after_the_commit(self, short, n):
+    def read_after_the_commit(self, names, long_, n):
         assert committed.wait(60)
-        return real_read(self, short, n)
+        return real_read(self, names, long_, n)
 
     monkeypatch.setattr(dbsummary._Reader, "_read_ahead", ahead_then_ingest)
-    monkeypatch.setattr(dbsummary._Reader, "_last_per_node", read_after_the_commit)
+    monkeypatch.setattr(dbsummary._Reader, "_recent_rows", read_after_the_commit)
     meanwhile = load_summary(engine, since, now)
     assert started and not (meanwhile.perf_recent["value"] == 99.0).any()
     assert (load_summary(engine, since, now).perf_recent["value"] == 99.0).any()  # a new snapshot sees it
-    monkeypatch.setattr(dbsummary._Reader, "_read_ahead", lambda self: None)
+    monkeypatch.setattr(dbsummary._Reader, "_read_ahead", lambda self: {})
     with engine.begin() as conn:  # back to the history the other tests share
         conn.execute(text("DELETE FROM runs WHERE run_id = :r"), {"r": late["run_id"]})
+    from healthcheck.history import rollups
+
+    rollups.rebuild(engine)  # rows deleted by hand: the rollups are rebuilt (history/rollups.py)
     in_line = load_summary(engine, since, now)
     for name in ("perf_recent", "recent_runs"):
         pd.testing.assert_frame_equal(_plain(getattr(meanwhile, name)), _plain(getattr(in_line, name)),
@@ -299,3 +302,34 @@ def test_a_server_that_shares_no_snapshot_reads_in_line(engine, monkeypatch):
     for name in ("perf_recent", "recent_runs", "latest_results"):
         pd.testing.assert_frame_equal(_plain(getattr(alone, name)), _plain(getattr(shared, name)),
                                       check_dtype=False, obj=name)
+
+
+def test_kept_samples_are_cut_to_the_window_and_doubtful_series_are_read_again():
+    """``_unnest_recent``: per series the newest n in [since, now] (n + the regression window for the
+    "higher is better" names), oldest first; a full list whose samples after the window's end crowd out
+    the window is handed back to be read from the rows, and so is a row marked redo."""
+    from healthcheck.history.recent import KEEP
+    from healthcheck.report.dbsummary import _unnest_recent
+
+    def row(name, comp, times, redo=0, n_kept=None):
+        n_kept = len(times) if n_kept is None else n_kept
+        return {"node": "n01", "check": "gpu", "component": comp, "name": name, "n_kept": n_kept,
+                "newest_us": times[0], "oldest_us": times[-1], "redo": redo,
+                "t": "{" + ",".join(map(str, times)) + "}", "v": "{" + ",".join(f"{x / 10}" for x in times) + "}"}
+
+    since, now = 100, 200
+    rows = pd.DataFrame([
+        row("temperature_c", "GPU0", [190, 180, 170, 160, 150, 140, 90]),  # newest 5 in the window
+        row("gemm_tflops", "GPU0", [250, 199, 150, 120, 99]),  # a long name: every one in the window
+        row("temperature_c", "", list(range(300 + KEEP - 1, 300 - 1, -1))),  # KEEP after now, none kept in it
+        row("temperature_c", "GPU1", [150], redo=1),
+    ])
+    out, again = _unnest_recent(rows, ["gemm_tflops"], 5, 25, since, now)
+    t0 = out[out["component"] == "GPU0"]
+    assert list(t0.loc[t0["name"] == "temperature_c", "value"]) == [15.0, 16.0, 17.0, 18.0, 19.0]
+    assert list(t0.loc[t0["name"] == "gemm_tflops", "value"]) == [12.0, 15.0, 19.9]
+    assert t0.loc[t0["name"] == "temperature_c", "started_at"].iloc[0] == pd.Timestamp(150, unit="us", tz="UTC")
+    assert out["run_id"].isna().all() and set(out["component"]) == {"GPU0"}
+    assert again.to_dict("records") == [
+        {"name": "temperature_c", "node": "n01", "check": "gpu", "component": ""},
+        {"name": "temperature_c", "node": "n01", "check": "gpu", "component": "GPU1"}]

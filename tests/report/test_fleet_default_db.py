@@ -101,19 +101,21 @@ def test_the_planted_faults_top_the_rendered_report_from_the_database(stored, fr
                for w in gemm)
 
 
-def test_the_database_and_the_frames_give_the_same_ranking_and_tables(stored, from_db, monkeypatch):
+def test_the_database_and_the_frames_give_the_same_ranking_and_tables(stored, from_db):
+    from healthcheck.analysis.fleetrank import REGRESSION_WINDOW
+
     sim, engine = stored
     from tests.report.test_dbsummary import _plain
 
     frames = load_frames(engine, since=sim.since)
     sm = summarize_frames(frames, sim.since, sim.now)
-    from healthcheck.report import dbsummary
+    from healthcheck.history.recent import KEEP
 
-    for per in (2, 1):  # 1: the node's last n runs hold a weekly burn-in: most series are read again, whole
-        monkeypatch.setattr(dbsummary, "RUNS_PER_SAMPLE", per)
-        db = load_summary(engine, sim.since, sim.now)
+    for n in (None, KEEP - REGRESSION_WINDOW + 1):  # the second asks for more than is kept: rows, whole window
+        want = sm if n is None else summarize_frames(frames, sim.since, sim.now, recent=n)
+        db = load_summary(engine, sim.since, sim.now, recent=n)
         for name in ("perf_recent", "recent_runs", "mtbf_runs"):
-            pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(sm, name)), check_dtype=False,
+            pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(want, name)), check_dtype=False,
                                           obj=name)
     mem = build_report(sm, sim.since, sim.now, gpu_model=sim.gpu_model, topology=sim.topology)
     a, b = from_db.to_dict(), mem.to_dict()
