@@ -194,7 +194,12 @@ def series_sorted(df: pd.DataFrame, keys: list[str], time_col: str = "started_at
     """``df`` with a ``_gid`` column (one id per ``keys`` group, NaN keys allowed, ids in key order)
     sorted by ``(_gid, time)`` with a fresh RangeIndex. O(n log n)."""
     codes, _ = series_codes(df, keys)
-    order = time_order(codes, int_times(df[time_col]))
+    ticks = int_times(df[time_col])
+    if len(codes) > 1:
+        step = codes[1:] - codes[:-1]
+        if ((step > 0) | ((step == 0) & (ticks[1:] >= ticks[:-1]))).all():  # sorted already (a judge's
+            return df.reset_index(drop=True).assign(_gid=codes)  # input is an earlier one's output): no copy
+    order = time_order(codes, ticks)
     out = df.iloc[order].reset_index(drop=True)
     out["_gid"] = codes[order]
     return out

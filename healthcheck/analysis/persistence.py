@@ -93,10 +93,13 @@ def last_samples(metrics: pd.DataFrame | None, names: Names = None, n: int = DEF
     if df.empty:
         return df.assign(pos=pd.Series([], dtype="int64"))
     df = series_sorted(df, SERIES_KEYS)
-    size = df.groupby("_gid", sort=False)["value"].transform("size").to_numpy()
-    pos = size - 1 - df.groupby("_gid", sort=False).cumcount().to_numpy()
-    df = df.assign(pos=pos.astype("int64"))
-    return df[df["pos"] < n].drop(columns="_gid").reset_index(drop=True)
+    gid = df["_gid"].to_numpy()
+    ends = np.flatnonzero(np.r_[gid[1:] != gid[:-1], True])  # each series' last row (rows sorted by series)
+    last = np.repeat(ends, np.diff(np.r_[-1, ends]))
+    pos = (last - np.arange(len(gid))).astype("int64")  # 0 for a series' latest sample
+    keep = pos < n
+    df = df.drop(columns="_gid").assign(pos=pos)
+    return (df if keep.all() else df[keep]).reset_index(drop=True)
 
 
 def persistent_outliers(metrics: pd.DataFrame | None, names: Names = None, *,
