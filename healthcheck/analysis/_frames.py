@@ -146,14 +146,15 @@ def from_ticks(ticks: np.ndarray, like: pd.Series) -> pd.Series:
     return pd.Series(pd.DatetimeIndex(np.asarray(ticks, dtype="int64").view(f"M8[{unit}]")).tz_localize("UTC"))
 
 
-def series_codes(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+def series_codes(df: pd.DataFrame, keys: list[str], with_keys: bool = True) -> tuple[np.ndarray, pd.DataFrame | None]:
     """An integer code per distinct ``keys`` tuple (missing values are a value of their own) and
     the keys of each code as a frame (object columns, missing as NaN). Codes follow the sorted
     order of the keys, missing last (as ``groupby(keys, sort=True, dropna=False).ngroup()``).
 
     One hash ``factorize`` per key column (a categorical one reuses its codes; only the distinct
     values are sorted), combined arithmetically; dense combinations go through a lookup table
-    instead of a second hash. O(n).
+    instead of a second hash. O(n). ``with_keys=False``: the codes only
+    (the keys frame is None).
     """
     if not len(df):
         return np.zeros(0, dtype=np.int64), pd.DataFrame({k: pd.Series([], dtype=object) for k in keys})
@@ -170,6 +171,8 @@ def series_codes(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.Data
     else:
         codes, uniq = pd.factorize(combined, sort=True)
         uniq = np.asarray(uniq, dtype=np.int64)
+    if not with_keys:
+        return codes.astype(np.int64), None
     cols: dict[str, np.ndarray] = {}
     rest = uniq
     for key, (_, uniques) in reversed(list(zip(keys, parts))):
@@ -193,7 +196,7 @@ def time_order(codes: np.ndarray, ticks: np.ndarray) -> np.ndarray:
 def series_sorted(df: pd.DataFrame, keys: list[str], time_col: str = "started_at") -> pd.DataFrame:
     """``df`` with a ``_gid`` column (one id per ``keys`` group, NaN keys allowed, ids in key order)
     sorted by ``(_gid, time)`` with a fresh RangeIndex. O(n log n)."""
-    codes, _ = series_codes(df, keys)
+    codes, _ = series_codes(df, keys, with_keys=False)
     ticks = int_times(df[time_col])
     if len(codes) > 1:
         step = codes[1:] - codes[:-1]

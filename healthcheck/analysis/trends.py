@@ -102,7 +102,7 @@ def latest_samples(metrics: pd.DataFrame, names: Names = None) -> pd.DataFrame:
         return df
     comp = df["component"].astype(object)
     df = df.assign(component=comp.where(comp.notna(), ""))
-    codes, _ = series_codes(df, SERIES_KEYS)
+    codes, _ = series_codes(df, SERIES_KEYS, with_keys=False)
     order = time_order(codes, int_times(df["started_at"]))
     c = codes[order]
     last = np.ones(len(c), dtype=bool)
