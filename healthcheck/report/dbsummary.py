@@ -482,7 +482,7 @@ class _Reader:
                         future.set_exception(exc)
 
         threading.Thread(target=work, name="report-read-ahead", daemon=True).start()
-        return futures
+        return dict(futures)  # the report pops what it takes from its own dict; the thread sets every one
 
     def _last_runs(self, n: int) -> pd.DataFrame:
         """Each node's last n runs in the window. PostgreSQL: per node the first n of a backward range of

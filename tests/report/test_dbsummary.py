@@ -333,3 +333,39 @@ def test_kept_samples_are_cut_to_the_window_and_doubtful_series_are_read_again()
     assert again.to_dict("records") == [
         {"name": "temperature_c", "node": "n01", "check": "gpu", "component": ""},
         {"name": "temperature_c", "node": "n01", "check": "gpu", "component": "GPU1"}]
+
+
+def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_handed_over(engine, monkeypatch):
+    """PostgreSQL: the report takes a read-ahead result (the fleet-state days) while the second connection
+    is still on an earlier read; the second connection must still deliver it (it once looked the read up in
+    the dict the report had just popped it from, died on a KeyError, and the report waited forever)."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite reads in line: one connection")
+    import threading
+
+    from healthcheck.report import dbsummary
+
+    since, now = hist.WINDOWS["30d"]
+    asked = threading.Event()
+    real_got, real_rows = dbsummary._Reader._got, dbsummary._Reader._recent_rows
+
+    def got(self, name, read, *args):
+        if name == "node_days":
+            asked.set()  # the report waits for the days while the other connection is still busy
+        return real_got(self, name, read, *args)
+
+    def slow_rows(self, names, long_, n):
+        assert asked.wait(60)
+        return real_rows(self, names, long_, n)
+
+    monkeypatch.setattr(dbsummary._Reader, "_got", got)
+    monkeypatch.setattr(dbsummary._Reader, "_recent_rows", slow_rows)
+    out: list = []
+    reader = threading.Thread(target=lambda: out.append(load_summary(engine, since, now)), daemon=True)
+    reader.start()
+    reader.join(120)
+    assert not reader.is_alive(), "the report waits for a read the second connection never delivers"
+    assert asked.is_set() and out and len(out[0].node_days)
+    monkeypatch.undo()
+    alone = load_summary(engine, since, now)
+    pd.testing.assert_frame_equal(_plain(out[0].perf_recent), _plain(alone.perf_recent), check_dtype=False)
