@@ -146,12 +146,16 @@ gemm_digests = Table(  # 0004: the burn-in's GEMM result digests, compared acros
     Index("ix_gemm_digests_key_started", "fleet_key", "started_at"),
 )
 
+
+def _series_key() -> list[Column]:
+    """A rollup's series key: name, node, check, component ('' for a NULL, node-level, component)."""
+    return [Column("name", String(128), primary_key=True), Column("node", String(255), primary_key=True),
+            Column("check", String(128), primary_key=True), Column("component", String(128), primary_key=True)]
+
+
 metric_series = Table(
     "metric_series", metadata,
-    Column("name", String(128), primary_key=True),
-    Column("node", String(255), primary_key=True),
-    Column("check", String(128), primary_key=True),
-    Column("component", String(128), primary_key=True),  # '' for a NULL (node-level) component
+    *_series_key(),
     Column("first_at", UTCDateTime(), nullable=False),
     Column("last_at", UTCDateTime(), nullable=False),
     Column("last_run_id", String(64), nullable=False),
@@ -162,10 +166,7 @@ metric_series = Table(
 
 counter_levels = Table(
     "counter_levels", metadata,
-    Column("name", String(128), primary_key=True),
-    Column("node", String(255), primary_key=True),
-    Column("check", String(128), primary_key=True),
-    Column("component", String(128), primary_key=True),
+    *_series_key(),
     Column("value", Float, primary_key=True),
     Column("first_at", UTCDateTime(), nullable=False),
     Column("last_at", UTCDateTime(), nullable=False),
@@ -174,10 +175,7 @@ counter_levels = Table(
 
 metric_recent = Table(  # migration 0005; see healthcheck.history.recent
     "metric_recent", metadata,
-    Column("name", String(128), primary_key=True),
-    Column("node", String(255), primary_key=True),
-    Column("check", String(128), primary_key=True),
-    Column("component", String(128), primary_key=True),
+    *_series_key(),
     Column("n_kept", Integer, nullable=False),
     Column("newest_us", BigInteger, nullable=False),  # microseconds since the epoch, UTC
     Column("oldest_us", BigInteger, nullable=False),
