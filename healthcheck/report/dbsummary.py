@@ -20,8 +20,8 @@ concurrent ingest is either wholly in the summary or not at all. For the window 
    ``trends.changed_series`` keeps those that moved. A constant counter is never read.
 9. the fleet ranking's input: each series' newest samples from ``metric_recent`` (``history.recent``), cut
    to the window and to what the ranking judges (PostgreSQL: on a second connection in this transaction's
-   exported snapshot, while the rest is read); each node's last n runs and the MTBF table's runs by
-   window functions over the window's runs.
+   exported snapshot, while the rest is read); each node's last n runs (PostgreSQL: per node a LATERAL ..
+   LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's runs (window functions).
 
 Runs stored but not merged into the rollups yet (``rollup_pending``: an ingest in progress, or one that
 was interrupted) are accounted for exactly: the series they have samples of in the window are read from
@@ -451,14 +451,16 @@ class _Reader:
 
         from sqlalchemy.exc import DBAPIError
 
-        from ..analysis.fleetrank import recent_names
+        from ..analysis.fleetrank import REGRESSION_WINDOW, recent_names
+        from ..history.recent import KEEP
 
         engine, window, n, snapshot = self.conn.engine, self.window, self.recent, self.snapshot
         short, long_ = recent_names()
         reads: dict[str, Any] = {"node_days": lambda r: r._node_days()}
         if n:  # in the order the report needs them
-            reads = {"recent_rows": lambda r: r._recent_rows(short + long_, long_, n), **reads,
-                     "last_runs": lambda r: r._last_runs(n), "mtbf_runs": lambda r: r._mtbf_runs()}
+            if n + (REGRESSION_WINDOW if long_ else 0) <= KEEP:  # else no kept sample is read (_last_samples)
+                reads = {"recent_rows": lambda r: r._recent_rows(short + long_, long_, n), **reads}
+            reads.update({"last_runs": lambda r: r._last_runs(n), "mtbf_runs": lambda r: r._mtbf_runs()})
         reads["first_seen"] = lambda r: r._first_seen()
         futures = {name: Future() for name in reads}
 
