@@ -31,6 +31,7 @@ PASSWORD_ENV = "HEALTHCHECK_DB_PASSWORD"
 PASSWORD_FILE_ENV = "HEALTHCHECK_DB_PASSWORD_FILE"
 ROOT_SQLITE = Path("/var/lib/healthcheck/history.sqlite")
 BUSY_TIMEOUT_S = 30.0
+BOUND_PARAMETERS = 900  # per statement, for IN lists: SQLite's bound-parameter limit is 999 on old builds
 MASK = "***"
 
 

@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from .db import HistoryError, describe_error, is_sqlite
+from .db import BOUND_PARAMETERS, HistoryError, describe_error, is_sqlite
 from . import rollups
 from .rows import (ACTION_COLUMNS, DIGEST_COLUMNS, METRIC_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, RecordInvalid,
                       action_row, run_rows)
@@ -295,8 +295,8 @@ class _Writer:
 
         column = table.c[key]
         found: set[str] = set()
-        for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit is 999 on old builds
-            found.update(conn.execute(select(column).where(column.in_(ids[i:i + 900]))).scalars())
+        for i in range(0, len(ids), BOUND_PARAMETERS):
+            found.update(conn.execute(select(column).where(column.in_(ids[i:i + BOUND_PARAMETERS]))).scalars())
         return found
 
     def _sqlite(self, conn, runs, results, metrics, actions, digests) -> tuple[tuple[int, int, int, int], list]:

@@ -45,6 +45,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from . import recent as recent_
+from .db import BOUND_PARAMETERS
 
 VERSION = "2"  # 2: metric_recent
 # Error counters (growth rates). Volatile counters reset with the driver; the growth handles resets.
@@ -183,8 +184,8 @@ def settle(conn, rollup: Rollup, run_ids: Iterable[str], sqlite: bool) -> None:
 
     merge(conn, rollup, sqlite)
     ids = sorted(set(run_ids))
-    for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit is 999 on old builds
-        conn.execute(delete(rollup_pending).where(rollup_pending.c.run_id.in_(ids[i:i + 900])))
+    for i in range(0, len(ids), BOUND_PARAMETERS):
+        conn.execute(delete(rollup_pending).where(rollup_pending.c.run_id.in_(ids[i:i + BOUND_PARAMETERS])))
 
 
 def refresh(engine, chunk: int = 100_000) -> int:

@@ -37,14 +37,13 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import trends
-from ..history.db import HistoryError, describe_error, is_sqlite
+from ..history.db import BOUND_PARAMETERS as IDS_PER_QUERY, HistoryError, describe_error, is_sqlite
+from ..history.recent import KEEP, PAIRS_PER_QUERY
 from . import actions as act
 from . import commissioning, fleetstate, training
 from . import summary as summ
 from .sqlframe import array_items, read_frame
 
-PAIRS_PER_QUERY = 400  # (node, name) pairs per IN list: 800 bound parameters, under SQLite's old 999 limit
-IDS_PER_QUERY = 900
 EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 _NOT_READ = object()  # a read-ahead that could not be done: read on the report's connection
@@ -306,13 +305,11 @@ class _Reader:
                     .order_by(m.c.started_at, self._c(m.c.run_id), m.c.seq))
             parts.append(_frame(self.conn, stmt, summ.COLUMNS["metrics"], ("started_at",)))
         if not parts:
-            return summ.empty_frame("metrics").astype({"value": "float64"})
+            return _no_samples()
         df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
         if len(parts) > 1:
             df = df.sort_values("started_at", kind="stable").reset_index(drop=True)
-        comp = df["component"].astype(object)
-        wanted = set(zip(keys["name"], keys["node"], keys["check"], keys["component"]))
-        mine = [k in wanted for k in zip(df["name"], df["node"], df["check"], comp.where(comp.notna(), ""))]
+        mine = pd.MultiIndex.from_frame(_keyed(df)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys[KEY_COLUMNS]))
         return df[mine].reset_index(drop=True)
 
     def _pending_keys(self) -> pd.DataFrame:
@@ -387,12 +384,9 @@ class _Reader:
         rows instead, whole window: the series of runs not merged yet (``pending``), and those whose kept
         samples cannot tell (samples after the window's end crowd out the ones in it: a report of a past
         period). Returned one row per sample, each series oldest first, ``run_id`` empty."""
-        from ..analysis.fleetrank import REGRESSION_WINDOW
-        from ..history.recent import KEEP
-
-        longer = n + REGRESSION_WINDOW if long_ else n
+        longer = _longest(n, long_)
         if longer > KEEP:  # more than is kept: every series from its rows
-            rows, again = _no_recent(), self._series_keys(short + long_)
+            rows, again = _no_samples(), self._series_keys(short + long_)
         else:
             got = self._got("recent_rows", self._recent_rows, short + long_, long_, n)
             rows, again = _unnest_recent(got, long_, n, longer, *self._window_us())
@@ -424,7 +418,6 @@ class _Reader:
         from sqlalchemy.dialects.postgresql import ARRAY
 
         from ..analysis.fleetrank import REGRESSION_WINDOW
-        from ..history.recent import KEEP
 
         mr = self.s.metric_recent
         since_us, now_us = self._window_us()
@@ -451,14 +444,13 @@ class _Reader:
 
         from sqlalchemy.exc import DBAPIError
 
-        from ..analysis.fleetrank import REGRESSION_WINDOW, recent_names
-        from ..history.recent import KEEP
+        from ..analysis.fleetrank import recent_names
 
         engine, window, n, snapshot = self.conn.engine, self.window, self.recent, self.snapshot
         short, long_ = recent_names()
         reads: dict[str, Any] = {"node_days": lambda r: r._node_days()}
         if n:  # in the order the report needs them
-            if n + (REGRESSION_WINDOW if long_ else 0) <= KEEP:  # else no kept sample is read (_last_samples)
+            if _longest(n, long_) <= KEEP:  # else no kept sample is read (_last_samples)
                 reads = {"recent_rows": lambda r: r._recent_rows(short + long_, long_, n), **reads}
             reads.update({"last_runs": lambda r: r._last_runs(n), "mtbf_runs": lambda r: r._mtbf_runs()})
         reads["first_seen"] = lambda r: r._first_seen()
@@ -530,7 +522,15 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
-def _no_recent() -> pd.DataFrame:
+def _longest(n: int, long_: list[str]) -> int:
+    """The most samples the ranking asks of one series: n, or n + its regression window where there are
+    "higher is better" names (``long_``)."""
+    from ..analysis.fleetrank import REGRESSION_WINDOW
+
+    return n + REGRESSION_WINDOW if long_ else n
+
+
+def _no_samples() -> pd.DataFrame:
     return summ.empty_frame("metrics").astype({"value": "float64"})
 
 
@@ -547,10 +547,8 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
     the keys of the series whose kept samples cannot tell, to be read from the rows)."""
     import numpy as np
 
-    from ..history.recent import KEEP
-
     if rows.empty:
-        return _no_recent(), pd.DataFrame(columns=KEY_COLUMNS)
+        return _no_samples(), pd.DataFrame(columns=KEY_COLUMNS)
     ticks, lengths = array_items(rows["t"], "int64")
     values, vlengths = array_items(rows["v"], "float64")
     if not np.array_equal(lengths, vlengths):
