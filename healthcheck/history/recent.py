@@ -92,9 +92,6 @@ class Recent:
                               array_text(float(item[3]) for item in kept)))
         return out
 
-    def __len__(self) -> int:
-        return len(self.series)
-
 
 def upsert_sql(sqlite: bool, source: str) -> str:
     """INSERT .. ON CONFLICT DO UPDATE: a batch strictly newer than the stored row is prepended (cut to
