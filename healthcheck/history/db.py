@@ -178,9 +178,6 @@ def make_engine(url: "URL", create_dirs: bool = False, busy_timeout_s: float = B
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
-        from .recent import sqlite_functions
-
-        sqlite_functions(dbapi_conn)  # the merge of metric_recent's text arrays
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:

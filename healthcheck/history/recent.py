@@ -138,7 +138,7 @@ def _at(text: str, k: int) -> int:
 
 
 def sqlite_functions(dbapi_conn) -> None:
-    """Register the SQL functions the SQLite merge uses (``make_engine`` does, for every connection)."""
+    """Register the SQL functions the SQLite merge uses on ``dbapi_conn`` (``merge`` does, before its upsert)."""
     dbapi_conn.create_function("hc_recent_cat", 3, _cat, deterministic=True)
     dbapi_conn.create_function("hc_recent_at", 2, _at, deterministic=True)
 
@@ -149,6 +149,7 @@ def merge(conn, recent: Recent, sqlite: bool) -> None:
     rows = recent.rows()
     if rows:
         if sqlite:
+            sqlite_functions(conn.connection.driver_connection)
             conn.exec_driver_sql(upsert_sql(True, f"VALUES ({', '.join('?' * len(COLUMNS))})"), rows)
         else:
             cols = ", ".join(f'"{c}"' for c in COLUMNS)
