@@ -239,7 +239,8 @@ def gpu_fabric(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
     ``healthcheck/policies/fabric.py``: FAIL on an unhealthy summary, degraded bandwidth, an unhealthy
     route or an incorrect configuration, WARN on a recovery in progress. Where the class declares an
     NVLink domain (``nvlink_domain``), the GPU must also be in it: a non-zero clique id and a set
-    (not all-zero) cluster UUID, both the same on every GPU of the node (FAIL naming the odd ones).
+    (not all-zero) cluster UUID, both the same on every GPU of the node (FAIL naming the odd ones);
+    where the driver reports a clique per type (NVML v4, driver 615+), each type's the node's too.
     """
     name = "gpu.fabric"
     domain = _domain_majority(present_gpus(snap)) if exp.nvlink_domain is not None else None
@@ -289,21 +290,30 @@ def gpu_fabric(snap: Snapshot, exp: Expectations, t: dict) -> list[Finding]:
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
-def _domain_majority(gpus: list[GpuInfo]) -> tuple[int | None, str | None]:
-    """The clique id and cluster UUID most of the node's GPUs report (their domain), None where none."""
-    def most(values: list) -> object:
-        counts: dict = {}
-        for v in values:
-            if v is not None:
-                counts[v] = counts.get(v, 0) + 1
-        return max(sorted(counts, key=str), key=lambda v: counts[v]) if counts else None
-
-    return most([g.fabric_clique_id for g in gpus]), most([g.fabric_cluster_uuid for g in gpus])
+def _most(values: list) -> object:
+    """The value most of them hold (ties: the first by its text), None where none is set."""
+    counts: dict = {}
+    for v in values:
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    return max(sorted(counts, key=str), key=lambda v: counts[v]) if counts else None
 
 
-def _domain_problems(g: GpuInfo, domain: tuple[int | None, str | None]) -> list[tuple[str, str]]:
-    """The class declares an NVLink domain: the GPU's clique id and cluster UUID are set and the node's."""
-    clique, cluster = domain
+def _domain_majority(gpus: list[GpuInfo]) -> tuple[int | None, str | None, dict[str, tuple[int, ...]]]:
+    """The clique id, cluster UUID and (v4) cliques of each type most of the node's GPUs report (their
+    domain); None / absent where none reports one."""
+    kinds = sorted({kind for g in gpus for kind in (g.fabric_cliques or {})})
+    cliques = {kind: _most([tuple(g.fabric_cliques.get(kind, ())) for g in gpus if g.fabric_cliques is not None])
+               for kind in kinds}
+    return (_most([g.fabric_clique_id for g in gpus]), _most([g.fabric_cluster_uuid for g in gpus]),
+            {kind: ids for kind, ids in cliques.items() if ids is not None})
+
+
+def _domain_problems(g: GpuInfo, domain: tuple[int | None, str | None, dict[str, tuple[int, ...]]]
+                     ) -> list[tuple[str, str]]:
+    """The class declares an NVLink domain: the GPU's clique id and cluster UUID are set and the node's;
+    where the driver reports cliques per type (v4), each type's cliques are the node's too."""
+    clique, cluster, cliques = domain
     out = []
     uuid = (g.fabric_cluster_uuid or "").strip().lower()
     if g.fabric_clique_id is None:
@@ -312,6 +322,12 @@ def _domain_problems(g: GpuInfo, domain: tuple[int | None, str | None]) -> list[
         out.append(("fail", "clique id 0: the GPU is in no NVLink domain (the class declares one)"))
     elif clique is not None and g.fabric_clique_id != clique:
         out.append(("fail", f"clique id {g.fabric_clique_id}, the node's other GPUs {clique}"))
+    if g.fabric_cliques is not None:
+        for kind, ids in cliques.items():
+            mine = tuple(g.fabric_cliques.get(kind, ()))
+            if mine != ids:
+                out.append(("fail", f"{kind.replace('_', ' ')} clique {_ids(mine)}, the node's other GPUs "
+                                    f"{_ids(ids)}"))
     if g.fabric_cluster_uuid is None:
         out.append(("warn", "cluster UUID not reported (NVLink domain not verified)"))
     elif not uuid.replace("-", "").strip("0"):
@@ -319,6 +335,10 @@ def _domain_problems(g: GpuInfo, domain: tuple[int | None, str | None]) -> list[
     elif cluster is not None and uuid != (cluster or "").strip().lower():
         out.append(("fail", f"cluster UUID {g.fabric_cluster_uuid}, the node's other GPUs {cluster}"))
     return out
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return "/".join(str(i) for i in ids) if ids else "none"
 
 
 # ----------------------------------------------------------------------------- gpu.persistence

@@ -266,6 +266,11 @@ class GpuInfo:
     fabric_clique_id: int | None = None
     fabric_cluster_uuid: str | None = None
     fabric_health: dict[str, str] | None = None
+    # NVML GpuFabricInfo v4 (driver 615+): the GPU's cliques per type, FABRIC_CLIQUE_TYPES name (or
+    # "type<N>" for a type this release does not know) -> ids in NVML's order; fabric_clique_id is then
+    # the first unicast pointer clique (the type that takes over v3's cliqueId), 0 where there is none.
+    # None: the driver reports no v4.
+    fabric_cliques: dict[str, list[int]] | None = None
     # Blackwell memory repair: the driver flags memory it can no longer repair (NVML
     # nvmlDeviceGetUnrepairableMemoryFlag_v1, nvidia-smi -q "Unrepairable Memory"): an RMA
     unrepairable_memory: bool | None = None
@@ -281,6 +286,9 @@ THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "
                     "display_clocks_setting")
 
 FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+# NVML_GPU_FABRIC_CLIQUE_TYPE_* by value (nvmlGpuFabricClique_v1_t.type), canonical
+FABRIC_CLIQUE_TYPES = ("unicast_pointer", "multicast_pointer", "unicast_logical_endpoint",
+                       "multicast_logical_endpoint")
 # GpuInfo.fabric_health keys (NVML's health mask fields and summary, nvidia-smi's "Health" lines)
 FABRIC_HEALTH_FIELDS = ("summary", "bandwidth", "route_recovery", "route_unhealthy", "access_timeout_recovery",
                         "incorrect_configuration", "partition_assigned", "gfm_state")

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from healthcheck.core.model import FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink, normalize_pci_bus_id
+from healthcheck.core.model import (FABRIC_CLIQUE_TYPES, FABRIC_STATES, THROTTLE_REASONS, GpuInfo, GpuProcess, NvLink,
+                                    normalize_pci_bus_id)
 
 from .pcibus import GPU_CLASS_PREFIXES, NVIDIA_VENDOR, nvidia_gpu_present  # noqa: F401 - re-exported
 
@@ -481,10 +482,12 @@ def nvlink_ber(raw: int) -> float:
     return mantissa * 10.0 ** -exponent
 
 
-# GpuFabricInfo structs, newest first: (call, pynvml struct). v3 adds the health summary to v2's health
-# mask; a driver older than the struct answers ARGUMENT_VERSION_MISMATCH (the next one is tried), a
+# GpuFabricInfo structs, newest first: (call, pynvml struct). v4 (its own call, driver 615+) replaces
+# v3's one clique id by a clique per type; v3 adds the health summary to v2's health mask; a driver older
+# than the struct answers ARGUMENT_VERSION_MISMATCH or FUNCTION_NOT_FOUND (the next one is tried), a
 # pynvml older than it lacks the struct (skipped); the v1 call is the deprecated unversioned one.
-_FABRIC_STRUCTS = (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t"),
+_FABRIC_STRUCTS = (("nvmlDeviceGetGpuFabricInfo_v4", "c_nvmlGpuFabricInfo_v4_t"),
+                   ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t"),
                    ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
                    ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"))
 # healthMask fields: (GpuInfo.fabric_health key, NVML_GPU_FABRIC_HEALTH_MASK_<NAME>, {value suffix: canonical})
@@ -535,7 +538,11 @@ def _fabric_fill(reader: _Reader, struct: Any, info: GpuInfo) -> None:
         info.fabric_status = "Success" if struct.status == 0 else str(reader.nvml.NVMLError(struct.status))
     if info.fabric_state == "not_supported":
         return
-    info.fabric_clique_id = int(struct.cliqueId)
+    if hasattr(struct, "cliques"):
+        info.fabric_cliques = _cliques(struct)
+        info.fabric_clique_id = (info.fabric_cliques.get(FABRIC_CLIQUE_TYPES[0]) or [0])[0]
+    else:
+        info.fabric_clique_id = int(struct.cliqueId)
     raw = bytes(struct.clusterUuid)
     hexed = raw.hex()
     info.fabric_cluster_uuid = (f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:32]}"
@@ -559,6 +566,16 @@ def _fabric_fill(reader: _Reader, struct: Any, info: GpuInfo) -> None:
             if int(summary) == reader.const(f"NVML_GPU_FABRIC_HEALTH_SUMMARY_{suffix}"):
                 health["summary"] = canonical
     info.fabric_health = health or None
+
+
+def _cliques(struct: Any) -> dict[str, list[int]]:
+    """v4's clique entries: type name -> its ids, in NVML's order (sorted by type, then id)."""
+    out: dict[str, list[int]] = {}
+    for entry in list(struct.cliques)[:max(0, min(int(struct.numCliques), len(struct.cliques)))]:
+        kind = int(entry.type)
+        name = FABRIC_CLIQUE_TYPES[kind] if kind < len(FABRIC_CLIQUE_TYPES) else f"type{kind}"
+        out.setdefault(name, []).append(int(entry.id))
+    return out
 
 
 SRAM_FIELDS = ("sram_uncorrectable_volatile", "sram_uncorrectable_aggregate", "sram_parity_volatile",

@@ -74,6 +74,57 @@ def test_nvml_older_pynvml_without_v3_or_unrepairable_call():
     assert g.unrepairable_memory is None and not g.field_errors
 
 
+def _v4_tray(cliques=None):
+    fakes = gb200_nvl72_tray()
+    for f in fakes:
+        f.fabric_struct = 4  # a 615+ driver: nvmlDeviceGetGpuFabricInfo_v4
+    for index, entries in (cliques or {}).items():
+        fakes[index].fabric_cliques = entries
+    fake = FakeNvml(fakes)
+    return probe_gpus(nvml=fake), fake
+
+
+def test_nvml_v4_reads_the_cliques_per_type():
+    gpus, fake = _v4_tray()
+    g = gpus[0]
+    assert g.fabric_cliques == {"unicast_pointer": [32766], "multicast_pointer": [32766]}
+    assert (g.fabric_clique_id, g.fabric_cluster_uuid) == (32766, NVL72_UUID)  # the unicast pointer clique
+    assert g.fabric_health["summary"] == "healthy" and g.error is None and not g.field_errors
+    assert fake.calls.count("nvmlDeviceGetGpuFabricInfo_v4") == 4
+    assert fake.calls.count("nvmlDeviceGetGpuFabricInfoV") == 0  # one call where the driver knows v4
+
+
+def test_nvml_driver_before_v4_falls_back_to_v3_without_an_error():
+    fake = FakeNvml(gb200_nvl72_tray())  # fabric_struct 3: the v4 call answers FUNCTION_NOT_FOUND
+    gpus = probe_gpus(nvml=fake)
+    assert all(g.fabric_cliques is None and g.fabric_clique_id == 32766 for g in gpus)
+    assert all(g.error is None and not g.field_errors for g in gpus)
+    assert fake.calls.count("nvmlDeviceGetGpuFabricInfo_v4") == 4
+
+
+def test_nvml_v4_unknown_clique_type_and_several_of_one_type_are_kept():
+    mc = pynvml.NVML_GPU_FABRIC_CLIQUE_TYPE_MULTICAST_POINTER
+    gpus, _ = _v4_tray({0: [(0, 9), (mc, 4), (mc, 5), (7, 1)]})
+    assert gpus[0].fabric_cliques == {"unicast_pointer": [9], "multicast_pointer": [4, 5], "type7": [1]}
+
+
+def test_v4_clique_of_another_type_differing_is_named_only_where_a_domain_is_declared():
+    uc, mc = pynvml.NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER, pynvml.NVML_GPU_FABRIC_CLIQUE_TYPE_MULTICAST_POINTER
+    gpus, _ = _v4_tray({2: [(uc, 32766), (mc, 12)]})  # same unicast clique, another multicast one
+    assert {f.status for f in _fabric(gpus).values()} == {PASS}
+    found = _fabric(gpus, DOMAIN)
+    assert [found[f"gpu{i}"].status for i in range(4)] == [PASS, PASS, FAIL, PASS]
+    assert "multicast pointer clique 12, the node's other GPUs 32766" in found["gpu2"].message
+    assert "clique id" not in found["gpu2"].message  # v3's view of it (the unicast clique) agrees
+
+
+def test_v4_no_clique_at_all_is_clique_zero_where_a_domain_is_declared():
+    gpus, _ = _v4_tray({i: [] for i in range(4)})
+    assert all(g.fabric_clique_id == 0 and g.fabric_cliques == {} for g in gpus)
+    found = _fabric(gpus, DOMAIN)["gpu0"]
+    assert found.status is FAIL and "clique id 0" in found.message
+
+
 def test_nvml_unrepairable_flag_set():
     fakes = gb200_nvl72_tray()
     fakes[2].unrepairable_memory = 1

@@ -59,8 +59,11 @@ class FakeGpu:
     fabric_state: int | None = real.NVML_GPU_FABRIC_STATE_COMPLETED  # None: NotSupported
     fabric_status: int = real.NVML_SUCCESS
     # GpuFabricInfo detail (issue 33): clique id, cluster UUID (16 bytes), health mask (v2+) and summary (v3).
-    # fabric_struct: the newest struct version the fake driver knows (3, 2); a newer one answers
-    # ARGUMENT_VERSION_MISMATCH, as an older driver does.
+    # fabric_struct: the newest struct version the fake driver knows (4, 3, 2); a newer one answers
+    # ARGUMENT_VERSION_MISMATCH (v3), FUNCTION_NOT_FOUND (v4's own call), as an older driver does.
+    # fabric_cliques: v4's (type, id) entries; None: the unicast and multicast pointer cliques of
+    # fabric_clique (0: none), as a GB200 tray of one NVL72 rack would report.
+    fabric_cliques: list[tuple[int, int]] | None = None
     fabric_clique: int = 0
     fabric_cluster_uuid: bytes = bytes(16)
     fabric_health_mask: int = 0
@@ -400,6 +403,8 @@ class FakeNvml:
         g = self._dev(h, fn)
         info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) -> struct
         assert isinstance(info, struct_cls), f"{fn} expects a {struct_cls}"
+        if isinstance(info, real.c_nvmlGpuFabricInfo_v4_t) and g.fabric_struct < 4:
+            self._raise(real.NVML_ERROR_FUNCTION_NOT_FOUND)  # pynvml's wrapper on a driver before 615
         if isinstance(info, real.c_nvmlGpuFabricInfo_v3_t):
             assert info.version == real.nvmlGpuFabricInfo_v3, "the struct's version must be set"
             if g.fabric_struct < 3:
@@ -407,7 +412,17 @@ class FakeNvml:
         if g.fabric_state is None:
             self._raise(real.NVML_ERROR_NOT_SUPPORTED)
         info.state, info.status = g.fabric_state, g.fabric_status
-        info.cliqueId = g.fabric_clique
+        if isinstance(info, real.c_nvmlGpuFabricInfo_v4_t):
+            entries = g.fabric_cliques
+            if entries is None:
+                entries = [(real.NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER, g.fabric_clique),
+                           (real.NVML_GPU_FABRIC_CLIQUE_TYPE_MULTICAST_POINTER, g.fabric_clique)
+                           ] if g.fabric_clique else []
+            for i, (kind, ident) in enumerate(entries):
+                info.cliques[i].type, info.cliques[i].id = kind, ident
+            info.numCliques = len(entries)
+        else:
+            info.cliqueId = g.fabric_clique
         ctypes.memmove(info.clusterUuid, g.fabric_cluster_uuid, 16)
         if hasattr(info, "healthMask"):
             info.healthMask = g.fabric_health_mask
@@ -418,6 +433,9 @@ class FakeNvml:
     def nvmlDeviceGetGpuFabricInfoV(self, h: FakeGpu, ref: Any) -> int:
         return self._fabric(h, "nvmlDeviceGetGpuFabricInfoV", ref,
                             (real.c_nvmlGpuFabricInfoV_t, real.c_nvmlGpuFabricInfo_v3_t))
+
+    def nvmlDeviceGetGpuFabricInfo_v4(self, h: FakeGpu, ref: Any) -> int:
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfo_v4", ref, real.c_nvmlGpuFabricInfo_v4_t)
 
     def nvmlDeviceGetUnrepairableMemoryFlag_v1(self, h: FakeGpu) -> int:
         g = self._dev(h, "nvmlDeviceGetUnrepairableMemoryFlag_v1")
