@@ -151,14 +151,18 @@ def load_references(text: str | None = None, override: str | None = None,
     return P2pReferences(list(base.values()))
 
 
-def _label(kind: str | None, index: int) -> str:
+def _label(kind: str | None, index: int, processes: dict | None = None) -> str:
+    """"GPU3"; in a multi-node run a rank is named by its host and local GPU ("gb-r01-t02:GPU1")."""
+    if processes and (kind or "GPU") == "GPU" and index in processes:
+        host, device, _ = processes[index]
+        return f"{host}:GPU{device}"
     return f"{kind or 'GPU'}{index}"
 
 
-def _subject(test: NvbTest, row: int, column: int) -> tuple[str, str]:
+def _subject(test: NvbTest, row: int, column: int, processes: dict | None = None) -> tuple[str, str]:
     """("GPU3 <- GPU5", component "GPU3-GPU5") for a pair of the matrix."""
     arrow = _ARROW.search(test.description or "")
-    a, b = _label(test.row_kind, row), _label(test.column_kind, column)
+    a, b = _label(test.row_kind, row, processes), _label(test.column_kind, column, processes)
     component = "-".join(sorted({a, b})) if test.row_kind == test.column_kind else \
         (b if (test.column_kind or "GPU") == "GPU" else a)
     return f"{a} {arrow.group(1) if arrow else '/'} {b}", component
@@ -177,8 +181,10 @@ def _path(test: NvbTest, row: int, column: int, topology) -> str:
 
 
 def judge_test(test: NvbTest, sku: P2pSku | None, topology=None,
-               median_tolerance: float = DEFAULT_MEDIAN_TOLERANCE, gpu_name: str | None = None) -> list[Finding]:
-    """The findings of one test case (see the module notes)."""
+               median_tolerance: float = DEFAULT_MEDIAN_TOLERANCE, gpu_name: str | None = None,
+               processes: dict | None = None) -> list[Finding]:
+    """The findings of one test case (see the module notes); ``processes`` (a multi-node run's rank ->
+    host, local GPU) names each rank by its host and GPU, and a tray in every slow pair is named."""
     if test.status == "waived":
         return [Finding(CHECK, Status.SKIP, f"{test.name}: waived by nvbandwidth"
                         + (f" ({test.message})" if test.message else ""), test.name)]
@@ -202,16 +208,16 @@ def judge_test(test: NvbTest, sku: P2pSku | None, topology=None,
         if floor is not None and value < floor:
             reasons.append(f"below the {sku.name} reference {ref.value:g} GB/s{ref.lower:+.0%} ({kind})")
         if median > 0 and value < median * (1 - median_tolerance):
-            reasons.append(f"{value / median:.0%} of the node's median {median:.1f} GB/s")
+            reasons.append(f"{value / median:.0%} of the {'run' if processes else 'node'}'s median {median:.1f} GB/s")
         if reasons:
             slow.append((row, column, value, "; ".join(reasons)))
         elif ceiling is not None and value > ceiling:
-            subject, component = _subject(test, row, column)
+            subject, component = _subject(test, row, column, processes)
             out.append(Finding(CHECK, Status.WARN, f"{test.name}: {subject} {value:.1f} GB/s is above the "
                                f"{sku.name} reference {ref.value:g}{ref.upper:+.0%} (suspicious: check "
                                "what was measured)", component, {"gbps": value}))
     for row, column, value, why in slow[:MAX_LISTED]:
-        subject, component = _subject(test, row, column)
+        subject, component = _subject(test, row, column, processes)
         metrics = {"gbps": value, "median_gbps": median}
         if ref:
             metrics["reference_gbps"] = ref.value
@@ -221,12 +227,15 @@ def judge_test(test: NvbTest, sku: P2pSku | None, topology=None,
         out.append(Finding(CHECK, Status.FAIL, f"{test.name}: {len(slow) - MAX_LISTED} more slow pair(s) "
                            "not listed", test.name))
     if len(slow) >= 2:
-        ends = [{_label(test.row_kind, r), _label(test.column_kind, c)} for r, c, _, _ in slow]
+        ends = [{_label(test.row_kind, r, processes), _label(test.column_kind, c, processes)}
+                for r, c, _, _ in slow]
         common = sorted(set.intersection(*ends) - {"CPU0"})
-        if len(common) == 1 and common[0].startswith("GPU"):
+        if len(common) == 1 and (common[0].startswith("GPU") or ":GPU" in common[0]):
             out.append(Finding(CHECK, Status.FAIL, f"{test.name}: {common[0]} is in all {len(slow)} slow "
                                f"pairs: suspect {common[0]} (its NVLinks or its NVSwitch ports), not the "
                                "peers", common[0]))
+        elif processes:
+            out.extend(_tray(test, slow, processes))
     if not slow:
         low = min(v for _, _, v in values)
         against = f"reference {ref.value:g} GB/s{ref.lower:+.0%} ({kind})" if ref else \
@@ -237,9 +246,26 @@ def judge_test(test: NvbTest, sku: P2pSku | None, topology=None,
     return out
 
 
+def _tray(test: NvbTest, slow: list, processes: dict) -> list[Finding]:
+    """A multi-node run whose slow pairs all touch one host, through more than one of its GPUs: the tray
+    (its NVLink cabling or its place in the rack), not one GPU nor the rest of the domain."""
+    def host(index: int) -> str | None:
+        return processes[index][0] if index in processes else None
+
+    hosts = [{host(r), host(c)} - {None} for r, c, _, _ in slow]
+    common = sorted(set.intersection(*hosts)) if hosts and all(hosts) else []
+    if len(common) != 1 or len({host(r) for r in processes.keys()}) < 2:
+        return []
+    return [Finding(CHECK, Status.FAIL, f"{test.name}: every one of the {len(slow)} slow pairs has a GPU of "
+                    f"{common[0]}: suspect that tray (its NVLink cartridges or cables), not the rest of the "
+                    "domain", common[0])]
+
+
 def gpu_name_of(result: NvbResult) -> str | None:
-    """The GPU model nvbandwidth printed ("Device 0: NVIDIA H100 80GB HBM3 (00000000:1b:00)")."""
-    name = next(iter(result.devices.values()), None) if result.devices else None
+    """The GPU model nvbandwidth printed ("Device 0: NVIDIA H100 80GB HBM3 (00000000:1b:00)"; a multi-node
+    run: "Process 0 (host): device 0: NVIDIA GB200 (00000008:01:00)")."""
+    names = list(result.devices.values()) or [name for _, _, name in result.processes.values()]
+    name = names[0] if names else None
     return name.split(" (")[0].strip() if name else None
 
 
@@ -259,5 +285,6 @@ def judge(result: NvbResult, refs: P2pReferences, *, sku: str | None = None, gpu
         chosen = refs.sku_for(gpu_name)
     out: list[Finding] = []
     for test in result.tests:
-        out.extend(judge_test(test, chosen, topology, median_tolerance, gpu_name))
+        out.extend(judge_test(test, chosen, None if result.processes else topology,  # one node's paths
+                              median_tolerance, gpu_name, result.processes))
     return out

@@ -12,7 +12,13 @@ The text output prints, per test case::
 
 and instead of a matrix ``Waived: <why>`` (too few GPUs, no peer access) or ``Error: <why>``. The
 header (``nvbandwidth Version: v0.x``, ``Driver Version: 550.54.15``, ``CUDA Runtime Version: 12040``,
-``Device 0: NVIDIA H100 80GB HBM3 (00000000:1b:00)``) is read when present. ``--json`` output
+``Device 0: NVIDIA H100 80GB HBM3 (00000000:1b:00)``) is read when present.
+
+A multi-node run (nvbandwidth built with ``MULTINODE=1``, one MPI rank per GPU, the ``multinode_*`` test
+cases) prints one ``Process 7 (gb-tray02): device 3: HGX GB200 (00000019:01:00)`` line per rank instead of
+the ``Device`` lines, and matrices whose labels are ranks: :attr:`NvbResult.processes` maps each rank to
+its host and local device. The bisect test labels its rows ``<rank>-><peer>``: the row is the rank.
+``--json`` output
 (``{"nvbandwidth": {"testcases": [{"name", "status", "bandwidth_description", "bandwidth_matrix",
 "sum"}, ...]}}``) gives the same result.
 
@@ -50,7 +56,12 @@ _RUNNING = re.compile(r"^\s*Running\s+([A-Za-z0-9_]{1,200})\s*\.?\s*$")
 _SUM = re.compile(r"^\s*SUM\s+([A-Za-z0-9_]{1,200})\s+([0-9]{1,12}(?:\.[0-9]{1,12})?)\s*$")
 _STATUS = re.compile(r"^\s*(Waived|Error|Not Found)\s*[:.]\s*(.*)$", re.IGNORECASE)
 _DEVICE = re.compile(r"^\s*Device\s+([0-9]{1,4}):\s*(.{1,200}?)\s*$")
-_KIND = re.compile(r"([A-Za-z]{1,16})\(row\)[^(]{0,40}?([A-Za-z]{1,16})\(column\)")
+_PROCESS = re.compile(r"^\s*Process\s+([0-9]{1,5})\s+\(([^()]{1,200})\)\s*:"
+                      r"\s*device\s+([0-9]{1,4})\s*:\s*(.{1,200}?)\s*$")
+_LABEL = re.compile(r"^[0-9]{1,4}$")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
+_ROW_LABEL = re.compile(r"^([0-9]{1,4})(?:->[0-9]{1,4})?$")
+_ROW_KIND = re.compile(r"([A-Za-z]{1,16})\(row\)")
+_COLUMN_KIND = re.compile(r"([A-Za-z]{1,16})\(column\)")
 _UNIT = re.compile(r"\(([^()]{1,16})\)\s*$")
 _NUMBER = re.compile(r"^-?[0-9]{1,12}(?:\.[0-9]{1,12})?(?:[eE][-+]?[0-9]{1,3})?$")
 _HEADER_KEYS = {"nvbandwidth version": "version", "driver version": "driver",
@@ -87,6 +98,8 @@ class NvbResult:
     driver: str | None = None
     cuda_runtime: str | None = None
     devices: dict[int, str] = field(default_factory=dict)  # "NVIDIA H100 80GB HBM3 (00000000:1b:00)"
+    # multi-node runs: rank -> (host, local device index, "HGX GB200 (00000008:01:00)")
+    processes: dict[int, tuple[str, int, str]] = field(default_factory=dict)
     tests: list[NvbTest] = field(default_factory=list)
 
     def test(self, name: str) -> NvbTest | None:
@@ -108,9 +121,9 @@ def pairs(test: NvbTest) -> list[tuple[int, int, float]]:
 
 def _description(test: NvbTest, line: str) -> None:
     test.description = line.strip()
-    kinds = _KIND.search(line)
-    if kinds:
-        test.row_kind, test.column_kind = kinds.group(1).upper(), kinds.group(2).upper()
+    row, column = _ROW_KIND.search(line), _COLUMN_KIND.search(line)
+    test.row_kind = row.group(1).upper() if row else None  # None: one row of all GPUs, or labelled pairs
+    test.column_kind = column.group(1).upper() if column else None
     unit = _UNIT.search(line)
     if unit:
         test.unit = unit.group(1).strip()
@@ -129,7 +142,7 @@ def _value(token: str, where: str) -> float | None:
 
 def _labels(tokens: list[str]) -> list[int] | None:
     """Column labels (``0 1 2 ...``) or None when the line is not a header."""
-    if not tokens or len(tokens) > MAX_DIM or not all(t.isdigit() and len(t) <= 4 for t in tokens):
+    if not tokens or len(tokens) > MAX_DIM or not all(_LABEL.match(t) for t in tokens):
         return None
     return [int(t) for t in tokens]
 
@@ -145,6 +158,7 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
     result = NvbResult()
     test: NvbTest | None = None
     in_matrix = False
+    previous = ""  # the last text line of a test case before its matrix
     for number, line in enumerate(text.splitlines(), start=1):
         where = f"{what}: line {number}"
         if len(line) > MAX_LINE_CHARS:
@@ -155,7 +169,7 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
                 raise ParseError(f"{what}: more than {MAX_TESTS} test cases")
             test = NvbTest(running.group(1), status="incomplete")
             result.tests.append(test)
-            in_matrix = False
+            in_matrix, previous = False, ""
             continue
         total = _SUM.match(line)
         if total:
@@ -190,6 +204,11 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
             test.columns, test.rows, test.matrix, in_matrix = [], [], [], False
             continue
         if test.description is None:
+            labels = _labels(tokens)
+            if labels is not None and previous:  # a description without "(row)"/"(column)": the line above
+                _description(test, previous)
+                test.columns, test.rows, test.matrix, in_matrix = labels, [], [], True
+            previous = line
             continue  # text between "Running" and the description (warnings)
         if not test.columns:
             labels = _labels(tokens)
@@ -198,7 +217,8 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
             continue
         if not in_matrix:
             continue
-        if not (tokens[0].isdigit() and len(tokens[0]) <= 4):
+        label = _ROW_LABEL.match(tokens[0])
+        if not label:
             in_matrix = False  # the matrix ended (a note, a prompt)
             continue
         if len(tokens) - 1 != len(test.columns):
@@ -206,7 +226,7 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
                              f"{len(test.columns)} columns (a cut or damaged matrix)")
         if len(test.rows) >= MAX_DIM:
             raise ParseError(f"{where}: more than {MAX_DIM} matrix rows")
-        test.rows.append(int(tokens[0]))
+        test.rows.append(int(label.group(1)))
         test.matrix.append([_value(t, where) for t in tokens[1:]])
         if test.status == "incomplete":
             test.status = "passed"
@@ -223,6 +243,12 @@ def parse_nvbandwidth(text: str | bytes) -> NvbResult:
 
 
 def _header_line(result: NvbResult, line: str) -> None:
+    process = _PROCESS.match(line)
+    if process:
+        if len(result.processes) < MAX_DIM:
+            result.processes[int(process.group(1))] = (process.group(2).strip(), int(process.group(3)),
+                                                       process.group(4))
+        return
     device = _DEVICE.match(line)
     if device:
         result.devices[int(device.group(1))] = device.group(2)
@@ -293,6 +319,8 @@ def to_dict(result: NvbResult) -> dict:
     """JSON-ready form (for ``healthcheck parse nvbandwidth --format json``)."""
     return {"version": result.version, "driver": result.driver, "cuda_runtime": result.cuda_runtime,
             "devices": {str(k): v for k, v in sorted(result.devices.items())},
+            "processes": {str(k): {"host": host, "device": dev, "name": name}
+                          for k, (host, dev, name) in sorted(result.processes.items())},
             "tests": [{"name": t.name, "status": t.status, "description": t.description, "unit": t.unit,
                        "row_kind": t.row_kind, "column_kind": t.column_kind, "rows": t.rows,
                        "columns": t.columns, "matrix": t.matrix, "sum": t.sum, "message": t.message}
