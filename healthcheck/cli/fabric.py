@@ -216,6 +216,45 @@ def nvlink_domains(outputs, config_path, level, fmt):
     raise SystemExit(exitcodes.OK if report.ok else exitcodes.FAIL)
 
 
+@fabric.command("mndiag")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--node", "node_name", help="The node to record the run under, for --spool (default: this host).")
+@SPOOL
+def mndiag(path, fmt, node_name, spool_dir):
+    """A `dcgmi mndiag` output (DCGM 4.3+, text or -j) judged: every failed host or GPU named with DCGM's
+    message; the run not completing is an ERROR. Exit 1 on any FAIL, WARN or ERROR (dcgmi itself exits 0
+    whether the diagnostic passed or not).
+
+    \b
+    Example:
+      dcgmi mndiag --hostList "$(scontrol show hostnames | paste -sd';')" -j > mndiag.json
+      healthcheck fabric mndiag mndiag.json
+    """
+    import time
+
+    from ..core.clock import utc_now_iso
+    from ..core.model import Status, worst
+    from ..fabric.mndiag import judge
+    from ..parsers.dcgmi_mndiag import MndiagParseError, parse_mndiag
+
+    started, t0 = utc_now_iso(), time.monotonic()
+    try:
+        diag = parse_mndiag(_read(path, "dcgmi mndiag output"))
+    except MndiagParseError as exc:
+        raise FabricUsageError(f"{path}: {exc}") from None
+    findings = judge(diag)
+    status = worst(f.status for f in findings)
+    if fmt == "json":
+        emit_json({"status": status.value, "mndiag": diag.to_dict(), "results": [f.to_dict() for f in findings]})
+    else:
+        for f in findings:
+            click.echo(f"{f.status.value.upper():5} {f.check} [{f.component}] {f.message}")
+    spool_result(spool_dir, findings, node_name, started, t0)
+    if status in (Status.FAIL, Status.ERROR, Status.WARN):
+        raise SystemExit(exitcodes.FAIL)
+
+
 def _register() -> None:
     """Inside a node (topology, NVLink, P2P bandwidth) and across the fleet (software consistency)."""
     from .fabric_node import consistency, node

@@ -308,6 +308,8 @@ def _add_doc(diag: DcgmDiag, doc: dict, path: str) -> None:
             diag.errors.append("Overall Result: Fail" + (f": {reason}" if reason else ""))
         return
     key = next((k for k in _DIAG_KEYS if k in doc), None)
+    if doc.get("DCGM Diagnostic") == "DCGM Multi-Node Diagnostic":
+        raise DcgmiParseError("a dcgmi mndiag (multi-node) document: judge it with `healthcheck fabric mndiag`")
     if key is None:
         raise DcgmiParseError(f"dcgmi diag JSON: {path} has neither 'iterations' nor 'DCGM Diagnostic'")
     body = _typed(doc[key], dict, f"{path}.{key}", {})

@@ -25,7 +25,8 @@ from healthcheck.burnin import settings as burnin_settings
 from healthcheck.policies import references
 from healthcheck.config import ConfigError, loads
 from healthcheck.core.model import GpuInfo, IbPort, KernelEvent, NvLink
-from healthcheck.parsers import ParseError, dcgmi, fio, ibstat, kernel_log, nccl_tests, nvidia_smi, nvlink
+from healthcheck.parsers import ParseError, dcgmi, dcgmi_mndiag, fio, ibstat, kernel_log, nccl_tests, nvidia_smi, \
+    nvlink
 from healthcheck.slurm import nodestate
 from healthcheck.sweep import settings as sweep_settings
 from tests.conftest import FIXTURES, ROOT, corpus_files
@@ -51,6 +52,7 @@ SEEDS: dict[str, list[str]] = {
     "nccl-tests": _texts(*_fixtures("nccl-tests", "topology/nccl-tests"), *corpus_files("nccl-tests")),
     "dcgmi": _texts(*_fixtures("dcgmi", "topology/dcgmi"), *corpus_files("dcgmi")),
     "fio": _texts(*_fixtures("fio")),
+    "dcgmi-mndiag": _texts(*_fixtures("dcgmi/mndiag")),
     "slurm": _texts(*_fixtures("slurm", "slurm-recorded")),
 }
 ALL_SEEDS = [text for texts in SEEDS.values() for text in texts]
@@ -117,12 +119,13 @@ PARSERS: dict[str, tuple[Callable[[Any], Any], type[Exception], Callable[[Any], 
     "nccl-tests": (nccl_tests.parse, nccl_tests.NcclParseError, _check_to_dict),
     "dcgmi": (dcgmi.parse_diag, dcgmi.DcgmiParseError, _check_dcgmi),
     "fio": (fio.parse, fio.FioParseError, _check_to_dict),
+    "dcgmi-mndiag": (dcgmi_mndiag.parse_mndiag, dcgmi_mndiag.MndiagParseError, _check_dcgmi),
     "scontrol-show-node": (nodestate.parse_scontrol_nodes, ParseError, _check_slurm),
     "sinfo-reasons": (nodestate.parse_sinfo_reasons, ParseError, _check_slurm),
 }
 OWN_SEEDS = {"nvlink-status": "nvlink", "nvlink-errors": "nvlink", "scontrol-show-node": "slurm",
              "sinfo-reasons": "slurm"}
-ACCEPTS_BYTES = ("kernel-log", "ibstat", "nccl-tests", "dcgmi", "fio")
+ACCEPTS_BYTES = ("kernel-log", "ibstat", "nccl-tests", "dcgmi", "fio", "dcgmi-mndiag")
 
 
 def only_documented(kind: str, text: Any) -> None:

@@ -19,7 +19,7 @@ from healthcheck.parsers import iblinkinfo, ibnetdiscover
 from healthcheck.parsers.dcgmi import DcgmiParseError
 from healthcheck.parsers.fio import FioParseError
 from healthcheck.parsers.nccl_tests import NcclParseError
-from healthcheck.parsers import fabricmanager, imex
+from healthcheck.parsers import dcgmi_mndiag, fabricmanager, imex
 
 MB10 = 10 * 1024 * 1024
 BOUND_S = 5.0  # for 10 MB on a 2-core CI machine: linear parsers take well under a second
@@ -38,6 +38,7 @@ PARSERS: dict[str, tuple[Callable[[str], object], type[ParseError], int]] = {
     "nccl-tests": (nccl_tests.parse, NcclParseError, nccl_tests.MAX_INPUT_CHARS),
     "dcgmi": (dcgmi.parse_diag, DcgmiParseError, dcgmi.MAX_INPUT_CHARS),
     "fio": (fio.parse, FioParseError, fio.MAX_INPUT_CHARS),
+    "dcgmi-mndiag": (dcgmi_mndiag.parse_mndiag, dcgmi_mndiag.MndiagParseError, dcgmi_mndiag.MAX_INPUT_CHARS),
     # issue 33: nvidia-imex-ctl -q / -N (-j) and the fabric manager's log
     "imex-query": (imex.parse_imex_query, ParseError, imex.MAX_INPUT_CHARS),
     "imex-domain": (imex.parse_imex_domain, ParseError, imex.MAX_INPUT_CHARS),
@@ -116,6 +117,7 @@ def test_input_over_the_documented_size_is_refused_before_parsing(kind):
     ("nvidia-smi", nvidia_smi_text.MAX_LINES), ("kernel-log", kernel_log.MAX_LINES),
     ("ibstat", ibstat.MAX_LINES), ("nvlink-status", nvlink.MAX_LINES), ("nvlink-errors", nvlink.MAX_LINES),
     ("nccl-tests", nccl_tests.MAX_LINES), ("dcgmi", dcgmi.MAX_LINES), ("fio", fio.MAX_LINES),
+    ("dcgmi-mndiag", dcgmi_mndiag.MAX_LINES),
 ])
 def test_more_lines_than_the_documented_limit_are_refused(kind, limit):
     outcome = assert_bounded(kind, "x\n" * (limit + 1), bound_s=2.0)
@@ -238,6 +240,15 @@ NEAR_MATCHES: list[tuple[str, str, Callable[[], str]]] = [
     ("nccl-tests", "line-over-64KiB", lambda: "# nThread 1\n8 2 float sum " + "1 " * (MB10 // 2)),
     ("nccl-tests", "failure-cancelled", lambda: ("slurmstepd: error: *** STEP " + "x" * LONG + "\n") * REPEAT),
     # dcgmi: status cells and category rows with blank runs; JSON documents cut or nested
+    # dcgmi mndiag: host and GPU rows, blank runs, a JSON document of many results
+    ("dcgmi-mndiag", "190k-gpu-rows", lambda: "| MNUBERGEMM Test | Fail |\n| Host 0 | Fail |\n"
+     + "".join(f"|   GPU {i % 9999} | Fail |\n|  | Error: e{i} |\n" for i in range(95_000))),
+    ("dcgmi-mndiag", "gpus-list-blank-runs", lambda: "| Host 0 | Fail |\n"
+     + ("|   GPUs: 0," + " " * 390 + "1 | Pass |\n") * REPEAT),
+    ("dcgmi-mndiag", "row-blank-runs", lambda: ("| a" + " " * LONG + "x | y" + " " * LONG + "\n") * REPEAT),
+    ("dcgmi-mndiag", "json-200k-results", lambda: '{"DCGM Diagnostic": "DCGM Multi-Node Diagnostic", '
+     '"test_categories": [{"tests": [{"name": "MNUBERGEMM", "status": "Fail", "results": ['
+     + ",".join(f'{{"host_id": 0, "entity_id": {i % 9999}, "status": "Fail"}}' for i in range(200_000)) + "]}]}]}"),
     ("dcgmi", "cell-blank-runs", lambda: "| Diagnostic | Result |\n"
      + ("| Memory | Pass - GPUs" + " " * LONG + "x |\n") * REPEAT),
     ("dcgmi", "cell-colon-blank-runs", lambda: "| Diagnostic | Result |\n"
