@@ -182,6 +182,22 @@ class _Reader:
         out.index.name = "node"
         return out.sort_index()
 
+    def _nodes(self, name: str = "nodes"):
+        """Every node of the history as a subquery (column ``node``). PostgreSQL: a loose index scan of (node,
+        started_at), one seek per node (a recursive CTE of "the next node after this one"), where a DISTINCT
+        reads the whole index; SQLite: DISTINCT (its planner skips through the index itself)."""
+        from sqlalchemy import func, select
+
+        runs = self.s.runs
+        if self.sqlite:
+            return select(runs.c.node).distinct().subquery(name)
+        r = runs.alias(f"{name}_r")
+        walk = select(func.min(runs.c.node).label("node")).cte(f"{name}_walk", recursive=True)
+        step = select(select(func.min(r.c.node)).where(r.c.node > walk.c.node).scalar_subquery()).where(
+            walk.c.node.is_not(None))
+        walk = walk.union_all(step)
+        return select(walk.c.node).where(walk.c.node.is_not(None)).subquery(name)
+
     def _c(self, col):
         """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties
         in time break the same way here, in ``load_frames`` and in the rollups."""
@@ -212,7 +228,7 @@ class _Reader:
         from sqlalchemy import func, select
 
         runs = self.s.runs
-        nodes = select(runs.c.node).distinct().subquery()
+        nodes = self._nodes()
         r = runs.alias("r")
 
         def seek(fn):
@@ -486,7 +502,7 @@ class _Reader:
 
         runs = self.s.runs
         if not self.sqlite:
-            nodes = select(runs.c.node).distinct().subquery()
+            nodes = self._nodes()
             r = runs.alias("r")
             cols = [_time(r.c[c], False) if c == "started_at" else r.c[c] for c in summ.COLUMNS["runs"]]
             last = (select(*cols).where(r.c.node == nodes.c.node, self._in_window(r.c.started_at))
@@ -504,12 +520,41 @@ class _Reader:
 
     def _mtbf_runs(self) -> pd.DataFrame:
         """``summary.mtbf_runs`` in SQL: the window's runs with a fail/warn result, the run of the same
-        node and context just before each, and each node's first run."""
-        from sqlalchemy import and_, func, or_, select
+        node and context just before each, and each node's first run. PostgreSQL: index seeks (the flagged
+        runs by the rollups' ``n_flagged``, then per flagged run and per node a LATERAL .. LIMIT 1 on (node,
+        started_at)) instead of two window functions over every run of the window; SQLite: LEAD and
+        ROW_NUMBER over the window's runs."""
+        from sqlalchemy import and_, exists, func, or_, select, true, union
 
         runs, res = self.s.runs, self.s.results
         flagged = (select(res.c.run_id).select_from(runs.join(res, res.c.run_id == runs.c.run_id))
                    .where(self._in_window(runs.c.started_at), runs.c.n_flagged > 0, res.c.status.in_(summ.FLAGGED)))
+        if not self.sqlite:
+            f = runs.alias("f")
+            cols = [_time(f.c[c], False) if c == "started_at" else f.c[c] for c in summ.COLUMNS["runs"]]
+            hit = (select(*cols, f.c.started_at.label("t"))
+                   .where(self._in_window(f.c.started_at), f.c.n_flagged > 0,
+                          exists().where(res.c.run_id == f.c.run_id, res.c.status.in_(summ.FLAGGED)))
+                   .cte("hit"))
+            p = runs.alias("p")
+            before = (select(*(_time(p.c[c], False) if c == "started_at" else p.c[c]
+                               for c in summ.COLUMNS["runs"])).where(
+                p.c.node == hit.c.node, p.c.context.is_not_distinct_from(hit.c.context),
+                self._in_window(p.c.started_at),
+                or_(p.c.started_at < hit.c.t,
+                    and_(p.c.started_at == hit.c.t, self._c(p.c.run_id) < self._c(hit.c.run_id))))
+                .order_by(p.c.started_at.desc(), self._c(p.c.run_id).desc()).limit(1).lateral("before"))
+            nodes = self._nodes()
+            q = runs.alias("q")
+            first = (select(*(_time(q.c[c], False) if c == "started_at" else q.c[c] for c in summ.COLUMNS["runs"]))
+                     .where(q.c.node == nodes.c.node, self._in_window(q.c.started_at))
+                     .order_by(q.c.started_at, self._c(q.c.run_id)).limit(1).lateral("first"))
+            names = summ.COLUMNS["runs"]
+            both = union(select(*(hit.c[c] for c in names)),
+                         select(*(before.c[c] for c in names)).select_from(hit.join(before, true())),
+                         select(*(first.c[c] for c in names)).select_from(nodes.join(first, true()))).subquery()
+            stmt = select(*(both.c[c] for c in names)).order_by(both.c.started_at, self._c(both.c.run_id))
+            return summ.by_time(_frame(self.conn, stmt, names, ("started_at",)))
         order = (runs.c.started_at, self._c(runs.c.run_id))
         nxt = func.lead(runs.c.run_id).over(partition_by=(runs.c.node, runs.c.context), order_by=order)
         first = func.row_number().over(partition_by=runs.c.node, order_by=order)

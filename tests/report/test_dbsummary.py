@@ -16,7 +16,7 @@ from healthcheck.history.db import make_engine, resolve_url
 from healthcheck.history.queries import load_frames
 from healthcheck.report import build_report, render_html, render_json, render_markdown
 from healthcheck.report.dbsummary import RollupsUnavailable, load_summary
-from healthcheck.report.summary import summarize_frames
+from healthcheck.report.summary import by_time, summarize_frames
 from tests.report import history as hist
 
 FIELDS = ("latest_runs", "reliability", "flagged_results", "latest_results", "counter_samples", "perf_latest",
@@ -93,6 +93,23 @@ def test_summary_from_rollups_equals_the_in_memory_one(engine, window):
     for name in FIELDS:
         pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
                                       obj=name)
+
+
+@pytest.mark.parametrize("window", sorted(hist.WINDOWS))
+def test_mtbf_runs_from_the_database_are_the_window_runs_pandas_keeps(engine, window):
+    """The MTBF table's runs (PostgreSQL: index seeks per flagged run and per node; SQLite: window
+    functions) equal ``summary.mtbf_runs`` over the window's runs and results: the flagged runs, the run of
+    the same node and context before each, each node's first run."""
+    from healthcheck.report.summary import mtbf_runs
+
+    since, now = hist.WINDOWS[window]
+    db = load_summary(engine, since, now)
+    frames = load_frames(engine, since=since)
+    runs = frames["runs"][frames["runs"]["started_at"] <= pd.Timestamp(now)]
+    res = frames["results"][frames["results"]["started_at"] <= pd.Timestamp(now)]
+    truth = mtbf_runs(by_time(runs), res)
+    assert len(db.mtbf_runs) == len(truth) and (len(truth) > len(set(truth["node"])) or window == "empty")
+    pd.testing.assert_frame_equal(_plain(db.mtbf_runs), _plain(truth), check_dtype=False)
 
 
 @pytest.mark.parametrize("window", sorted(hist.WINDOWS))
