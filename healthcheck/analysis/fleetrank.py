@@ -320,7 +320,7 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
             m for pair in floors_.PCIE_PAIRS for m in pair}
         counted = counters if callable(counters) else set([counters] if isinstance(counters, str) else counters)
         metrics = pers.last_samples(metrics, lambda m: m in judged or (
-            counted(m) if callable(counted) else m in counted), n + REGRESSION_WINDOW).drop(columns="pos")
+            counted(m) if callable(counted) else m in counted), n + REGRESSION_WINDOW, keep_order=True)
         peer = pers.peer_key(gpu_model, rack)
         fl = floors_.floor_crossings(metrics, gpu_model, references=references, dtype=dtype, k=k, n=n,
                                      thermal=thermal)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._frames import SERIES_KEYS, Names, empty, metric_units, per_name, prepare, series_sorted
+from ._frames import SERIES_KEYS, Names, empty, isin_mask, metric_units, per_name, prepare, series_sorted
 from .outliers import IGLEWICZ_HOAGLIN_THRESHOLD, robust_z
 
 DEFAULT_K = 3
@@ -84,11 +84,28 @@ def _groups_of(nodes: pd.Series, peer_of: PeerSource) -> pd.Series:
     return nodes.map(resolved).astype(object)
 
 
+_KEPT = "last_samples_n"  # DataFrame.attrs key: the n of a ``last_samples(..., keep_order=True)`` output
+
+
 def last_samples(metrics: pd.DataFrame | None, names: Names = None, n: int = DEFAULT_N, *,
-                 per: str = "component") -> pd.DataFrame:
+                 per: str = "component", keep_order: bool = False) -> pd.DataFrame:
     """The last ``n`` samples of each series (columns node, check, component, name, started_at,
-    value, pos; sorted by series, then time). O(rows log rows)."""
+    value, pos; sorted by series, then time). O(rows log rows).
+
+    ``keep_order``: the output also carries its series ids (``_gid``) and says in ``attrs`` how many
+    samples it kept; given such a frame back (or a selection of its rows by name: whole series), the
+    last ``m <= n`` are taken from it in one pass, without sorting again: the fleet ranking sorts its
+    window once and its judges each take their part."""
     check_kn(1, n)
+    kept = metrics.attrs.get(_KEPT) if metrics is not None else None
+    if kept is not None and n <= kept and per == "component" and {"_gid", "pos"} <= set(metrics.columns):
+        df = metrics if names is None else metrics[isin_mask(metrics["name"], [names] if isinstance(names, str)
+                                                             else names)]
+        pos = df["pos"].to_numpy()
+        df = df if (pos < n).all() else df[pos < n]
+        out = df.reset_index(drop=True) if keep_order else df.drop(columns="_gid").reset_index(drop=True)
+        out.attrs = {_KEPT: n} if keep_order else {}
+        return out
     df = metric_units(metrics, names, per)
     if df.empty:
         return df.assign(pos=pd.Series([], dtype="int64"))
@@ -98,8 +115,10 @@ def last_samples(metrics: pd.DataFrame | None, names: Names = None, n: int = DEF
     last = np.repeat(ends, np.diff(np.r_[-1, ends]))
     pos = (last - np.arange(len(gid))).astype("int64")  # 0 for a series' latest sample
     keep = pos < n
-    df = df.drop(columns="_gid").assign(pos=pos)
-    return (df if keep.all() else df[keep]).reset_index(drop=True)
+    df = (df if keep_order else df.drop(columns="_gid")).assign(pos=pos)
+    out = (df if keep.all() else df[keep]).reset_index(drop=True)
+    out.attrs = {_KEPT: n} if keep_order else {}
+    return out
 
 
 def persistent_outliers(metrics: pd.DataFrame | None, names: Names = None, *,

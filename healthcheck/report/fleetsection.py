@@ -113,9 +113,13 @@ def table_notes(summary: Any, now: Any, *, k: int, new_since: Any = None) -> dic
     if perf is not None and len(perf):
         sub = perf[perf["name"].astype(str).isin(names)]
         if len(sub):
+            import numpy as np
+
+            from ..analysis._frames import series_codes
+
             comp = sub["component"].astype(object).where(sub["component"].notna(), "")
-            have = int(sub.groupby([sub["node"].astype(str), comp.astype(str), sub["name"].astype(str)],
-                                   sort=False).size().median())
+            codes, _ = series_codes(sub.assign(component=comp), ["node", "component", "name"], with_keys=False)
+            have = int(np.median(np.bincount(codes)))  # samples per unit: the median unit's
             names = sorted(set(sub["name"].astype(str)))
     if have < need:
         notes["regressions"] = (f"not enough history: {have:,} samples of {need:,} per unit (the median unit's "

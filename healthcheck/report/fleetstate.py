@@ -81,6 +81,20 @@ def node_days_sql(conn, sqlite: bool, since: Any, now: Any) -> pd.DataFrame:
 
     since, now = _utc(since).to_pydatetime(), _utc(now).to_pydatetime()
     t = runs.c.started_at
+    if not sqlite:  # the day as a number and "failed" judged on the server: 300,000 short rows at 10,000 nodes
+        from sqlalchemy import Integer, cast, false
+
+        from .sqlframe import read_frame
+
+        day = cast(func.floor(func.extract("epoch", t) / 86400), Integer)
+        failed = func.coalesce(func.max(case((runs.c.status == "fail", t))) == func.max(t), false())
+        stmt = (select(runs.c.node, day.label("day"), failed.label("failed"))
+                .where(t >= since, t <= now).group_by(runs.c.node, day))
+        df = read_frame(conn, stmt, ["node", "day", "failed"])
+        if df.empty:
+            return empty_node_days()
+        df["day"] = pd.to_datetime(df["day"].astype("int64") * 86400, unit="s", utc=True)
+        return _finish(df)
     if sqlite:
         day = func.substr(type_coerce(t, String()), 1, 10)
         last, last_fail = (type_coerce(func.max(t), String()),
@@ -121,7 +135,8 @@ def daily_states(node_days_df: pd.DataFrame | None, actions: pd.DataFrame | None
     nd = node_days_df if node_days_df is not None else empty_node_days()
     acts = actions if actions is not None else pd.DataFrame()
     iv = drain_intervals(acts, now=now) if len(acts) else None
-    nodes = sorted(set(nd["node"].astype(str)) | (set(acts["node"].astype(str)) if len(acts) else set()))
+    node_codes, node_names = pd.factorize(nd["node"]) if len(nd) else (np.zeros(0, dtype=np.int64), [])
+    nodes = sorted({str(n) for n in node_names} | (set(acts["node"].astype(str)) if len(acts) else set()))
     cols = {"day": days} | {s: np.zeros(len(days), dtype=np.int64) for s in STATES}
     covered = (np.minimum((days + pd.Timedelta(days=1)).asi8, now.value)
                - np.maximum(days.asi8, since.value)) / 3.6e12
@@ -137,7 +152,7 @@ def daily_states(node_days_df: pd.DataFrame | None, actions: pd.DataFrame | None
     failed = np.zeros((n_nodes, n_days), dtype=bool)
     first = np.full(n_nodes, n_days, dtype=np.int64)
     if len(nd):
-        ni = nd["node"].astype(str).map(index).to_numpy()
+        ni = np.array([index[str(n)] for n in node_names], dtype=np.int64)[node_codes]  # one lookup per node
         di = days.get_indexer(nd["day"])
         ok = di >= 0
         present[ni[ok], di[ok]] = True

@@ -75,6 +75,33 @@ def test_last_samples_positions_and_bad_arguments():
         persistent_outliers(pd.DataFrame({"node": ["n1"]}))
 
 
+def test_a_kept_sort_is_taken_again_without_sorting_and_gives_what_a_fresh_sort_gives():
+    """``keep_order``: the fleet ranking sorts once; each judge's last_samples of that frame (by name, a
+    smaller n) equals the same call on the unsorted rows, and asks for no sort."""
+    vals = {"n1": [1, 2, 3, 4, 5, 6, 7], "n2": [7, 8], "n3": [9, 8, 7, 6, 5]}
+    df = pd.concat([_fleet(vals), _fleet(vals, "temperature_c")], ignore_index=True).sample(frac=1, random_state=3)
+    kept = last_samples(df, None, 6, keep_order=True)
+    assert "_gid" in kept.columns and kept.attrs["last_samples_n"] == 6
+    for names, n in ((None, 6), (None, 2), ("temperature_c", 3), (["gemm_tflops"], 1),
+                     (lambda m: m.startswith("gemm"), 4)):
+        fresh = last_samples(df, names, n)
+        again = last_samples(kept, names, n)
+        assert list(again.columns) == list(fresh.columns) and not again.attrs
+        pd.testing.assert_frame_equal(again, fresh, check_dtype=False)
+    import healthcheck.analysis.persistence as pers
+    real = pers.series_sorted
+    try:
+        pers.series_sorted = lambda *a, **k: (_ for _ in ()).throw(AssertionError("sorted again"))
+        last_samples(kept, "temperature_c", 3)  # no sort
+    finally:
+        pers.series_sorted = real
+    more = last_samples(kept, None, 7)  # more than it kept: a fresh sort of what it holds (6 at most)
+    assert more.groupby(["node", "name"]).size().max() == 6
+    plain = kept.drop(columns="_gid")
+    plain.attrs = {}
+    pd.testing.assert_frame_equal(last_samples(plain, None, 2), last_samples(df, None, 2), check_dtype=False)
+
+
 def _results(rows):
     """rows: (run, node, day, check, component, status)."""
     return pd.DataFrame([{"run_id": r, "node": n, "started_at": pd.Timestamp("2026-01-01", tz="UTC")
