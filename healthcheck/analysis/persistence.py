@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._frames import SERIES_KEYS, Names, empty, isin_mask, metric_units, per_name, prepare, series_sorted
+from ._frames import SERIES_KEYS, Names, empty, isin_mask, metric_units, per_name, prepare, series_codes, \
+    series_sorted
 from .outliers import IGLEWICZ_HOAGLIN_THRESHOLD, robust_z
 
 DEFAULT_K = 3
@@ -143,29 +144,31 @@ def persistent_outliers(metrics: pd.DataFrame | None, names: Names = None, *,
     if df.empty:
         return empty(PERSISTENT_COLUMNS)
     df["peer_group"] = _groups_of(df["node"], peer_of)
-    scored = robust_z(df["value"], [df["peer_group"], df["check"], df["name"], df["pos"]],
-                      min_peers=min_peers)
+    # one integer per round (peer group, check, name, position): one grouping key instead of four
+    rounds, _ = series_codes(df, ["peer_group", "check", "name", "pos"], with_keys=False)
+    scored = robust_z(df["value"], pd.Series(rounds, index=df.index), min_peers=min_peers)
     df = pd.concat([df, scored], axis=1)
-    wanted = per_name(df, side, "both")
+    name_codes, name_values = pd.factorize(df["name"])  # the side asked once per name, then by its code
+    wanted = per_name(pd.DataFrame({"name": pd.Series(np.asarray(name_values, dtype=object), dtype=object)}),
+                      side, "both")
     bad = ~wanted.isin(["both", "low", "high"])
     if bad.any():
         raise ValueError(f"unknown side(s): {sorted(set(wanted[bad]))}")
-    diff = df["value"] - df["peer_median"]
-    sides = np.where(diff < 0, "low", np.where(diff > 0, "high", None))
-    side_ok = wanted.eq("both").to_numpy() | (wanted.to_numpy() == sides)
-    big = (diff.abs() > min_rel_deviation * df["peer_median"].abs()).to_numpy()
-    df["hit"] = ((df["z"].abs() > threshold).to_numpy() & side_ok & big)
-    df["side"] = sides
-    keys = ["peer_group", "check", "name", "node", "component"]
-    none = df["component"].isna()
-    if none.any():  # a join on a NaN key matches nothing: a node-level figure (no component) lost its value
-        df["component"] = df["component"].astype(object).where(~none, "\0")
-    g = df.groupby(keys, sort=False, dropna=False)
-    agg = pd.DataFrame({"hits": g["hit"].sum().astype("int64"), "runs": g["hit"].size().astype("int64")})
-    latest = df[df["pos"].eq(0)].set_index(keys)[["value", "peer_median", "z", "n_peers", "side"]]
-    out = agg.join(latest, how="left").reset_index()
-    if none.any():
-        out["component"] = out["component"].where(out["component"] != "\0", None)
+    want = wanted.map({"both": 0, "low": -1, "high": 1}).to_numpy(dtype="float64")[name_codes]
+    diff = (df["value"] - df["peer_median"]).to_numpy(dtype="float64")
+    sign = np.sign(diff)  # -1 low, +1 high, 0 at the median, NaN without peers
+    big = np.abs(diff) > min_rel_deviation * np.abs(df["peer_median"].to_numpy(dtype="float64"))
+    hit = (np.abs(df["z"].to_numpy(dtype="float64")) > threshold) & ((want == 0) | (want == sign)) & big
+    # the rows are each unit's samples, oldest first, its latest (pos 0) last (last_samples): a unit
+    # begins after a latest; the groups of (peer group, check, name, node, component) are the units
+    pos = df["pos"].to_numpy()
+    unit = np.cumsum(np.r_[True, pos[:-1] == 0]) - 1
+    latest = pos == 0
+    out = df.loc[latest, ["peer_group", "check", "name", "node", "component", "value", "peer_median", "z",
+                          "n_peers"]].reset_index(drop=True)
+    out["side"] = np.where(sign[latest] < 0, "low", np.where(sign[latest] > 0, "high", None))
+    out["hits"] = np.bincount(unit, weights=hit, minlength=len(out)).astype("int64")
+    out["runs"] = np.bincount(unit, minlength=len(out)).astype("int64")
     out["persistent"] = out["hits"] >= k
     out["_absz"] = out["z"].abs()
     out = out.sort_values(["persistent", "hits", "_absz", "node", "component"],

@@ -313,6 +313,8 @@ class _Reader:
 
         m = self.s.metrics
         cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
+        if not self.sqlite:
+            return self._samples_pg(keys, cols) if len(keys) else _no_samples()
         pairs = sorted(set(zip(keys["node"], keys["name"])))
         parts = []
         for i in range(0, len(pairs), PAIRS_PER_QUERY):
@@ -327,6 +329,27 @@ class _Reader:
             df = df.sort_values("started_at", kind="stable").reset_index(drop=True)
         mine = pd.MultiIndex.from_frame(_keyed(df)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys[KEY_COLUMNS]))
         return df[mine].reset_index(drop=True)
+
+    def _samples_pg(self, keys: pd.DataFrame, cols: list) -> pd.DataFrame:
+        """PostgreSQL: the series' rows by one index range scan of (node, name, started_at) per series (a
+        LATERAL join on the keys passed as four arrays), the exact series only; where a list of (node, name)
+        pairs makes the planner AND a scan of the whole name's window into it, and plan for long."""
+        from sqlalchemy import String, func, select, true
+        from sqlalchemy.dialects.postgresql import ARRAY, array
+
+        m = self.s.metrics
+        distinct = keys[KEY_COLUMNS].astype(str).drop_duplicates()
+        k = func.unnest(*(array(list(distinct[c]), type_=String) if len(distinct) else
+                          func.cast(array([]), ARRAY(String)) for c in KEY_COLUMNS)
+                        ).table_valued(*KEY_COLUMNS).render_derived(name="k")
+        rows = (select(*cols, m.c.seq.label("_seq")).where(m.c.node == k.c.node, m.c.name == k.c.name, m.c.check == k.c.check,
+                                    func.coalesce(m.c.component, "") == k.c.component,
+                                    self._in_window(m.c.started_at))
+                .lateral("rows"))
+        names = summ.COLUMNS["metrics"]
+        stmt = (select(*(rows.c[c] for c in names)).select_from(k.join(rows, true()))
+                .order_by(rows.c.started_at, self._c(rows.c.run_id), rows.c._seq))
+        return _frame(self.conn, stmt, names, ("started_at",))
 
     def _pending_keys(self) -> pd.DataFrame:
         """The series (rollup keys) with samples in the window from runs not merged into the rollups yet
@@ -615,8 +638,9 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
     comp = rows["component"]
     comp = comp.where(comp.notna() & (comp != ""))  # '' (the rollups' none) as missing, as in the rows
 
-    def at(col: pd.Series) -> pd.Series:  # taken in the column's own dtype (no round trip through objects)
-        return col.take(pick).reset_index(drop=True)
+    def at(col: pd.Series) -> pd.Series:  # one string per series, not per sample: a category of the series'
+        codes, uniques = pd.factorize(col, sort=True)  # values, sorted (the ranking works on the codes)
+        return pd.Series(pd.Categorical.from_codes(codes[pick], uniques))
 
     out = pd.DataFrame({"run_id": None, "node": at(rows["node"]),
                         "started_at": pd.to_datetime(ticks[take], unit="us", utc=True),

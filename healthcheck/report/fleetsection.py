@@ -111,16 +111,15 @@ def table_notes(summary: Any, now: Any, *, k: int, new_since: Any = None) -> dic
     names = sorted(m for m, side in FIGURES.items() if side == "low")
     have = 0
     if perf is not None and len(perf):
-        sub = perf[perf["name"].astype(str).isin(names)]
-        if len(sub):
-            import numpy as np
+        import numpy as np
 
-            from ..analysis._frames import series_codes
+        from ..analysis._frames import isin_mask, series_codes
 
-            comp = sub["component"].astype(object).where(sub["component"].notna(), "")
-            codes, _ = series_codes(sub.assign(component=comp), ["node", "component", "name"], with_keys=False)
-            have = int(np.median(np.bincount(codes)))  # samples per unit: the median unit's
-            names = sorted(set(sub["name"].astype(str)))
+        sub = perf[isin_mask(perf["name"], names)]
+        if len(sub):  # samples per unit (node, component, name; no component is a value of its own): the median
+            codes, _ = series_codes(sub, ["node", "component", "name"], with_keys=False)
+            have = int(np.median(np.bincount(codes)))
+            names = sorted({str(n) for n in pd.unique(sub["name"])})
     if have < need:
         notes["regressions"] = (f"not enough history: {have:,} samples of {need:,} per unit (the median unit's "
                                 f"{', '.join(names)} in the window; a regression must show in {k} samples, each "
