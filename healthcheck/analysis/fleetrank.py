@@ -403,8 +403,7 @@ def rank_summary(summary: Any, *, gpu_model: Mapping[str, Any] | Callable[[str],
         def values(col: pd.Series) -> list:
             return list(col.cat.categories) if isinstance(col.dtype, pd.CategoricalDtype) else list(pd.unique(col))
 
-        cats = {c: pd.CategoricalDtype(pd.Index(sorted({str(v) for p in parts for v in values(p[c])
-                                                         if isinstance(v, str)})))
+        cats = {c: pd.CategoricalDtype(pd.Index(sorted({v for p in parts for v in values(p[c]) if isinstance(v, str)})))
                 for c in SERIES_KEYS}
         parts = [p.astype(cats) for p in parts]
     metrics = pd.concat(parts, ignore_index=True) if parts else None

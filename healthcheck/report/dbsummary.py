@@ -335,16 +335,15 @@ class _Reader:
         LATERAL join on the keys passed as four arrays), the exact series only; where a list of (node, name)
         pairs makes the planner AND a scan of the whole name's window into it, and plan for long."""
         from sqlalchemy import String, func, select, true
-        from sqlalchemy.dialects.postgresql import ARRAY, array
+        from sqlalchemy.dialects.postgresql import array
 
         m = self.s.metrics
-        distinct = keys[KEY_COLUMNS].astype(str).drop_duplicates()
-        k = func.unnest(*(array(list(distinct[c]), type_=String) if len(distinct) else
-                          func.cast(array([]), ARRAY(String)) for c in KEY_COLUMNS)
+        distinct = _keyed(keys[KEY_COLUMNS]).drop_duplicates()  # no component: ''
+        k = func.unnest(*(array([str(v) for v in distinct[c]], type_=String) for c in KEY_COLUMNS)
                         ).table_valued(*KEY_COLUMNS).render_derived(name="k")
-        rows = (select(*cols, m.c.seq.label("_seq")).where(m.c.node == k.c.node, m.c.name == k.c.name, m.c.check == k.c.check,
-                                    func.coalesce(m.c.component, "") == k.c.component,
-                                    self._in_window(m.c.started_at))
+        rows = (select(*cols, m.c.seq.label("_seq"))
+                .where(m.c.node == k.c.node, m.c.name == k.c.name, m.c.check == k.c.check,
+                       func.coalesce(m.c.component, "") == k.c.component, self._in_window(m.c.started_at))
                 .lateral("rows"))
         names = summ.COLUMNS["metrics"]
         stmt = (select(*(rows.c[c] for c in names)).select_from(k.join(rows, true()))
