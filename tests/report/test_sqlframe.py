@@ -110,3 +110,35 @@ def test_number_arrays_come_back_flat_with_their_lengths(reader):
     for bad in (["{1,NULL}"], ["{}"], ["1,2"]):
         with pytest.raises(ValueError):
             array_items(pd.Series(bad), "float64")
+
+
+def test_both_csv_readers_give_the_same_frame():
+    """pyarrow's reader (where installed) and pandas' C parser read COPY's CSV alike: text stays text (001,
+    '' apart from NULL, a quoted newline), an integer column with a NULL becomes float with NaN, an all-NULL
+    number column float."""
+    import io
+
+    from healthcheck.report import sqlframe
+
+    null = "hc-null-0123"
+    csv = (b'001,,1,1.5,' + null.encode() + b',t\n'
+           b'' + null.encode() + b',"a, ""b""\nc",' + null.encode() + b',2.25,' + null.encode() + b',f\n')
+    columns, kinds = ["node", "msg", "n", "x", "none", "flag"], ["text", "text", "number", "number", "number", "bool"]
+    fast = sqlframe._parse_csv(io.BytesIO(csv), columns, kinds, null)
+    slow = sqlframe._parse_csv(io.BytesIO(csv), columns, kinds, null, arrow=False)
+    pd.testing.assert_frame_equal(fast, slow)
+    assert list(fast["node"].astype(object).where(fast["node"].notna(), None)) == ["001", None]
+    assert fast["msg"][0] == "" and fast["msg"][1] == 'a, "b"\nc'
+    assert fast["n"].dtype == "float64" and fast["n"][0] == 1 and pd.isna(fast["n"][1])
+    assert fast["x"].tolist() == [1.5, 2.25] and fast["none"].dtype == "float64" and fast["none"].isna().all()
+    assert list(fast["flag"]) == ["t", "f"]  # read as text; read_frame maps t/f to booleans
+
+
+def test_postgresqls_nan_is_a_float_with_pyarrows_reader():
+    import io
+
+    pytest.importorskip("pyarrow")
+    from healthcheck.report import sqlframe
+
+    nan = sqlframe._parse_csv(io.BytesIO(b"NaN\n1\n"), ["x"], ["number"], "hc-null-0")
+    assert nan["x"].dtype == "float64" and pd.isna(nan["x"][0]) and nan["x"][1] == 1.0
