@@ -221,6 +221,15 @@ def per_name(df: pd.DataFrame, setting: Any, default: Any) -> pd.Series:
     return pd.Series(setting, index=df.index, dtype=type(default))
 
 
+def text_categories(col: pd.Series) -> pd.Series:
+    """``col`` as a categorical whose categories are in text order: sorts and groupings by it then order as
+    the text would (ties between nodes broken by name) while moving integer codes, not strings."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype("category")
+    cats = col.cat.categories
+    return col if cats.is_monotonic_increasing else col.cat.reorder_categories(cats.sort_values())
+
+
 def empty(columns: dict[str, str]) -> pd.DataFrame:
     """An empty frame with the given ``{column: dtype}``."""
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._frames import Names, empty, int_times, metric_units, per_name, series_codes
+from ._frames import SERIES_KEYS, Names, empty, int_times, metric_units, per_name, series_codes, text_categories
 
 IGLEWICZ_HOAGLIN_THRESHOLD = 3.5
 _K = 0.6745          # Phi^-1(0.75)
@@ -133,6 +133,7 @@ def fleet_outliers(metrics: pd.DataFrame, names: Names = None, *,
     if df.empty:
         return empty(OUTLIER_COLUMNS)
     units = _reduce(df, stat)
+    units = units.assign(**{c: text_categories(units[c]) for c in SERIES_KEYS if c in units.columns})
     units["node_class"] = _class_of(units["node"], node_class)
     scored = robust_z(units["value"], [units["node_class"], units["check"], units["name"]],
                       min_peers=min_peers)

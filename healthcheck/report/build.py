@@ -131,6 +131,15 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
 
     step = progress or (lambda label: None)
     since, now = summ.utc(since), summ.utc(now)
+    groups_of: dict[str, Any] = {}  # node_groups(topology), expanded once (10,000 nodes: 0.1 s a time)
+
+    def groups() -> dict[str, Any]:
+        if "all" not in groups_of:
+            from ..config.topology import node_groups
+
+            groups_of["all"] = node_groups(topology) if topology else {}
+        return groups_of["all"]
+
     fs = fleet if fleet is not None else FleetSettings()
     sm = history if isinstance(history, summ.Summary) else \
         summ.summarize_frames(history, since, now, recent=fs.persist_n)
@@ -176,9 +185,8 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     tables: dict[str, list] = {}
     if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
         from ..analysis.fleetrank import rank_summary
-        from ..config.topology import node_groups
 
-        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} \
+        racks = {n: g["rack"] for n, g in groups().items() if "rack" in g} \
             if topology and fs.peers_per_rack else None
         kept: dict[str, Any] = {}  # the ranking's regression hits, for the fleet tables' regressions
         ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None, k=fs.persist_k, n=fs.persist_n,
@@ -199,7 +207,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     risks = _risks(ranked, state_of, peer)
     if "why" in ranked.columns:  # the ranking's persistence rule and severity decide what is a finding
         findings = _persistent_findings(findings, ranked, growth_df)
-    findings += _sdc(sm.gemm_digests) + _facility(sm.flagged_results, topology) + [
+    findings += _sdc(sm.gemm_digests) + _facility(sm.flagged_results, topology, groups) + [
         Finding("drift", "fleet", "versions", "", "warn", _short(line), None,
                 "align the odd nodes with their class (reinstall the driver/firmware image), then re-run the burn-in")
         for line in drift or []]
@@ -225,9 +233,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     fleet_notes = table_notes(sm, now, k=fs.persist_k) if tables else {}
     racks = None
     if topology:
-        from ..config.topology import node_groups
-
-        racks = {n: g["rack"] for n, g in node_groups(topology).items() if "rack" in g} or None
+        racks = {n: g["rack"] for n, g in groups().items() if "rack" in g} or None
     from ..config.topology import nvlink_domains
 
     nvlink_of = nvlink_domains(topology, nvlink_level)[1] if topology else {}
@@ -366,18 +372,18 @@ def _sdc(digests: list[Any]) -> list[Finding]:
             for d in fleet_view(digests).deviants]
 
 
-def _facility(flagged: pd.DataFrame, topology: Mapping[str, Any] | None) -> list[Finding]:
+def _facility(flagged: pd.DataFrame, topology: Mapping[str, Any] | None,
+              groups: Callable[[], dict[str, Any]]) -> list[Finding]:
     """Thermal/power failures shared by nodes of one rack/chassis/power group ([topology] in the config)
     in the same window: one facility finding each, not N node faults (analysis/correlated.py)."""
     if not topology or flagged is None or flagged.empty:
         return []
     from ..analysis.correlated import correlated_events, events_from_results
-    from ..config.topology import node_groups
 
     events = events_from_results(flagged)
     if events.empty:
         return []
-    corr = correlated_events(events, node_groups(topology))  # every node of the table: true group sizes
+    corr = correlated_events(events, groups())  # every node of the table: true group sizes
     return [Finding("facility", f"{r.level} {r.group}", str(r.kind), "", "fail",
                     _short(f"{r.kind} on {r.n_nodes} of {r.group_size} nodes together ({r.nodes}) between "
                            f"{r.start:%Y-%m-%d %H:%M} and {r.end:%H:%M} UTC"), r.end,
