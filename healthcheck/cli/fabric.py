@@ -248,8 +248,9 @@ def mndiag(path, fmt, node_name, spool_dir):
     if fmt == "json":
         emit_json({"status": status.value, "mndiag": diag.to_dict(), "results": [f.to_dict() for f in findings]})
     else:
-        for f in findings:
-            click.echo(f"{f.status.value.upper():5} {f.check} [{f.component}] {f.message}")
+        from .fabric_node import _render_findings
+
+        click.echo(_render_findings(findings))
     spool_result(spool_dir, findings, node_name, started, t0)
     if status in (Status.FAIL, Status.ERROR, Status.WARN):
         raise SystemExit(exitcodes.FAIL)

@@ -20,7 +20,7 @@ def judge(diag: MnDiag) -> list[Finding]:
     for error in diag.errors:
         out.append(Finding(CHECK, Status.ERROR, f"{test}: the multi-node diagnostic did not complete: {error}",
                            test))
-    gpu_failed = {(r.host) for r in diag.results if r.gpu is not None and r.status in _STATUS}
+    gpu_failed = {r.host for r in diag.results if r.gpu is not None and r.status in _STATUS}
     for r in diag.results:
         status = _STATUS.get(r.status)
         if status is None or (r.gpu is None and r.host in gpu_failed and not r.messages):
