@@ -248,9 +248,9 @@ def mndiag(path, fmt, node_name, spool_dir):
     if fmt == "json":
         emit_json({"status": status.value, "mndiag": diag.to_dict(), "results": [f.to_dict() for f in findings]})
     else:
-        from .fabric_node import _render_findings
+        from .fabric_node import render_findings
 
-        click.echo(_render_findings(findings))
+        click.echo(render_findings(findings))
     spool_result(spool_dir, findings, node_name, started, t0)
     if status in (Status.FAIL, Status.ERROR, Status.WARN):
         raise SystemExit(exitcodes.FAIL)

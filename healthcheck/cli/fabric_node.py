@@ -169,7 +169,8 @@ def _toml_or_json(path: str, what: str) -> dict:
     return data
 
 
-def _render_findings(findings) -> str:
+def render_findings(findings) -> str:
+    """One line per finding: STATUS check [component] message (fabric node, fabric mndiag)."""
     return "\n".join(f"{f.status.value.upper():5} {f.check} [{f.component or '-'}] {f.message}" for f in findings)
 
 
@@ -241,7 +242,7 @@ def node(topo_path, p2p_path, nvlink_path, nvb_path, expect_path, generate, sku,
     status = worst(f.status for f in findings)
     data = {"status": status.value, "topology": nodetopo.to_dict(topology),
             "results": [f.to_dict() for f in findings]}
-    _emit(fmt, data, _render_findings(findings))
+    _emit(fmt, data, render_findings(findings))
     if spool_dir and nvb_path:  # the matrices cell by cell, for the report (not in the output above)
         from ..fabric.runrecord import p2p_matrix_findings
 
