@@ -149,8 +149,8 @@ def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_
         states, note = slurm_states() if slurm else (None, None)
         from ..report import build_report, render_json, render_markdown
 
-        rep = build_report(history, since, now, node_class=node_class, slurm_states=states, progress=step,
-                           topology=topology, fleet=fleet, nvlink_level=level)
+        rep = _input(build_report, history, since, now, node_class=node_class, slurm_states=states, progress=step,
+                     topology=topology, fleet=fleet, nvlink_level=level)  # part of the history is read meanwhile
         rep.config_hash = config_hash
         if note:
             rep.notes.append(note)

@@ -19,9 +19,15 @@ concurrent ingest is either wholly in the summary or not at all. For the window 
    window, or a level seen after ``now``, are read from ``metrics`` (index node, name, started_at) and
    ``trends.changed_series`` keeps those that moved. A constant counter is never read.
 9. the fleet ranking's input: each series' newest samples from ``metric_recent`` (``history.recent``), cut
-   to the window and to what the ranking judges (PostgreSQL: on a second connection in this transaction's
-   exported snapshot, while the rest is read); each node's last n runs (PostgreSQL: per node a LATERAL ..
-   LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's runs (window functions).
+   to the window and to what the ranking judges (PostgreSQL: read and unnested on a second connection in
+   this transaction's exported snapshot, while the rest is read); each node's last n runs (PostgreSQL: per
+   node a LATERAL .. LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's runs (window
+   functions).
+
+PostgreSQL: the fleet-state days, the MTBF runs and each node's first run are needed only after the
+report's ranking; the second connection reads them after the rest, and the summary hands them over as
+``summary.Later`` fields, so those reads overlap the first steps of the report's build (the snapshot, once
+taken, outlives this transaction).
 
 Runs stored but not merged into the rollups yet (``rollup_pending``: an ingest in progress, or one that
 was interrupted) are accounted for exactly: the series they have samples of in the window are read from
@@ -128,6 +134,7 @@ class _Reader:
         self.window = (since, now)
         self.snapshot = snapshot  # PostgreSQL: the exported snapshot of ``conn``'s transaction, if any
         self.ahead: dict[str, Any] = {}  # PostgreSQL: name -> Future of a read done on a second connection
+        self.imported: Any = None  # with ``ahead``: a Future, True once that connection took the snapshot
 
     def summary(self) -> summ.Summary:
         from ..history import rollups
@@ -140,7 +147,9 @@ class _Reader:
         try:
             return self._summary(n_runs, n_results, n_metrics)
         finally:
-            for future in self.ahead.values():  # an error before they were used: let the connection go back
+            # an error before they were used: let the connection go back (the summary's Later fields are
+            # not here: popped, read on while this transaction ends, in the snapshot already taken)
+            for future in self.ahead.values():
                 future.exception()
 
     def _summary(self, n_runs: int, n_results: int, n_metrics: int) -> summ.Summary:
@@ -149,15 +158,38 @@ class _Reader:
         acts = self._actions()
         pending = self._pending_keys()
         since, now = self.window
+        node_days = self._later("node_days", self._node_days)  # a summ.Later where read on the other connection
+        reliability = summ.reliability(self._onsets(span), now)
+        flagged, latest_results = self._flagged(), self._results_of(list(latest["run_id"]))
+        counters = self._counters(pending)
+        perf = self._perf(pending)
+        recent = self._recent(pending)
         return summ.Summary(since, now, {"runs": n_runs, "results": n_results, "metrics": n_metrics,
                                          "actions": len(acts)},
-                            latest, summ.reliability(self._onsets(span), now), self._flagged(),
-                            self._results_of(list(latest["run_id"])), self._counters(pending), self._perf(pending),
-                            acts, "rollups", node_days=self._got("node_days", self._node_days),
-                            **self._recent(pending),
+                            latest, reliability, flagged, latest_results, counters, perf, acts, "rollups",
+                            node_days=node_days, **recent,
                             commissioning=commissioning.load_sql(self.conn, self.sqlite, since, now),
                             training=training.load_sql(self.conn, self.sqlite, since, now),
-                            first_seen=self._got("first_seen", self._first_seen))
+                            first_seen=self._later("first_seen", self._first_seen))
+
+    def _later(self, name: str, read):
+        """A read the report's build needs only after its ranking (``summary.DEFERRABLE``): where the second
+        connection reads it, a ``summary.Later`` that waits for it (its reads then overlap the build; its
+        error a HistoryError, redacted, when the field is read); else read here, now: its value."""
+        future = self.ahead.pop(name, None)
+        if future is None or not self.imported.result():  # raises the second connection's failure to open
+            return read()
+        url = self.conn.engine.url
+
+        def get():
+            from sqlalchemy.exc import SQLAlchemyError
+
+            try:
+                return future.result()
+            except SQLAlchemyError as exc:
+                raise HistoryError(describe_error(exc, url)) from None
+
+        return summ.Later(get)
 
     def _got(self, name: str, read, *args):
         """A read's result: from the second connection where it was read ahead, else ``read(*args)`` here
@@ -413,7 +445,8 @@ class _Reader:
         short, long_ = recent_names()
         metrics = self._last_samples(short, long_, self.recent, pending)
         runs = self._got("last_runs", self._last_runs, self.recent)
-        return {**summ.recent_fields(metrics, runs, self.recent), "mtbf_runs": self._got("mtbf_runs", self._mtbf_runs)}
+        return {**summ.recent_fields(metrics, runs, self.recent),
+                "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
 
     def _last_samples(self, short: list[str], long_: list[str], n: int, pending: pd.DataFrame) -> pd.DataFrame:
         """At least the last n samples in the window of each series of ``short`` and the last n + the
@@ -426,8 +459,7 @@ class _Reader:
         if longer > KEEP:  # more than is kept: every series from its rows
             rows, again = _no_samples(), self._series_keys(short + long_)
         else:
-            got = self._got("recent_rows", self._recent_rows, short + long_, long_, n)
-            rows, again = _unnest_recent(got, long_, n, longer, *self._window_us())
+            rows, again = self._got("recent_samples", self._recent_samples, short + long_, long_, n)
         mine = pending[pending["name"].isin(short + long_)] if len(pending) else pending
         keys = pd.concat([again, mine], ignore_index=True).drop_duplicates() if len(mine) else again
         if len(keys):
@@ -447,6 +479,10 @@ class _Reader:
         stmt = select(*(ms.c[c] for c in KEY_COLUMNS)).where(
             ms.c.name.in_(names), ms.c.last_at >= self.since, ms.c.first_at <= self.now)
         return pd.DataFrame.from_records([tuple(r) for r in self.conn.execute(stmt)], columns=KEY_COLUMNS)
+
+    def _recent_samples(self, names: list[str], long_: list[str], n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``_unnest_recent`` of ``_recent_rows``: (the kept samples in the window, the series to read again)."""
+        return _unnest_recent(self._recent_rows(names, long_, n), long_, n, _longest(n, long_), *self._window_us())
 
     def _recent_rows(self, names: list[str], long_: list[str], n: int) -> pd.DataFrame:
         """``metric_recent``'s rows of ``names`` with a kept sample in or after the window. PostgreSQL cuts
@@ -475,8 +511,11 @@ class _Reader:
         """PostgreSQL: start the reads whose cost is mostly the server's (window functions over the window's
         runs, ``metric_recent``) on a second connection in this transaction's snapshot (``pg_export_snapshot``:
         the same data, a concurrent ingest included or not for both alike), one after the other, while this
-        connection reads the rest: name -> Future. Where the second connection cannot take the snapshot
-        (another server behind a pooler) every Future gives ``_NOT_READ`` and ``_got`` reads here."""
+        connection reads the rest: name -> Future; ``self.imported`` says whether it took the snapshot.
+        In the order the report needs them: the kept samples and the last runs (``_got``), then the fields
+        handed over as ``summary.Later`` (``_later``), which the thread may still read when this transaction
+        has ended. Where the second connection cannot take the snapshot (another server behind a pooler) every
+        Future gives ``_NOT_READ`` and ``_got`` and ``_later`` read here, before the transaction ends."""
         import threading
         from concurrent.futures import Future
 
@@ -486,13 +525,17 @@ class _Reader:
 
         engine, window, n, snapshot = self.conn.engine, self.window, self.recent, self.snapshot
         short, long_ = recent_names()
-        reads: dict[str, Any] = {"node_days": lambda r: r._node_days()}
-        if n:  # in the order the report needs them
+        reads: dict[str, Any] = {}
+        if n:  # in the order the report needs them: what the summary waits for first, then its Later fields
             if _longest(n, long_) <= KEEP:  # else no kept sample is read (_last_samples)
-                reads = {"recent_rows": lambda r: r._recent_rows(short + long_, long_, n), **reads}
-            reads.update({"last_runs": lambda r: r._last_runs(n), "mtbf_runs": lambda r: r._mtbf_runs()})
+                reads["recent_samples"] = lambda r: r._recent_samples(short + long_, long_, n)
+            reads["last_runs"] = lambda r: r._last_runs(n)
+        reads["node_days"] = lambda r: r._node_days()
+        if n:
+            reads["mtbf_runs"] = lambda r: r._mtbf_runs()
         reads["first_seen"] = lambda r: r._first_seen()
         futures = {name: Future() for name in reads}
+        imported = self.imported = Future()
 
         def work() -> None:
             try:
@@ -504,12 +547,15 @@ class _Reader:
                         except DBAPIError:  # another server behind a pooler, the snapshot gone: read in line
                             for future in futures.values():
                                 future.set_result(_NOT_READ)
+                            imported.set_result(False)
                             return
+                        imported.set_result(True)  # the report's transaction may end from here on
                         reader = _Reader(other, False, *window, n)
                         for name, read in reads.items():
                             futures[name].set_result(read(reader))
+                    other.invalidate()  # closed now, not pooled: the report may have disposed of the engine
             except BaseException as exc:  # noqa: B902 - handed to the report's thread, which raises it
-                for future in futures.values():
+                for future in (imported, *futures.values()):
                     if not future.done():
                         future.set_exception(exc)
 

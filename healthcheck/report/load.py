@@ -38,6 +38,7 @@ def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_er
             migrations.require_current(engine)
         try:
             summary = load_summary(engine, since, now, recent=recent)
+            summary.wrap_later(_as_input_error)  # the fields still being read fail as the rest of the input
         except RollupsUnavailable as exc:
             from ..history.queries import load_frames
             from .summary import summarize_frames
@@ -60,6 +61,19 @@ def load_history(db_url: str | None, since: datetime, now: datetime, empty_is_er
         raise ReportInputError(str(exc), "history") from None
     finally:
         engine.dispose()
+
+
+def _as_input_error(read):
+    """``read`` with its HistoryError (already redacted) as a ReportInputError, as ``load_history``'s own."""
+    def get():
+        from ..history.db import HistoryError
+
+        try:
+            return read()
+        except HistoryError as exc:
+            raise ReportInputError(str(exc), "history") from None
+
+    return get
 
 
 def load_versions(engine, since: datetime, now: datetime):

@@ -27,11 +27,17 @@ Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
                        (``fleetstate.node_days``): the fleet-state-per-day plot;
 - ``gemm_digests``     the window's burn-in GEMM digests (``history.digests.DigestRow``; filled by
                        ``cli_report.load_history`` from the ``gemm_digests`` table): the fleet comparison.
+
+A producer may hand a field that the report needs late (``DEFERRABLE``: the fleet-state days, the MTBF
+runs, first seen) as :class:`Later`: a call that gives its value, made on the field's first read. The
+database reader does so where a second connection is still reading it: those reads then overlap the
+first steps of the report's build (the ranking) instead of delaying them. Whoever reads the field gets the
+value (or the read's error) either way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -48,6 +54,18 @@ COLUMNS = {
 TIME_COLUMN = {"runs": "started_at", "results": "started_at", "metrics": "started_at", "actions": "time"}
 FLAGGED = ("fail", "warn")
 NOW_BAD = ("fail", "warn", "error")  # the latest results kept (the rollups' runs.n_flagged counts these)
+
+
+DEFERRABLE = frozenset({"node_days", "mtbf_runs", "first_seen"})  # read after the ranking (build.py)
+
+
+class Later:
+    """A Summary field's value still being read: ``get()`` waits for it (or raises the read's error)."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, get: Callable[[], Any]):
+        self.get = get
 
 
 @dataclass
@@ -83,6 +101,50 @@ class Summary:
     # node -> its first run in the WHOLE history up to ``now`` (not only the window): "new node" means
     # first seen there (fleet tables' TTFF); None: not known (the window's first runs stand in)
     first_seen: pd.Series | None = None
+
+    def __post_init__(self) -> None:
+        pending = {name: object.__getattribute__(self, name) for name in DEFERRABLE
+                   if isinstance(object.__getattribute__(self, name), Later)}
+        for name in pending:
+            object.__setattr__(self, name, None)
+        object.__setattr__(self, "_later", pending)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in DEFERRABLE:
+            pending = object.__getattribute__(self, "_later")
+            if name in pending:  # the first read of a field still being read: wait for it (a failed read
+                object.__setattr__(self, name, pending[name].get())  # raises again at the next one)
+                del pending[name]
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in DEFERRABLE and "_later" in self.__dict__:
+            self.__dict__["_later"].pop(name, None)  # a value set over a pending one replaces it
+        object.__setattr__(self, name, value)
+
+    @property
+    def pending(self) -> frozenset[str]:
+        """The fields still being read (``Later``, not read yet)."""
+        return frozenset(object.__getattribute__(self, "_later"))
+
+    def wrap_later(self, wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> None:
+        """Each pending field's read replaced by ``wrap(read)`` (e.g. to turn its error into the caller's)."""
+        for later in object.__getattribute__(self, "_later").values():
+            later.get = wrap(later.get)
+
+    def settle(self) -> "Summary":
+        """Every pending field read (waits for them); the summary, for chaining."""
+        for name in list(object.__getattribute__(self, "_later")):
+            getattr(self, name)
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:  # a pickle or deep copy holds values, not pending reads
+        self.settle()
+        return {k: v for k, v in self.__dict__.items() if k != "_later"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__["_later"] = {}
 
 
 def utc(ts: Any) -> pd.Timestamp:

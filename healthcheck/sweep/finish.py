@@ -68,7 +68,12 @@ def ingest_and_report(spool_dir: str, results_dir: str, db_url: str | None, conf
     except ReportInputError as exc:
         log(f"readiness report not written: {exc}")
         return None
-    rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift, nvlink_level=level)
+    try:  # the history's last reads end while the report is built (report.summary.Later)
+        rep = build_report(history, since, now, node_class=node_class, topology=topology, drift=drift,
+                           nvlink_level=level)
+    except ReportInputError as exc:
+        log(f"readiness report not written: {exc}")
+        return None
     rep.config_hash = config_hash
     path = os.path.join(results_dir, "report.html")
     from ..report.files import write_html

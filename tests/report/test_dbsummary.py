@@ -321,6 +321,86 @@ def test_a_server_that_shares_no_snapshot_reads_in_line(engine, monkeypatch):
                                       check_dtype=False, obj=name)
 
 
+def _in_line(engine, monkeypatch, since, now):
+    """The summary read on one connection (no read-ahead), every field read before it returns."""
+    from healthcheck.report import dbsummary
+
+    with monkeypatch.context() as mp:
+        mp.setattr(dbsummary._Reader, "_read_ahead", lambda self: {})
+        summary = load_summary(engine, since, now)
+    assert not summary.pending
+    return summary
+
+
+def test_the_fields_the_report_needs_last_are_read_while_it_is_built(engine, monkeypatch):
+    """PostgreSQL: the fleet-state days, the MTBF runs and first seen (``summary.DEFERRABLE``) are still being
+    read on the second connection when ``load_summary`` returns, so they overlap the report's build; read
+    then, in the snapshot the report's transaction exported even though that transaction has ended (a run
+    of a new node committed meanwhile is in none of them), and equal to the same fields read in line."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite reads in line: one connection")
+    import threading
+    from datetime import timedelta
+
+    from healthcheck.history import rollups
+    from healthcheck.history.ingest import ingest
+    from healthcheck.report import dbsummary
+
+    since, now = hist.WINDOWS["30d"]
+    in_line = _in_line(engine, monkeypatch, since, now)
+    release, where = threading.Event(), []
+    real_days = dbsummary._Reader._node_days
+
+    def days_when_released(self):
+        where.append(threading.current_thread().name)
+        assert release.wait(60)
+        return real_days(self)
+
+    monkeypatch.setattr(dbsummary._Reader, "_node_days", days_when_released)
+    summary = load_summary(engine, since, now)  # returns while the days wait to be released
+    assert summary.pending == {"node_days", "mtbf_runs", "first_seen"}
+    late = dict(hist.run_records()[-1], record_id="late-node-run", run_id="latenode".ljust(32, "0"),
+                node="late-node", started_at=hist._iso(now - timedelta(minutes=1)))
+    ingest([hist.write_spool(_late_dir(), [late])], engine)  # committed after the report's transaction ended
+    try:
+        release.set()
+        got = {name: getattr(summary, name) for name in ("node_days", "mtbf_runs", "first_seen")}
+        assert where == ["report-read-ahead"] and not summary.pending
+        assert "late-node" in set(_in_line(engine, monkeypatch, since, now).node_days["node"])  # it is stored
+        pd.testing.assert_frame_equal(_plain(got["node_days"]), _plain(in_line.node_days), check_dtype=False)
+        pd.testing.assert_frame_equal(_plain(got["mtbf_runs"]), _plain(in_line.mtbf_runs), check_dtype=False)
+        pd.testing.assert_series_equal(got["first_seen"], in_line.first_seen, check_dtype=False)
+    finally:
+        release.set()
+        with engine.begin() as conn:  # back to the history the other tests share
+            conn.execute(text("DELETE FROM runs WHERE run_id = :r"), {"r": late["run_id"]})
+        rollups.rebuild(engine)
+
+
+def test_a_late_field_whose_read_failed_raises_a_history_error_each_time_it_is_read(engine, monkeypatch):
+    """PostgreSQL: a read that fails on the second connection after ``load_summary`` returned is the same
+    redacted HistoryError as any other read's, raised where the field is read, and again at the next read
+    (never a silent None); what was read before it is unaffected."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite reads in line: one connection")
+    from sqlalchemy.exc import OperationalError
+
+    from healthcheck.history.db import HistoryError
+    from healthcheck.report import dbsummary
+
+    def fails(self):
+        raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+    since, now = hist.WINDOWS["30d"]
+    monkeypatch.setattr(dbsummary._Reader, "_mtbf_runs", fails)
+    summary = load_summary(engine, since, now)
+    assert len(summary.node_days) and len(summary.perf_recent)
+    for _ in range(2):
+        with pytest.raises(HistoryError, match="server closed the connection"):
+            summary.mtbf_runs
+    assert "mtbf_runs" in summary.pending
+
+
 def test_kept_samples_are_cut_to_the_window_and_doubtful_series_are_read_again():
     """``_unnest_recent``: per series the newest n in [since, now] (n + the regression window for the
     "higher is better" names), oldest first; a full list whose samples after the window's end crowd out
@@ -353,9 +433,10 @@ def test_kept_samples_are_cut_to_the_window_and_doubtful_series_are_read_again()
 
 
 def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_handed_over(engine, monkeypatch):
-    """PostgreSQL: the report takes a read-ahead result (the fleet-state days) while the second connection
-    is still on an earlier read; the second connection must still deliver it (it once looked the read up in
-    the dict the report had just popped it from, died on a KeyError, and the report waited forever)."""
+    """PostgreSQL: the report takes a read-ahead result (the kept samples) before the second connection has
+    read it; the second connection must still deliver it (it once looked the read up in the dict the report
+    had just popped it from, died on a KeyError, and the report waited forever), and the fields read while
+    the report is built too."""
     if engine.dialect.name == "sqlite":
         pytest.skip("SQLite reads in line: one connection")
     import threading
@@ -367,8 +448,8 @@ def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_hande
     real_got, real_rows = dbsummary._Reader._got, dbsummary._Reader._recent_rows
 
     def got(self, name, read, *args):
-        if name == "node_days":
-            asked.set()  # the report waits for the days while the other connection is still busy
+        if name == "recent_samples":
+            asked.set()  # the report waits for the samples while the other connection has not read them
         return real_got(self, name, read, *args)
 
     def slow_rows(self, names, long_, n):
