@@ -443,8 +443,8 @@ class _Reader:
         from ..analysis.fleetrank import recent_names
 
         short, long_ = recent_names()
+        runs = self._last_runs(self.recent)  # here, while the other connection reads the kept samples
         metrics = self._last_samples(short, long_, self.recent, pending)
-        runs = self._got("last_runs", self._last_runs, self.recent)
         return {**summ.recent_fields(metrics, runs, self.recent),
                 "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
 
@@ -512,7 +512,7 @@ class _Reader:
         runs, ``metric_recent``) on a second connection in this transaction's snapshot (``pg_export_snapshot``:
         the same data, a concurrent ingest included or not for both alike), one after the other, while this
         connection reads the rest: name -> Future; ``self.imported`` says whether it took the snapshot.
-        In the order the report needs them: the kept samples and the last runs (``_got``), then the fields
+        In the order the report needs them: the kept samples (``_got``), then the fields
         handed over as ``summary.Later`` (``_later``), which the thread may still read when this transaction
         has ended. Where the second connection cannot take the snapshot (another server behind a pooler) every
         Future gives ``_NOT_READ`` and ``_got`` and ``_later`` read here, before the transaction ends."""
@@ -529,7 +529,6 @@ class _Reader:
         if n:  # in the order the report needs them: what the summary waits for first, then its Later fields
             if _longest(n, long_) <= KEEP:  # else no kept sample is read (_last_samples)
                 reads["recent_samples"] = lambda r: r._recent_samples(short + long_, long_, n)
-            reads["last_runs"] = lambda r: r._last_runs(n)
         reads["node_days"] = lambda r: r._node_days()
         if n:
             reads["mtbf_runs"] = lambda r: r._mtbf_runs()

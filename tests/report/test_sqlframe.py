@@ -142,3 +142,42 @@ def test_postgresqls_nan_is_a_float_with_pyarrows_reader():
 
     nan = sqlframe._parse_csv(io.BytesIO(b"NaN\n1\n"), ["x"], ["number"], "hc-null-0")
     assert nan["x"].dtype == "float64" and pd.isna(nan["x"][0]) and nan["x"][1] == 1.0
+
+
+def _pg_only(engine):
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the COPY reader is PostgreSQL's")
+
+
+def test_every_row_of_a_large_copy_arrives_in_order(engine):
+    """More rows than one socket read holds: the reader waits on the socket between batches of rows and
+    hands back all of them, in the statement's order."""
+    _pg_only(engine)
+    from sqlalchemy import BigInteger, column, text
+
+    stmt = text("SELECT x, 'node' || x AS node FROM generate_series(1, 200000) AS x ORDER BY x DESC").columns(
+        column("x", BigInteger), column("node", String))
+    with engine.connect() as conn:
+        df = read_frame(conn, stmt, ["x", "node"])
+    assert len(df) == 200_000 and df["x"].iloc[0] == 200_000 and df["x"].iloc[-1] == 1
+    assert (df["x"].diff().dropna() == -1).all() and df["node"].iloc[1] == "node199999"
+
+
+@pytest.mark.parametrize("sql, error, says", [
+    ("SELECT 10 / (x - 3) AS v FROM generate_series(1, 5) AS x", "DataError", "division by zero"),  # part-way
+    ("SELECT no_such_column AS v FROM generate_series(1, 5) AS x", "ProgrammingError", "no_such_column"),
+])
+def test_a_server_error_is_sqlalchemys_and_the_connection_recovers(engine, sql, error, says):
+    """The server's error, before the first row or part-way through them, is raised as SQLAlchemy's error of
+    its class (what every caller of the report's reads handles), naming the cause; after a rollback the
+    connection reads again."""
+    _pg_only(engine)
+    from sqlalchemy import Integer, column, exc, text
+
+    with engine.connect() as conn:
+        with pytest.raises(exc.DBAPIError, match=says) as err, conn.begin():
+            read_frame(conn, text(sql).columns(column("v", Integer)), ["v"])
+        assert type(err.value).__name__ == error
+        with conn.begin():
+            df = read_frame(conn, text("SELECT 7 AS v").columns(column("v", Integer)), ["v"])
+    assert list(df["v"]) == [7]
