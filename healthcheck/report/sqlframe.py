@@ -100,8 +100,13 @@ def copy_out(pgconn, query: bytes) -> io.BytesIO:
 
     from psycopg import errors, pq
 
+    def wait(event: int) -> None:  # poll, not select: no limit on the descriptor's number
+        poller = select.poll()
+        poller.register(pgconn.socket, event)
+        poller.poll()
+
     def readable() -> None:
-        select.select([pgconn.socket], [], [])
+        wait(select.POLLIN)
         pgconn.consume_input()
 
     def result():
@@ -120,7 +125,7 @@ def copy_out(pgconn, query: bytes) -> io.BytesIO:
 
     pgconn.send_query(query)
     while pgconn.flush():  # non-blocking connection: the query may not have left in one write
-        select.select([], [pgconn.socket], [])
+        wait(select.POLLOUT)
     res = result()
     if res is None or res.status != pq.ExecStatus.COPY_OUT:
         error = failure(res) if res is not None else errors.DatabaseError("COPY did not start")

@@ -181,3 +181,15 @@ def test_a_server_error_is_sqlalchemys_and_the_connection_recovers(engine, sql, 
         with conn.begin():
             df = read_frame(conn, text("SELECT 7 AS v").columns(column("v", Integer)), ["v"])
     assert list(df["v"]) == [7]
+
+
+def test_a_query_larger_than_one_socket_write_is_sent_whole(engine):
+    """The statement, its parameters bound in (COPY takes no server-side ones), can be megabytes (the keys of
+    thousands of series): the non-blocking connection sends it in as many writes as it takes."""
+    _pg_only(engine)
+    from sqlalchemy import bindparam
+
+    big = "x" * 4_000_000
+    with engine.connect() as conn:
+        df = read_frame(conn, select(func.char_length(bindparam("big", big, type_=String)).label("n")), ["n"])
+    assert list(df["n"]) == [4_000_000]
