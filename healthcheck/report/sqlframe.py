@@ -1,7 +1,8 @@
 """A SELECT's rows as a DataFrame, the fast way each database offers: the one place the report turns
 query results into frames.
 
-- PostgreSQL: ``COPY (SELECT ...) TO STDOUT`` in CSV, parsed by pandas' C reader. Through SQLAlchemy's
+- PostgreSQL: ``COPY (SELECT ...) TO STDOUT`` in CSV, read by libpq's own loop (:func:`copy_out`) and parsed
+  by pyarrow's CSV reader (pandas' C reader without pyarrow). Through SQLAlchemy's
   rows each value is a Python object made by the driver, wrapped in a Row and converted again by the
   column's type (UTCDateTime); at 10,000 nodes the report reads millions of values, and that per-value
   work cost more than the queries (docs/performance.md, "10,000 nodes on PostgreSQL"). The statement is
@@ -92,10 +93,10 @@ def copy_out(pgconn, query: bytes) -> io.BytesIO:
     """``query`` (a ``COPY .. TO STDOUT``) run on ``pgconn`` (a ``psycopg.pq.PGconn``, psycopg's public libpq
     API; the connection idle in its transaction) -> everything it wrote. Every row libpq has already received is
     taken in one tight loop, waiting on the socket (the GIL released) only when none is: psycopg's ``Copy``
-    hands over one row per call through its generator machinery, about 2.5 us each, and the report reads
-    about 900,000 rows at 10,000 nodes (2 s of CPU, and the GIL, gone to it). The server's error (in the query,
-    or part-way through the rows) raises psycopg's exception of its SQLSTATE; the connection is then in a failed
-    transaction, as after any failed statement."""
+    hands over one row per call through its generator machinery (2.2-2.8 us a row in all against 1.3 here), and
+    the report reads about 900,000 rows at 10,000 nodes: over a second of CPU, and of the GIL, saved. The
+    server's error (in the query, or part-way through the rows) raises psycopg's exception of its SQLSTATE;
+    the connection is then in a failed transaction, as after any failed statement."""
     import select
 
     from psycopg import errors, pq
