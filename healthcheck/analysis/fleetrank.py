@@ -370,11 +370,15 @@ def recent_inputs(metrics: pd.DataFrame | None, runs: pd.DataFrame | None, *, n:
     """What :func:`rank_fleet` needs of a window, reduced: the last ``n`` samples of every series of
     the judged figures and floors (``n + REGRESSION_WINDOW`` of the "higher is better" figures: their
     own baseline), no counters (pass the moved counter series separately), and the last ``n`` runs
-    of every node (run_id, node, started_at). For a report summary."""
+    of every node (run_id, node, started_at). For a report summary. The samples of a PCIe pair that never
+    crosses in them are left out (:func:`floors.uncrossed_pairs`: nothing the ranking judges is in them)."""
     short, longer = recent_names(figures)
     parts = [pers.last_samples(metrics, short, n),
              pers.last_samples(metrics, longer, n + REGRESSION_WINDOW)]
     recent = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True).drop(columns="pos")
+    drop = floors_.uncrossed_pairs(recent)
+    if drop.any():
+        recent = recent[~drop].reset_index(drop=True)
     cols = ["run_id", "node", "started_at"]
     if runs is None or not len(runs):
         return recent, pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})

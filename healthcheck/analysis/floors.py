@@ -127,6 +127,35 @@ def _summarise(df: pd.DataFrame, k: int) -> pd.DataFrame:
     return out
 
 
+def uncrossed_pairs(metrics: pd.DataFrame) -> np.ndarray:
+    """Rows of ``metrics`` (node, check, component, name, started_at, value) that the PCIe rule can find
+    nothing in: the samples of both names of a :data:`PCIE_PAIRS` pair of a unit (node, check, component)
+    whose measured value is below the device's maximum at no instant where both were recorded (the rule of
+    :func:`floor_crossings`, over the same samples). A boolean mask over the rows; dropping them leaves
+    every crossing :func:`floor_crossings` finds in the rest. At 10,000 nodes they are half the fleet
+    ranking's samples (the width of every GPU of every run, and its max) and almost never cross."""
+    from ._frames import int_times, series_codes
+
+    drop = np.zeros(len(metrics), dtype=bool)
+    if not len(metrics):
+        return drop
+    names = metrics["name"]
+    for cur, mx in PCIE_PAIRS:
+        rows = np.flatnonzero((names.eq(cur) | names.eq(mx)).to_numpy(dtype=bool))
+        if not len(rows):
+            continue
+        sub = metrics.iloc[rows]
+        unit, _ = series_codes(sub, ["node", "check", "component"], with_keys=False)
+        mine = sub["name"].eq(cur).to_numpy(dtype=bool)
+        at = int_times(sub["started_at"])
+        value = sub["value"].to_numpy(dtype="float64")
+        both = pd.DataFrame({"u": unit[mine], "t": at[mine], "v": value[mine]}).merge(
+            pd.DataFrame({"u": unit[~mine], "t": at[~mine], "limit": value[~mine]}), on=["u", "t"])
+        crossing = np.unique(both["u"].to_numpy()[(both["v"] < both["limit"]).to_numpy()])
+        drop[rows[~np.isin(unit, crossing)]] = True
+    return drop
+
+
 def floor_crossings(metrics: pd.DataFrame | None, gpu_model: ModelSource = None, *,
                     references: Any = None, dtype: str = "bf16", k: int = DEFAULT_K, n: int = DEFAULT_N,
                     thermal: Mapping[str, tuple[float, float, float]] | None = None) -> pd.DataFrame:
@@ -158,6 +187,9 @@ def floor_crossings(metrics: pd.DataFrame | None, gpu_model: ModelSource = None,
         b = df[df["name"].eq(mx)][["node", "check", "component", "started_at", "value"]]
         if a.empty or b.empty:
             continue
+        # one max per instant (the later sample of two runs at the same instant): each width sample is judged
+        # once, not once per max recorded then (several made the rows' count, and a unit's latest, ambiguous)
+        b = b.drop_duplicates(["node", "check", "component", "started_at"], keep="last")
         j = a.merge(b.rename(columns={"value": "limit"}), on=["node", "check", "component", "started_at"],
                     how="inner")
         j = j.assign(kind="floor", severity="fail", rule=f"gpu.pcie.link: {cur} below the device's {mx}")

@@ -1,9 +1,12 @@
 """Absolute floors and ceilings (analysis/floors.py): a hot GPU is hot whatever its peers do."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from healthcheck.analysis.floors import floor_crossings, limits_for_sku, temperature_thresholds
+from healthcheck.analysis.floors import floor_crossings, limits_for_sku, temperature_thresholds, uncrossed_pairs
 from healthcheck.policies import references as refs
 from tests.analysis.frames import metrics
 
@@ -77,3 +80,46 @@ def test_no_model_no_metrics_no_crossing_bad_input():
     assert floor_crossings(None).empty
     with pytest.raises(ValueError, match="k"):
         floor_crossings(_temps({"n1": [99.0]}), k=4, n=3)
+
+
+def test_pcie_pairs_that_never_cross_are_the_ones_left_out():
+    """``uncrossed_pairs``: both names of a unit whose width is below its max at no instant where both were
+    recorded (a lower width at another instant, a width without its max, a unit that stays at x16); never a
+    crossing unit's samples, another GPU's of the same node, or another figure's."""
+    rows = []
+    for i in range(5):
+        rows += [("n1", i, "gpu.pcie.link", "gpu0", "pcie_width", 8.0 if i == 3 else 16.0),  # crosses once
+                 ("n1", i, "gpu.pcie.link", "gpu0", "pcie_width_max", 16.0),
+                 ("n1", i, "gpu.pcie.link", "gpu1", "pcie_width", 16.0),  # never
+                 ("n1", i, "gpu.pcie.link", "gpu1", "pcie_width_max", 16.0),
+                 ("n1", i, "gpu.temperature", "gpu1", "temperature_c", 60.0)]
+    rows += [("n2", 1, "gpu.pcie.link", None, "pcie_width", 4.0),  # lower, but its max at another instant
+             ("n2", 2, "gpu.pcie.link", None, "pcie_width_max", 16.0),
+             ("n3", 1, "gpu.pcie.link", "gpu0", "pcie_width", 4.0)]  # no max recorded at all
+    df = metrics(rows)
+    drop = uncrossed_pairs(df)
+    kept = df[~drop]
+    assert set(zip(kept["node"], kept["component"], kept["name"])) == {
+        ("n1", "gpu0", "pcie_width"), ("n1", "gpu0", "pcie_width_max"), ("n1", "gpu1", "temperature_c")}
+    assert len(kept) == 15 and not uncrossed_pairs(df.iloc[0:0]).any()
+    pd.testing.assert_frame_equal(floor_crossings(df), floor_crossings(kept))
+    assert list(floor_crossings(kept)["node"]) == ["n1"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 6), st.sampled_from(["gpu0", "gpu1", None]),
+                          st.sampled_from(["pcie_width", "pcie_width_max"]), st.sampled_from([4.0, 8.0, 16.0])),
+                max_size=40))
+def test_what_uncrossed_pairs_leaves_out_never_changes_the_floors(samples):
+    df = metrics([(node, hour, "gpu.pcie.link", comp, name, v) for node, hour, comp, name, v in samples])
+    pd.testing.assert_frame_equal(floor_crossings(df), floor_crossings(df[~uncrossed_pairs(df)]))
+
+
+def test_two_runs_at_one_instant_judge_each_width_sample_once():
+    """Two runs of a node at the same instant (a tie the history keeps) each record the width and its max:
+    the PCIe rule judges each width sample once against the max of that instant (it once paired every width
+    with every max of the instant and failed on the doubled latest sample)."""
+    rows = [("n1", h, "gpu.pcie.link", "gpu0", name, v) for h in (0, 1, 1)
+            for name, v in (("pcie_width", 8.0), ("pcie_width_max", 16.0))]
+    out = floor_crossings(metrics(rows))
+    assert (out["node"].tolist(), out["hits"].tolist(), out["runs"].tolist()) == (["n1"], [3], [3])
