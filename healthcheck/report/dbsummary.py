@@ -655,8 +655,9 @@ def _keyed(df: pd.DataFrame) -> pd.DataFrame:
 def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, since_us: int,
                    now_us: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``metric_recent`` rows (arrays newest first) -> (one row per kept sample in [since, now] among each
-    series' newest n (``longer`` for ``long_``), each series oldest first, in the metrics frame's columns;
-    the keys of the series whose kept samples cannot tell, to be read from the rows)."""
+    series' newest n (``longer`` for ``long_``), the series in (node, check, component, name) order, each
+    oldest first, in the metrics frame's columns; the keys of the series whose kept samples cannot tell, to
+    be read from the rows)."""
     import numpy as np
 
     if rows.empty:
@@ -677,18 +678,30 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
     unsure = ((count < need) & (rows["n_kept"].to_numpy() >= KEEP) & (rows["oldest_us"].to_numpy() >= since_us)
               & (rows["newest_us"].to_numpy() > now_us)) | (rows["redo"].to_numpy() != 0)
     keep = inside & (rank < need[series]) & ~unsure[series]
-    take = np.flatnonzero(keep)[::-1]  # oldest first within each series (the series in reverse order)
-    pick = series[take]
     comp = rows["component"]
     comp = comp.where(comp.notna() & (comp != ""))  # '' (the rollups' none) as missing, as in the rows
+    # one string per series, not per sample: each key a category of the series' values, sorted (the ranking
+    # works on the codes)
+    cols = {"node": rows["node"], "check": rows["check"], "component": comp, "name": rows["name"]}
+    keys = {k: pd.factorize(col, sort=True) for k, col in cols.items()}
+    # the series in the ranking's order (analysis._frames.SERIES_KEYS, text order, no component last), each
+    # oldest first: its reductions (persistence.last_samples) find them sorted and do not sort them again
+    no_comp = len(keys["component"][1])
+    by_key = np.lexsort((keys["name"][0], np.where(keys["component"][0] < 0, no_comp, keys["component"][0]),
+                         keys["check"][0], keys["node"][0]))
+    place = np.empty(len(rows), dtype=np.int64)
+    place[by_key] = np.arange(len(rows))
+    kept = np.flatnonzero(keep)
+    take = kept[np.lexsort((-kept, place[series[kept]]))]  # a series' arrays are newest first: backwards
+    pick = series[take]
 
-    def at(col: pd.Series) -> pd.Series:  # one string per series, not per sample: a category of the series'
-        codes, uniques = pd.factorize(col, sort=True)  # values, sorted (the ranking works on the codes)
+    def at(key: str) -> pd.Series:
+        codes, uniques = keys[key]
         return pd.Series(pd.Categorical.from_codes(codes[pick], uniques))
 
-    out = pd.DataFrame({"run_id": None, "node": at(rows["node"]),
+    out = pd.DataFrame({"run_id": None, "node": at("node"),
                         "started_at": pd.to_datetime(ticks[take], unit="us", utc=True),
-                        "check": at(rows["check"]), "component": at(comp), "name": at(rows["name"]),
+                        "check": at("check"), "component": at("component"), "name": at("name"),
                         "value": values[take]})
     again = _keyed(rows.loc[unsure, KEY_COLUMNS]).reset_index(drop=True)
     return out[summ.COLUMNS["metrics"]], again
