@@ -10,6 +10,8 @@ a node -> class function (peers for the outlier test) and the nodes' live Slurm 
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from typing import Any, Callable, Mapping
 
@@ -131,14 +133,16 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
 
     step = progress or (lambda label: None)
     since, now = summ.utc(since), summ.utc(now)
-    groups_of: dict[str, Any] = {}  # node_groups(topology), expanded once (10,000 nodes: 0.1 s a time)
 
-    def groups() -> dict[str, Any]:
-        if "all" not in groups_of:
-            from ..config.topology import node_groups
+    @functools.cache
+    def groups() -> dict[str, Any]:  # node_groups(topology), expanded once (10,000 nodes: 0.1 s a time)
+        from ..config.topology import node_groups
 
-            groups_of["all"] = node_groups(topology) if topology else {}
-        return groups_of["all"]
+        return node_groups(topology) if topology else {}
+
+    @functools.cache
+    def rack_of() -> dict[str, Any]:  # node -> its rack, for the per-rack peers and the shared causes
+        return {n: g["rack"] for n, g in groups().items() if "rack" in g}
 
     fs = fleet if fleet is not None else FleetSettings()
     sm = history if isinstance(history, summ.Summary) else \
@@ -186,8 +190,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
         from ..analysis.fleetrank import rank_summary
 
-        racks = {n: g["rack"] for n, g in groups().items() if "rack" in g} \
-            if topology and fs.peers_per_rack else None
+        racks = rack_of() if fs.peers_per_rack else None
         kept: dict[str, Any] = {}  # the ranking's regression hits, for the fleet tables' regressions
         ranked = rank_summary(sm, gpu_model=gpu_model, rack=racks or None, k=fs.persist_k, n=fs.persist_n,
                               weights=fs.weights or None, thermal=fs.thermal_limits or None, dtype=fs.gemm_dtype,
@@ -231,9 +234,7 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     from .shared import shared_causes
 
     fleet_notes = table_notes(sm, now, k=fs.persist_k) if tables else {}
-    racks = None
-    if topology:
-        racks = {n: g["rack"] for n, g in groups().items() if "rack" in g} or None
+    racks = rack_of() or None
     from ..config.topology import nvlink_domains
 
     nvlink_of = nvlink_domains(topology, nvlink_level)[1] if topology else {}

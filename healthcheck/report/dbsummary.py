@@ -660,6 +660,8 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
     be read from the rows)."""
     import numpy as np
 
+    from ..analysis._frames import SERIES_KEYS, series_codes
+
     if rows.empty:
         return _no_samples(), pd.DataFrame(columns=KEY_COLUMNS)
     ticks, lengths = array_items(rows["t"], "int64")
@@ -682,15 +684,11 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
     comp = comp.where(comp.notna() & (comp != ""))  # '' (the rollups' none) as missing, as in the rows
     # one string per series, not per sample: each key a category of the series' values, sorted (the ranking
     # works on the codes)
-    cols = {"node": rows["node"], "check": rows["check"], "component": comp, "name": rows["name"]}
+    cols = pd.DataFrame({"node": rows["node"], "check": rows["check"], "component": comp, "name": rows["name"]})
     keys = {k: pd.factorize(col, sort=True) for k, col in cols.items()}
-    # the series in the ranking's order (analysis._frames.SERIES_KEYS, text order, no component last), each
+    # the series in the ranking's order (series_codes of SERIES_KEYS: text order, no component last), each
     # oldest first: its reductions (persistence.last_samples) find them sorted and do not sort them again
-    no_comp = len(keys["component"][1])
-    by_key = np.lexsort((keys["name"][0], np.where(keys["component"][0] < 0, no_comp, keys["component"][0]),
-                         keys["check"][0], keys["node"][0]))
-    place = np.empty(len(rows), dtype=np.int64)
-    place[by_key] = np.arange(len(rows))
+    place, _ = series_codes(cols, SERIES_KEYS, with_keys=False)
     kept = np.flatnonzero(keep)
     take = kept[np.lexsort((-kept, place[series[kept]]))]  # a series' arrays are newest first: backwards
     pick = series[take]
