@@ -1,8 +1,10 @@
 """The readiness report's ``Summary`` read from the history database (SQLite or PostgreSQL) without reading
 every metric row: SQL aggregates over runs/results and the rollups of ``healthcheck.history.rollups``.
 
-One read transaction (SQLite: the WAL snapshot of its first read; PostgreSQL: REPEATABLE READ), so a
-concurrent ingest is either wholly in the summary or not at all. For the window [since, now]:
+One read transaction (SQLite: the WAL snapshot of its first read; PostgreSQL: REPEATABLE READ, with no
+parallel workers and no JIT: ``_plain_plans``), so a concurrent ingest is either wholly in the summary or not
+at all. PostgreSQL reads every node of the history once per connection (a loose index scan) and hands the
+list to each read that goes node by node. For the window [since, now]:
 
 1. counts: COUNT(*) and SUM(n_results), SUM(n_metrics) of the window's runs; the actions read;
 2. latest runs: each node's greatest (started_at, run_id) in the window (per node, index seeks for its
@@ -51,6 +53,7 @@ from . import summary as summ
 from .sqlframe import array_items, read_frame
 
 EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
+PLAIN_PLANS = {"max_parallel_workers_per_gather": ("0", 90600), "jit": ("off", 110000)}  # setting: (value, since)
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 _NOT_READ = object()  # a read-ahead that could not be done: read on the report's connection
 
@@ -107,10 +110,26 @@ def _begin_exported(conn):
         snapshot = conn.exec_driver_sql(EXPORT_SNAPSHOT).scalar()
     except DBAPIError:
         trans.rollback()
-        return conn.begin(), None
-    if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
+        trans = conn.begin()
+        _plain_plans(conn)
         return trans, None
+    if not isinstance(snapshot, str) or not re.fullmatch(r"[0-9A-Fa-f-]{1,64}", snapshot):
+        snapshot = None
+    _plain_plans(conn)
     return trans, snapshot
+
+
+def _plain_plans(conn) -> None:
+    """PostgreSQL: no parallel workers and no JIT compilation until the transaction ends (SET LOCAL). The
+    report's reads are index seeks and scans of a few hundred thousand rows on two connections of its own;
+    where the planner misjudges a join (the flagged results, the MTBF runs) it chose a parallel scan of the
+    window's runs, and three processes' CPU for one query's, and JIT compiled plans that run in 0.2 s
+    (docs/performance.md). Each setting only where the server has it (``PLAIN_PLANS``)."""
+    version = conn.connection.driver_connection.info.server_version
+    calls = [f"set_config('{name}', '{value}', true)" for name, (value, since) in PLAIN_PLANS.items()
+             if version >= since]
+    if calls:
+        conn.exec_driver_sql("SELECT " + ", ".join(calls))
 
 
 def first_seen(engine, now: Any) -> pd.Series:
@@ -135,6 +154,7 @@ class _Reader:
         self.snapshot = snapshot  # PostgreSQL: the exported snapshot of ``conn``'s transaction, if any
         self.ahead: dict[str, Any] = {}  # PostgreSQL: name -> Future of a read done on a second connection
         self.imported: Any = None  # with ``ahead``: a Future, True once that connection took the snapshot
+        self.node_list: list[str] | None = None  # PostgreSQL: every node of the history (_nodes), once read
 
     def summary(self) -> summ.Summary:
         from ..history import rollups
@@ -203,32 +223,55 @@ class _Reader:
 
     def _first_seen(self) -> pd.Series:
         """node -> its first run in the whole history up to the window's end: one index seek on
-        (node, started_at) per node."""
-        from sqlalchemy import func, select
+        (node, started_at) per node (PostgreSQL: per node of :meth:`_nodes`, where a GROUP BY reads every
+        run; SQLite's planner seeks by itself)."""
+        from sqlalchemy import func, select, true
 
         runs = self.s.runs
-        stmt = (select(runs.c.node, _time(func.min(runs.c.started_at), self.sqlite).label("first"))
-                .where(runs.c.started_at <= self.now).group_by(runs.c.node))
+        if self.sqlite:
+            stmt = (select(runs.c.node, _time(func.min(runs.c.started_at), True).label("first"))
+                    .where(runs.c.started_at <= self.now).group_by(runs.c.node))
+        else:
+            nodes, r = self._nodes(), runs.alias("r")
+            first = (select(func.min(r.c.started_at).label("first"))
+                     .where(r.c.node == nodes.c.node, r.c.started_at <= self.now).lateral("first"))
+            stmt = (select(nodes.c.node, first.c.first).select_from(nodes.join(first, true()))
+                    .where(first.c.first.is_not(None)))
         df = _frame(self.conn, stmt, ["node", "first"], ("first",))
         out = pd.Series(df["first"].to_numpy(), index=df["node"].astype(str).to_numpy(), name="first_seen")
         out.index.name = "node"
         return out.sort_index()
 
     def _nodes(self, name: str = "nodes"):
-        """Every node of the history as a subquery (column ``node``). PostgreSQL: a loose index scan of (node,
-        started_at), one seek per node (a recursive CTE of "the next node after this one"), where a DISTINCT
-        reads the whole index; SQLite: DISTINCT (its planner skips through the index itself)."""
+        """Every node of the history as a subquery (column ``node``). PostgreSQL: read once per connection
+        (:meth:`_distinct` of the runs' node: 10,000 index seeks, 0.2 s of the server's CPU at 10,000 nodes)
+        and passed to each query that needs it as one array; SQLite: :meth:`_distinct`."""
+        if self.sqlite:
+            return self._distinct(self.s.runs.c.node, name)
+        from sqlalchemy import String, bindparam, func, select
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        if self.node_list is None:
+            every = self._distinct(self.s.runs.c.node, name)
+            self.node_list = list(self.conn.execute(select(every.c.node)).scalars())
+        return (func.unnest(bindparam(f"{name}_list", self.node_list, type_=ARRAY(String)))
+                .table_valued("node").render_derived(name=name))
+
+    def _distinct(self, col, name: str):
+        """The distinct values of ``col`` (the first column of an index) as a subquery with a column of
+        its name. PostgreSQL: a loose index scan, one seek per value (a recursive CTE of "the next value
+        after this one"), where a DISTINCT reads the whole index or table; SQLite: DISTINCT (its planner
+        skips through the index itself)."""
         from sqlalchemy import func, select
 
-        runs = self.s.runs
         if self.sqlite:
-            return select(runs.c.node).distinct().subquery(name)
-        r = runs.alias(f"{name}_r")
-        walk = select(func.min(runs.c.node).label("node")).cte(f"{name}_walk", recursive=True)
-        step = select(select(func.min(r.c.node)).where(r.c.node > walk.c.node).scalar_subquery()).where(
-            walk.c.node.is_not(None))
+            return select(col).distinct().subquery(name)
+        r = col.table.alias(f"{name}_r")
+        walk = select(func.min(col).label(col.name)).cte(f"{name}_walk", recursive=True)
+        step = select(select(func.min(r.c[col.name])).where(r.c[col.name] > walk.c[col.name]).scalar_subquery()
+                      ).where(walk.c[col.name].is_not(None))
         walk = walk.union_all(step)
-        return select(walk.c.node).where(walk.c.node.is_not(None)).subquery(name)
+        return select(walk.c[col.name]).where(walk.c[col.name].is_not(None)).subquery(name)
 
     def _c(self, col):
         """A text column compared by code point, as Python and SQLite do (PostgreSQL: COLLATE "C"), so ties
@@ -284,7 +327,9 @@ class _Reader:
         from sqlalchemy import case, func, literal, or_, select, union_all
 
         runs = self.s.runs
-        failing_nodes = select(runs.c.node).where(self._in_window(runs.c.started_at), runs.c.status == "fail")
+        # read once (PostgreSQL: a CTE used twice is computed once), not once per use
+        failing_nodes = select(select(runs.c.node).where(self._in_window(runs.c.started_at), runs.c.status == "fail")
+                               .distinct().cte("failing").c.node)
         failing = case((runs.c.status == "fail", 1), else_=0)
         prev = func.lag(failing).over(partition_by=runs.c.node, order_by=(runs.c.started_at, self._c(runs.c.run_id)))
         inner = (select(runs.c.node, _time(runs.c.started_at, self.sqlite), runs.c.status, runs.c.run_id,
@@ -414,7 +459,8 @@ class _Reader:
         from sqlalchemy import select
 
         ms = self.s.metric_series
-        names = [n for n in self.conn.execute(select(ms.c.name).distinct()).scalars() if act.perf_metric(n)]
+        every = self._distinct(ms.c.name, "names")  # the rollups' key leads with the name
+        names = [n for n in self.conn.execute(select(every.c.name)).scalars() if act.perf_metric(n)]
         if not names:
             return summ.perf_latest(summ.empty_frame("metrics"))
         stmt = (select(ms.c.node, _time(ms.c.last_at, self.sqlite), ms.c.check, ms.c.component, ms.c.name,
@@ -549,6 +595,7 @@ class _Reader:
                             imported.set_result(False)
                             return
                         imported.set_result(True)  # the report's transaction may end from here on
+                        _plain_plans(other)
                         reader = _Reader(other, False, *window, n)
                         for name, read in reads.items():
                             futures[name].set_result(read(reader))

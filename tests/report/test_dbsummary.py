@@ -501,3 +501,63 @@ def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_hande
     monkeypatch.undo()
     alone = load_summary(engine, since, now)
     pd.testing.assert_frame_equal(_plain(out[0].perf_recent), _plain(alone.perf_recent), check_dtype=False)
+
+
+def test_postgres_reads_without_parallel_workers_or_jit_and_only_in_its_own_transactions(engine, monkeypatch):
+    """PostgreSQL: both of the report's connections read with no parallel workers and no JIT (SET LOCAL in
+    their transactions, ``dbsummary._plain_plans``); a connection taken from the same engine afterwards has
+    the server's defaults again."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL settings")
+    from healthcheck.report import dbsummary
+
+    def settings(conn):
+        return tuple(conn.exec_driver_sql("SELECT current_setting('max_parallel_workers_per_gather'), "
+                                          "current_setting('jit')").one())
+
+    with engine.connect() as conn:
+        defaults = settings(conn)
+    seen = {}
+    real_counts, real_days = dbsummary._Reader._counts, dbsummary._Reader._node_days
+
+    def counts(self):
+        seen["report"] = settings(self.conn)
+        return real_counts(self)
+
+    def node_days(self):
+        seen["other"] = settings(self.conn)
+        return real_days(self)
+
+    monkeypatch.setattr(dbsummary._Reader, "_counts", counts)
+    monkeypatch.setattr(dbsummary._Reader, "_node_days", node_days)
+    since, now = hist.WINDOWS["30d"]
+    summary = load_summary(engine, since, now)
+    summary.settle()
+    assert seen == {"report": ("0", "off"), "other": ("0", "off")}
+    with engine.connect() as conn:
+        assert settings(conn) == defaults
+
+
+def test_postgres_walks_the_nodes_once_per_connection(engine, monkeypatch):
+    """PostgreSQL: every node of the history is found by one loose index scan per connection and passed to
+    the reads that need it (the latest runs, the onsets, the last runs, the MTBF runs, first seen), not
+    walked again by each (the summary equals the in-memory one: the tests above)."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite's planner skips through the index itself")
+    from sqlalchemy import event
+
+    walks = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        if "nodes_walk" in statement:
+            walks.append(id(conn))
+
+    since, now = hist.WINDOWS["30d"]
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        db = load_summary(engine, since, now)
+        db.settle()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert 1 <= len(walks) <= 2 and len(set(walks)) == len(walks)  # one per connection that needs the nodes
+    assert len(db.first_seen) and len(db.latest_runs) and len(db.recent_runs)
