@@ -157,9 +157,8 @@ def copy_out(pgconn, query: bytes) -> io.BytesIO:
 
 def _parse_csv(buf: io.BytesIO, columns: list[str], kinds: list[str], null: str,
                arrow: bool | None = None) -> pd.DataFrame:
-    """COPY's CSV -> frame: pyarrow's multi-threaded reader where pyarrow is installed (three to five times
-    faster on the report's large reads at 10,000 nodes), else (or ``arrow=False``) pandas' C parser; the same
-    frame either way
+    """COPY's CSV -> frame: pyarrow's reader where pyarrow is installed (three to five times faster on the
+    report's large reads at 10,000 nodes), else (or ``arrow=False``) pandas' C parser; the same frame either way
     (text as text, NULL only where the token stands, numbers inferred: an integer column with a NULL as
     float with NaN, as pandas does)."""
     text = [c for c, k in zip(columns, kinds) if k != "number"]
@@ -171,7 +170,9 @@ def _parse_csv(buf: io.BytesIO, columns: list[str], kinds: list[str], null: str,
     except ImportError:
         return pd.read_csv(buf, header=None, names=columns, na_values=[null], keep_default_na=False,
                            dtype={c: str for c in text}, engine="c", low_memory=False)
-    table = pv.read_csv(buf, read_options=pv.ReadOptions(column_names=columns),
+    # one thread: the report reads on two connections at once already, and on two cores pyarrow's threads took
+    # three times the CPU of one for the same parse, and more time (docs/performance.md)
+    table = pv.read_csv(buf, read_options=pv.ReadOptions(column_names=columns, use_threads=False),
                         parse_options=pv.ParseOptions(newlines_in_values=True),
                         convert_options=pv.ConvertOptions(column_types={c: pa.string() for c in text},
                                                           null_values=[null], strings_can_be_null=True,
