@@ -513,7 +513,7 @@ class _Reader:
             rows, again = _no_samples(), self._series_keys(short + long_)
         else:
             rows, again = self._got("recent_samples", self._recent_samples, short + long_, long_, n)
-        mine = pending[pending["name"].isin(short + long_)] if len(pending) else pending
+        mine = _with_partners(pending[pending["name"].isin(short + long_)]) if len(pending) else pending
         keys = pd.concat([again, mine], ignore_index=True).drop_duplicates() if len(mine) else again
         if len(keys):
             rows = rows[~pd.MultiIndex.from_frame(_keyed(rows)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys))]
@@ -688,6 +688,53 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
+def _identical_pairs(rows: pd.DataFrame, sure: Any) -> Any:
+    """Both ``metric_recent`` rows of a PCIe pair (``floors.PCIE_PAIRS``: the width and its max) of one unit
+    (node, check, component) whose arrays, as read, are the same text, where both rows' kept samples tell
+    (``sure``): the width equals its max at every instant of them, so the floor rule finds nothing there
+    and ``floors.uncrossed_pairs`` drops them after the reduction anyway. At 10,000 nodes nearly every pair
+    (half the rows, 800,000 kept samples) is never unnested. A boolean mask over the rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..analysis.floors import PCIE_PAIRS
+
+    drop = np.zeros(len(rows), dtype=bool)
+    names = rows["name"]
+    pairs = [(names.eq(cur).to_numpy(dtype=bool) & sure, names.eq(mx).to_numpy(dtype=bool) & sure)
+             for cur, mx in PCIE_PAIRS]
+    if not any(a.any() and b.any() for a, b in pairs):
+        return drop
+    unit = np.zeros(len(rows), dtype=np.int64)  # one integer per (node, check, component)
+    for col in ("node", "check", "component"):
+        codes, uniques = pd.factorize(rows[col].fillna(""))
+        unit = unit * (len(uniques) + 1) + codes
+    t, v = pa.chunked_array(pa.array(rows["t"])), pa.chunked_array(pa.array(rows["v"]))
+    for is_cur, is_max in pairs:
+        a, b = np.flatnonzero(is_cur), np.flatnonzero(is_max)
+        pos = pd.Index(unit[b]).get_indexer(unit[a])  # a unit has one row per name (the primary key)
+        a, b = a[pos >= 0], b[pos[pos >= 0]]
+        same = pc.and_(pc.equal(t.take(a), t.take(b)), pc.equal(v.take(a), v.take(b)))
+        same = same.to_numpy(zero_copy_only=False).astype(bool)
+        drop[a[same]] = drop[b[same]] = True
+    return drop
+
+
+def _with_partners(keys: pd.DataFrame) -> pd.DataFrame:
+    """``keys`` (rollup keys) with the other series of each PCIe pair among them (``floors.PCIE_PAIRS``): a
+    series read again from the rows is judged against its partner's rows too, not against kept samples that
+    ``_identical_pairs`` may have left out."""
+    from ..analysis.floors import PCIE_PAIRS
+
+    other = {a: b for pair in PCIE_PAIRS for a, b in (pair, pair[::-1])}
+    partners = keys[keys["name"].isin(list(other))]
+    if not len(partners):
+        return keys
+    partners = partners.assign(name=partners["name"].map(other))
+    return pd.concat([keys, partners], ignore_index=True).drop_duplicates().reset_index(drop=True)
+
+
 def _text_array(values) -> Any:
     """PostgreSQL: ``values`` (strings) as ONE text[] parameter, written as the server's array literal here:
     passed as a Python list, the driver adapts each string in Python (57 ms for 10,000 node names, at every
@@ -729,6 +776,13 @@ def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, si
 
     if rows.empty:
         return _no_samples(), pd.DataFrame(columns=KEY_COLUMNS)
+    # rows whose kept samples may not tell (redo, or a full list that samples after the window's end may
+    # crowd the window out of: see ``unsure`` below) are never left out as identical pairs
+    maybe_short = ((rows["n_kept"].to_numpy() >= KEEP) & (rows["oldest_us"].to_numpy() >= since_us)
+                   & (rows["newest_us"].to_numpy() > now_us)) | (rows["redo"].to_numpy() != 0)
+    same = _identical_pairs(rows, ~maybe_short)
+    if same.any():
+        rows = rows[~same].reset_index(drop=True)
     ticks, lengths = array_items(rows["t"], "int64")
     values, vlengths = array_items(rows["v"], "float64")
     if not np.array_equal(lengths, vlengths):

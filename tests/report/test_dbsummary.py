@@ -561,3 +561,86 @@ def test_postgres_walks_the_nodes_once_per_connection(engine, monkeypatch):
         event.remove(engine, "before_cursor_execute", count)
     assert 1 <= len(walks) <= 2 and len(set(walks)) == len(walks)  # one per connection that needs the nodes
     assert len(db.first_seen) and len(db.latest_runs) and len(db.recent_runs)
+
+
+def _pair_row(node, name, times, values, comp="GPU0", redo=0, n_kept=None):
+    return {"node": node, "check": "gpu.pcie", "component": comp, "name": name,
+            "n_kept": len(times) if n_kept is None else n_kept, "newest_us": times[0], "oldest_us": times[-1],
+            "redo": redo, "t": "{" + ",".join(map(str, times)) + "}",
+            "v": "{" + ",".join(str(x) for x in values) + "}"}
+
+
+def test_pcie_pairs_whose_kept_samples_are_identical_are_not_unnested():
+    """``_identical_pairs``: the width and max rows of one unit with the same times and values (the width at
+    its max at every instant) are left out, both; a pair that crosses once, one whose width row must be read
+    again (redo), a width without its max, and another unit's rows stay."""
+    import numpy as np
+
+    from healthcheck.report.dbsummary import _identical_pairs
+
+    t = [190, 180, 170]
+    rows = pd.DataFrame([
+        _pair_row("n1", "pcie_width", t, [16, 16, 16]), _pair_row("n1", "pcie_width_max", t, [16, 16, 16]),
+        _pair_row("n2", "pcie_width", t, [16, 8, 16]), _pair_row("n2", "pcie_width_max", t, [16, 16, 16]),
+        _pair_row("n3", "pcie_width", t, [16, 16, 16], redo=1), _pair_row("n3", "pcie_width_max", t, [16, 16, 16]),
+        _pair_row("n4", "pcie_width", t, [16, 16, 16]),
+        _pair_row("n5", "pcie_width_max", t, [16, 16, 16], comp="GPU1"),
+        _pair_row("n5", "pcie_width", t, [16, 16, 16], comp="GPU1"),
+        _pair_row("n5", "temperature_c", t, [16, 16, 16], comp="GPU1"),
+    ])
+    sure = rows["redo"].to_numpy() == 0
+    assert list(np.flatnonzero(_identical_pairs(rows, sure))) == [0, 1, 7, 8]
+    assert not _identical_pairs(rows, np.zeros(len(rows), dtype=bool)).any()
+
+
+def test_a_pending_pcie_series_is_read_again_with_its_partner():
+    """A series of runs not merged into the rollups yet is read from the rows; for a PCIe width or max its
+    partner is read from the rows too (``_with_partners``), never judged against kept samples that may have
+    been left out as an identical pair."""
+    from healthcheck.report.dbsummary import _with_partners
+
+    keys = pd.DataFrame([{"name": "pcie_width", "node": "n1", "check": "gpu.pcie", "component": "GPU0"},
+                         {"name": "temperature_c", "node": "n1", "check": "gpu", "component": "GPU0"}])
+    out = _with_partners(keys)
+    assert sorted(zip(out["name"], out["node"], out["check"], out["component"])) == [
+        ("pcie_width", "n1", "gpu.pcie", "GPU0"), ("pcie_width_max", "n1", "gpu.pcie", "GPU0"),
+        ("temperature_c", "n1", "gpu", "GPU0")]
+    assert _with_partners(keys.iloc[1:]).equals(keys.iloc[1:])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_leaving_identical_pcie_pairs_out_changes_no_ranking_input(seed, monkeypatch):
+    """The fleet ranking's inputs (``summary.recent_fields``) are the same whether ``_unnest_recent`` leaves
+    identical PCIe pairs out or unnests them for ``floors.uncrossed_pairs`` to drop: random pairs, some at
+    their max throughout, some crossing at one instant, some with times of their own, some read again."""
+    import random
+
+    from healthcheck.report import dbsummary
+    from healthcheck.report.summary import recent_fields
+
+    rnd = random.Random(seed)
+    rows = []
+    for u in range(rnd.randint(1, 12)):
+        node, comp = f"n{u % 4}", f"GPU{u // 4}"
+        times = sorted(rnd.sample(range(50, 260), rnd.randint(1, 9)), reverse=True)
+        width = [rnd.choice([16, 16, 16, 8]) for _ in times]
+        top = list(width) if rnd.random() < 0.6 else [16] * len(times)
+        other = times if rnd.random() < 0.8 else sorted(rnd.sample(range(50, 260), len(times)), reverse=True)
+        rows += [_pair_row(node, "pcie_width", times, width, comp, redo=int(rnd.random() < 0.1)),
+                 _pair_row(node, "pcie_width_max", other, top, comp)]
+        if rnd.random() < 0.3:
+            rows.append(_pair_row(node, "temperature_c", times, [50 + x for x in width], comp))
+    rnd.shuffle(rows)
+    frame = pd.DataFrame(rows)
+
+    def ranked(left_out: bool):
+        with monkeypatch.context() as mp:
+            if not left_out:
+                mp.setattr(dbsummary, "_identical_pairs", lambda r, sure: pd.Series(False, index=r.index).to_numpy())
+            kept, again = dbsummary._unnest_recent(frame, [], 5, 25, 100, 240)
+        perf = recent_fields(kept, pd.DataFrame(columns=["run_id", "node", "started_at"]), 5)["perf_recent"]
+        return _plain(perf), sorted(map(tuple, again.to_numpy().tolist()))
+
+    (with_, again_with), (without, again_without) = ranked(True), ranked(False)
+    pd.testing.assert_frame_equal(with_, without)
+    assert again_with == again_without
