@@ -742,7 +742,10 @@ def _text_array(values) -> Any:
     from sqlalchemy import String, bindparam, cast
     from sqlalchemy.dialects.postgresql import ARRAY
 
-    literal = "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+    values = list(values)
+    body = "\x00".join(values)  # no text of PostgreSQL's holds NUL: a separator, escaped in one pass
+    body = body.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+    literal = '{"' + body + '"}' if values else "{}"
     return cast(bindparam(None, literal, type_=String), ARRAY(String))
 
 

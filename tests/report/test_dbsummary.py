@@ -644,3 +644,18 @@ def test_leaving_identical_pcie_pairs_out_changes_no_ranking_input(seed, monkeyp
     (with_, again_with), (without, again_without) = ranked(True), ranked(False)
     pd.testing.assert_frame_equal(with_, without)
     assert again_with == again_without
+
+
+def test_text_arrays_reach_the_server_as_the_same_strings(engine):
+    """``_text_array``: strings with quotes, backslashes, commas, braces, spaces and none at all arrive as
+    themselves, in order (PostgreSQL's array literal, written in one pass)."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL arrays")
+    from sqlalchemy import func, select
+
+    from healthcheck.report.dbsummary import _text_array
+
+    values = ['gpu001', 'a"b', 'back\\slash', 'x,y', '{z}', ' sp ', '', 'NULL', 'é']
+    with engine.connect() as conn:
+        assert list(conn.execute(select(func.unnest(_text_array(iter(values))))).scalars()) == values
+        assert conn.execute(select(func.cardinality(_text_array([])))).scalar() == 0
