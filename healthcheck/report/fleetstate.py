@@ -82,11 +82,12 @@ def node_days_sql(conn, sqlite: bool, since: Any, now: Any) -> pd.DataFrame:
     since, now = _utc(since).to_pydatetime(), _utc(now).to_pydatetime()
     t = runs.c.started_at
     if not sqlite:  # the day as a number and "failed" judged on the server: 300,000 short rows at 10,000 nodes
-        from sqlalchemy import Integer, cast, false
+        from sqlalchemy import Date, Integer, cast, false, literal
 
         from .sqlframe import read_frame
 
-        day = cast(func.floor(func.extract("epoch", t) / 86400), Integer)
+        # days since 1970-01-01 by date arithmetic (EXTRACT(epoch) is a numeric: 0.3 s more at 10,000 nodes)
+        day = type_coerce(cast(func.timezone("UTC", t), Date) - cast(literal("1970-01-01"), Date), Integer)
         failed = func.coalesce(func.max(case((runs.c.status == "fail", t))) == func.max(t), false())
         stmt = (select(runs.c.node, day.label("day"), failed.label("failed"))
                 .where(t >= since, t <= now).group_by(runs.c.node, day))

@@ -504,16 +504,16 @@ def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_hande
 
 
 def test_postgres_reads_without_parallel_workers_or_jit_and_only_in_its_own_transactions(engine, monkeypatch):
-    """PostgreSQL: both of the report's connections read with no parallel workers and no JIT (SET LOCAL in
-    their transactions, ``dbsummary._plain_plans``); a connection taken from the same engine afterwards has
-    the server's defaults again."""
+    """PostgreSQL: both of the report's connections read with no parallel workers, no JIT and 64 MB to group
+    in (SET LOCAL in their transactions, ``dbsummary._plain_plans``); a connection taken from the same engine
+    afterwards has the server's defaults again."""
     if engine.dialect.name == "sqlite":
         pytest.skip("PostgreSQL settings")
     from healthcheck.report import dbsummary
 
     def settings(conn):
         return tuple(conn.exec_driver_sql("SELECT current_setting('max_parallel_workers_per_gather'), "
-                                          "current_setting('jit')").one())
+                                          "current_setting('jit'), current_setting('work_mem')").one())
 
     with engine.connect() as conn:
         defaults = settings(conn)
@@ -533,7 +533,7 @@ def test_postgres_reads_without_parallel_workers_or_jit_and_only_in_its_own_tran
     since, now = hist.WINDOWS["30d"]
     summary = load_summary(engine, since, now)
     summary.settle()
-    assert seen == {"report": ("0", "off"), "other": ("0", "off")}
+    assert seen == {"report": ("0", "off", "64MB"), "other": ("0", "off", "64MB")}
     with engine.connect() as conn:
         assert settings(conn) == defaults
 
