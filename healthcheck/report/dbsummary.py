@@ -26,10 +26,10 @@ list to each read that goes node by node. For the window [since, now]:
    node a LATERAL .. LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's runs (window
    functions).
 
-PostgreSQL: the fleet-state days, the MTBF runs and each node's first run are needed only after the
-report's ranking; the second connection reads them after the rest, and the summary hands them over as
-``summary.Later`` fields, so those reads overlap the first steps of the report's build (the snapshot, once
-taken, outlives this transaction).
+PostgreSQL: the fleet ranking's samples are needed only at the report's ranking, the fleet-state days, the
+MTBF runs and each node's first run only after it; the second connection reads them in that order, and the
+summary hands them over as ``summary.Later`` fields, so those reads overlap the report's build (the
+snapshot, once taken, outlives this transaction).
 
 Runs stored but not merged into the rollups yet (``rollup_pending``: an ingest in progress, or one that
 was interrupted) are accounted for exactly: the series they have samples of in the window are read from
@@ -212,13 +212,6 @@ class _Reader:
                 raise HistoryError(describe_error(exc, url)) from None
 
         return summ.Later(get)
-
-    def _got(self, name: str, read, *args):
-        """A read's result: from the second connection where it was read ahead, else ``read(*args)`` here
-        (also where the second connection could not take the snapshot)."""
-        future = self.ahead.pop(name, None)
-        got = future.result() if future is not None else _NOT_READ
-        return read(*args) if got is _NOT_READ else got
 
     def _node_days(self) -> pd.DataFrame:
         return fleetstate.node_days_sql(self.conn, self.sqlite, *self.window)
@@ -498,10 +491,23 @@ class _Reader:
         from ..analysis.fleetrank import recent_names
 
         short, long_ = recent_names()
-        runs = self._last_runs(self.recent)  # here, while the other connection reads the kept samples
-        metrics = self._last_samples(short, long_, self.recent, pending)
-        return {**summ.recent_fields(metrics, runs, self.recent),
-                "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
+        n = self.recent
+        runs = self._last_runs(n)  # here, while the other connection reads the kept samples
+        samples = self._later("recent_samples", lambda: self._last_samples(short, long_, n, pending))
+        if not isinstance(samples, summ.Later):
+            fields = summ.recent_fields(samples, runs, n)
+        else:  # reduced on the first read of either field, once: the report's build begins meanwhile
+            done: dict[str, Any] = {}
+
+            def field(name: str):
+                def get():
+                    if not done:
+                        done.update(summ.recent_fields(samples.get(), runs, n))
+                    return done[name]
+                return summ.Later(get)
+
+            fields = {"perf_recent": field("perf_recent"), "recent_runs": field("recent_runs")}
+        return {**fields, "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
 
     def _last_samples(self, short: list[str], long_: list[str], n: int, pending: pd.DataFrame) -> pd.DataFrame:
         """At least the last n samples in the window of each series of ``short`` and the last n + the
@@ -514,7 +520,7 @@ class _Reader:
         if longer > KEEP:  # more than is kept: every series from its rows
             rows, again = _no_samples(), self._series_keys(short + long_)
         else:
-            rows, again = self._got("recent_samples", self._recent_samples, short + long_, long_, n)
+            rows, again = self._recent_samples(short + long_, long_, n)
         mine = _with_partners(pending[pending["name"].isin(short + long_)]) if len(pending) else pending
         keys = pd.concat([again, mine], ignore_index=True).drop_duplicates() if len(mine) else again
         if len(keys):
@@ -567,10 +573,12 @@ class _Reader:
         runs, ``metric_recent``) on a second connection in this transaction's snapshot (``pg_export_snapshot``:
         the same data, a concurrent ingest included or not for both alike), one after the other, while this
         connection reads the rest: name -> Future; ``self.imported`` says whether it took the snapshot.
-        In the order the report needs them: the kept samples (``_got``), then the fields
-        handed over as ``summary.Later`` (``_later``), which the thread may still read when this transaction
-        has ended. Where the second connection cannot take the snapshot (another server behind a pooler) every
-        Future gives ``_NOT_READ`` and ``_got`` and ``_later`` read here, before the transaction ends."""
+        In the order the report needs them, all handed over as ``summary.Later`` fields (``_later``), which
+        the thread may still read when this transaction has ended: the fleet ranking's inputs (the kept
+        samples: ``_last_samples``), needed after the build's first steps, then the fields needed after the
+        ranking. Where the second connection cannot take the snapshot (another server
+        behind a pooler) every Future gives ``_NOT_READ`` and ``_later`` reads here, before the transaction
+        ends."""
         import threading
         from concurrent.futures import Future
 
@@ -579,11 +587,10 @@ class _Reader:
         from ..analysis.fleetrank import recent_names
 
         engine, window, n, snapshot = self.conn.engine, self.window, self.recent, self.snapshot
-        short, long_ = recent_names()
         reads: dict[str, Any] = {}
-        if n:  # in the order the report needs them: what the summary waits for first, then its Later fields
-            if _longest(n, long_) <= KEEP:  # else no kept sample is read (_last_samples)
-                reads["recent_samples"] = lambda r: r._recent_samples(short + long_, long_, n)
+        if n:  # in the order the report needs them (all of them handed over as summary.Later fields)
+            short, long_ = recent_names()
+            reads["recent_samples"] = lambda r: r._last_samples(short, long_, n, r._pending_keys())
         reads["node_days"] = lambda r: r._node_days()
         if n:
             reads["mtbf_runs"] = lambda r: r._mtbf_runs()

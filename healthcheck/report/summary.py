@@ -28,11 +28,11 @@ Fields (frames in the ``load_frames`` column contract; times tz-aware UTC):
 - ``gemm_digests``     the window's burn-in GEMM digests (``history.digests.DigestRow``; filled by
                        ``cli_report.load_history`` from the ``gemm_digests`` table): the fleet comparison.
 
-A producer may hand a field that the report needs late (``DEFERRABLE``: the fleet-state days, the MTBF
-runs, first seen) as :class:`Later`: a call that gives its value, made on the field's first read. The
-database reader does so where a second connection is still reading it: those reads then overlap the
-first steps of the report's build (the ranking) instead of delaying them. Whoever reads the field gets the
-value (or the read's error) either way.
+A producer may hand a field that the report needs late (``DEFERRABLE``: the fleet ranking's inputs, the
+fleet-state days, the MTBF runs, first seen) as :class:`Later`: a call that gives its value, made on the
+field's first read. The database reader does so where a second connection is still reading it: those reads
+then overlap the report's build (its first steps, then the ranking) instead of delaying them. Whoever reads
+the field gets the value (or the read's error) either way.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ FLAGGED = ("fail", "warn")
 NOW_BAD = ("fail", "warn", "error")  # the latest results kept (the rollups' runs.n_flagged counts these)
 
 
-DEFERRABLE = frozenset({"node_days", "mtbf_runs", "first_seen"})  # read after the ranking (build.py)
+# fields the report's build reads from its ranking on (build.py): they may arrive late (Later)
+DEFERRABLE = frozenset({"perf_recent", "recent_runs", "node_days", "mtbf_runs", "first_seen"})
 
 
 class Later:

@@ -333,10 +333,11 @@ def _in_line(engine, monkeypatch, since, now):
 
 
 def test_the_fields_the_report_needs_last_are_read_while_it_is_built(engine, monkeypatch):
-    """PostgreSQL: the fleet-state days, the MTBF runs and first seen (``summary.DEFERRABLE``) are still being
-    read on the second connection when ``load_summary`` returns, so they overlap the report's build; read
-    then, in the snapshot the report's transaction exported even though that transaction has ended (a run
-    of a new node committed meanwhile is in none of them), and equal to the same fields read in line."""
+    """PostgreSQL: the fleet ranking's inputs, the fleet-state days, the MTBF runs and first seen
+    (``summary.DEFERRABLE``) are still being read on the second connection when ``load_summary`` returns, so
+    they overlap the report's build; read then, in the snapshot the report's transaction exported even though
+    that transaction has ended (a run of a new node committed meanwhile is in none of them), and equal to the
+    same fields read in line."""
     if engine.dialect.name == "sqlite":
         pytest.skip("SQLite reads in line: one connection")
     import threading
@@ -358,14 +359,18 @@ def test_the_fields_the_report_needs_last_are_read_while_it_is_built(engine, mon
 
     monkeypatch.setattr(dbsummary._Reader, "_node_days", days_when_released)
     summary = load_summary(engine, since, now)  # returns while the days wait to be released
-    assert summary.pending == {"node_days", "mtbf_runs", "first_seen"}
+    assert summary.pending == {"perf_recent", "recent_runs", "node_days", "mtbf_runs", "first_seen"}
     late = dict(hist.run_records()[-1], record_id="late-node-run", run_id="latenode".ljust(32, "0"),
                 node="late-node", started_at=hist._iso(now - timedelta(minutes=1)))
     ingest([hist.write_spool(_late_dir(), [late])], engine)  # committed after the report's transaction ended
     try:
         release.set()
-        got = {name: getattr(summary, name) for name in ("node_days", "mtbf_runs", "first_seen")}
+        fields = ("perf_recent", "recent_runs", "node_days", "mtbf_runs", "first_seen")
+        got = {name: getattr(summary, name) for name in fields}
         assert where == ["report-read-ahead"] and not summary.pending
+        assert "late-node" not in set(got["perf_recent"]["node"].astype(str)) | set(got["recent_runs"]["node"])
+        for name in ("perf_recent", "recent_runs"):
+            pd.testing.assert_frame_equal(_plain(got[name]), _plain(getattr(in_line, name)), check_dtype=False)
         assert "late-node" in set(_in_line(engine, monkeypatch, since, now).node_days["node"])  # it is stored
         pd.testing.assert_frame_equal(_plain(got["node_days"]), _plain(in_line.node_days), check_dtype=False)
         pd.testing.assert_frame_equal(_plain(got["mtbf_runs"]), _plain(in_line.mtbf_runs), check_dtype=False)
@@ -467,7 +472,7 @@ def test_kept_samples_come_in_the_order_the_ranking_sorts_them(monkeypatch):
 
 
 def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_handed_over(engine, monkeypatch):
-    """PostgreSQL: the report takes a read-ahead result (the kept samples) before the second connection has
+    """PostgreSQL: the report asks for a read-ahead result (the kept samples) before the second connection has
     read it; the second connection must still deliver it (it once looked the read up in the dict the report
     had just popped it from, died on a KeyError, and the report waited forever), and the fields read while
     the report is built too."""
@@ -479,21 +484,22 @@ def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_hande
 
     since, now = hist.WINDOWS["30d"]
     asked = threading.Event()
-    real_got, real_rows = dbsummary._Reader._got, dbsummary._Reader._recent_rows
+    real_later, real_rows = dbsummary._Reader._later, dbsummary._Reader._recent_rows
 
-    def got(self, name, read, *args):
+    def later(self, name, read):
+        got = real_later(self, name, read)
         if name == "recent_samples":
-            asked.set()  # the report waits for the samples while the other connection has not read them
-        return real_got(self, name, read, *args)
+            asked.set()  # taken by the report while the other connection has not read the samples yet
+        return got
 
     def slow_rows(self, names, long_, n):
         assert asked.wait(60)
         return real_rows(self, names, long_, n)
 
-    monkeypatch.setattr(dbsummary._Reader, "_got", got)
+    monkeypatch.setattr(dbsummary._Reader, "_later", later)
     monkeypatch.setattr(dbsummary._Reader, "_recent_rows", slow_rows)
     out: list = []
-    reader = threading.Thread(target=lambda: out.append(load_summary(engine, since, now)), daemon=True)
+    reader = threading.Thread(target=lambda: out.append(load_summary(engine, since, now).settle()), daemon=True)
     reader.start()
     reader.join(120)
     assert not reader.is_alive(), "the report waits for a read the second connection never delivers"
