@@ -54,7 +54,7 @@ from .sqlframe import array_items, read_frame
 
 EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
 # setting: (value, server version since which it exists); see _plain_plans
-PLAIN_PLANS = {"max_parallel_workers_per_gather": ("0", 90600), "jit": ("off", 110000), "work_mem": ("64MB", 0)}
+PLAIN_PLANS = {"max_parallel_workers_per_gather": ("0", (9, 6)), "jit": ("off", (11,)), "work_mem": ("64MB", (0,))}
 KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 _NOT_READ = object()  # a read-ahead that could not be done: read on the report's connection
 
@@ -127,7 +127,7 @@ def _plain_plans(conn) -> None:
     parallel scan of the window's runs, and three processes' CPU for one query's, and JIT compiled plans that
     run in 0.2 s; the fleet-state days (300,000 groups at 10,000 nodes) spilled to disk with the default 4 MB
     (docs/performance.md). Each setting only where the server has it (``PLAIN_PLANS``)."""
-    version = conn.connection.driver_connection.info.server_version
+    version = tuple(conn.dialect.server_version_info or (0,))
     calls = [f"set_config('{name}', '{value}', true)" for name, (value, since) in PLAIN_PLANS.items()
              if version >= since]
     if calls:
@@ -697,15 +697,14 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
-def _identical_pairs(rows: pd.DataFrame, sure: Any) -> Any:
+def _identical_pairs(rows: pd.DataFrame, sure: Any, arrow: bool | None = None) -> Any:
     """Both ``metric_recent`` rows of a PCIe pair (``floors.PCIE_PAIRS``: the width and its max) of one unit
     (node, check, component) whose arrays, as read, are the same text, where both rows' kept samples tell
     (``sure``): the width equals its max at every instant of them, so the floor rule finds nothing there
     and ``floors.uncrossed_pairs`` drops them after the reduction anyway. At 10,000 nodes nearly every pair
-    (half the rows, 800,000 kept samples) is never unnested. A boolean mask over the rows."""
+    (half the rows, 800,000 kept samples) is never unnested. A boolean mask over the rows. The texts are
+    compared by pyarrow where it is installed (or ``arrow``), else as Python strings (the same mask)."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     from ..analysis.floors import PCIE_PAIRS
 
@@ -719,15 +718,41 @@ def _identical_pairs(rows: pd.DataFrame, sure: Any) -> Any:
     for col in ("node", "check", "component"):
         codes, uniques = pd.factorize(rows[col].fillna(""))
         unit = unit * (len(uniques) + 1) + codes
-    t, v = pa.chunked_array(pa.array(rows["t"])), pa.chunked_array(pa.array(rows["v"]))
+    equal = _text_equality(rows["t"], rows["v"], arrow)
     for is_cur, is_max in pairs:
         a, b = np.flatnonzero(is_cur), np.flatnonzero(is_max)
         pos = pd.Index(unit[b]).get_indexer(unit[a])  # a unit has one row per name (the primary key)
         a, b = a[pos >= 0], b[pos[pos >= 0]]
-        same = pc.and_(pc.equal(t.take(a), t.take(b)), pc.equal(v.take(a), v.take(b)))
-        same = same.to_numpy(zero_copy_only=False).astype(bool)
+        same = equal(a, b)
         drop[a[same]] = drop[b[same]] = True
     return drop
+
+
+def _text_equality(t: pd.Series, v: pd.Series, arrow: bool | None = None):
+    """``(a, b) -> mask``: whether rows ``a`` and rows ``b`` (positions) hold the same ``t`` and ``v`` texts (a
+    missing text equals nothing). pyarrow's kernels where it is installed (``arrow`` None or True), else Python
+    strings (``arrow=False``, or no pyarrow: it is not a dependency of the history extra)."""
+    import numpy as np
+
+    try:
+        if arrow is False:
+            raise ImportError("Python strings asked for")
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        tt, vv = t.to_numpy(dtype=object), v.to_numpy(dtype=object)
+
+        def python(a, b):
+            same = [x == y and p == q and isinstance(x, str) and isinstance(p, str)
+                    for x, y, p, q in zip(tt[a], tt[b], vv[a], vv[b])]
+            return np.array(same, dtype=bool)
+        return python
+    ta, va = pa.chunked_array(pa.array(t)), pa.chunked_array(pa.array(v))
+
+    def kernels(a, b):
+        same = pc.and_(pc.equal(ta.take(a), ta.take(b)), pc.equal(va.take(a), va.take(b)))
+        return same.to_numpy(zero_copy_only=False).astype(bool)  # a missing text: null, not the same
+    return kernels
 
 
 def _with_partners(keys: pd.DataFrame) -> pd.DataFrame:

@@ -576,10 +576,12 @@ def _pair_row(node, name, times, values, comp="GPU0", redo=0, n_kept=None):
             "v": "{" + ",".join(str(x) for x in values) + "}"}
 
 
-def test_pcie_pairs_whose_kept_samples_are_identical_are_not_unnested():
+@pytest.mark.parametrize("arrow", [None, False])
+def test_pcie_pairs_whose_kept_samples_are_identical_are_not_unnested(arrow):
     """``_identical_pairs``: the width and max rows of one unit with the same times and values (the width at
     its max at every instant) are left out, both; a pair that crosses once, one whose width row must be read
-    again (redo), a width without its max, and another unit's rows stay."""
+    again (redo), a width without its max, a pair with a missing array, and another unit's rows stay. The
+    same with pyarrow's kernels and with Python strings (no pyarrow)."""
     import numpy as np
 
     from healthcheck.report.dbsummary import _identical_pairs
@@ -593,10 +595,11 @@ def test_pcie_pairs_whose_kept_samples_are_identical_are_not_unnested():
         _pair_row("n5", "pcie_width_max", t, [16, 16, 16], comp="GPU1"),
         _pair_row("n5", "pcie_width", t, [16, 16, 16], comp="GPU1"),
         _pair_row("n5", "temperature_c", t, [16, 16, 16], comp="GPU1"),
+        _pair_row("n6", "pcie_width", t, [16, 16, 16]), dict(_pair_row("n6", "pcie_width_max", t, [16]), v=None),
     ])
     sure = rows["redo"].to_numpy() == 0
-    assert list(np.flatnonzero(_identical_pairs(rows, sure))) == [0, 1, 7, 8]
-    assert not _identical_pairs(rows, np.zeros(len(rows), dtype=bool)).any()
+    assert list(np.flatnonzero(_identical_pairs(rows, sure, arrow))) == [0, 1, 7, 8]
+    assert not _identical_pairs(rows, np.zeros(len(rows), dtype=bool), arrow).any()
 
 
 def test_a_pending_pcie_series_is_read_again_with_its_partner():
