@@ -523,6 +523,8 @@ def test_postgres_reads_without_parallel_workers_or_jit_and_only_in_its_own_tran
 
     with engine.connect() as conn:
         defaults = settings(conn)
+    if defaults == ("0", "off", "64MB"):
+        pytest.skip("this server's defaults are the report's settings: nothing to tell apart")
     seen = {}
     real_counts, real_days = dbsummary._Reader._counts, dbsummary._Reader._node_days
 
