@@ -11,7 +11,6 @@ a node -> class function (peers for the outlier test) and the nodes' live Slurm 
 from __future__ import annotations
 
 import functools
-
 import math
 from typing import Any, Callable, Mapping
 

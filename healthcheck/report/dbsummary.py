@@ -497,16 +497,10 @@ class _Reader:
         if not isinstance(samples, summ.Later):
             fields = summ.recent_fields(samples, runs, n)
         else:  # reduced on the first read of either field, once: the report's build begins meanwhile
-            done: dict[str, Any] = {}
+            import functools
 
-            def field(name: str):
-                def get():
-                    if not done:
-                        done.update(summ.recent_fields(samples.get(), runs, n))
-                    return done[name]
-                return summ.Later(get)
-
-            fields = {"perf_recent": field("perf_recent"), "recent_runs": field("recent_runs")}
+            reduced = functools.cache(lambda: summ.recent_fields(samples.get(), runs, n))
+            fields = {name: summ.Later(lambda name=name: reduced()[name]) for name in ("perf_recent", "recent_runs")}
         return {**fields, "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
 
     def _last_samples(self, short: list[str], long_: list[str], n: int, pending: pd.DataFrame) -> pd.DataFrame:
