@@ -283,7 +283,8 @@ def combine(evidence: list[dict]) -> pd.DataFrame:
     return out[list(RANK_COLUMNS)].reset_index(drop=True)
 
 
-def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | None = None,
+def rank_fleet(*, metrics: pd.DataFrame | Callable[[], pd.DataFrame | None] | None = None,
+               results: pd.DataFrame | None = None,
                runs: pd.DataFrame | None = None, actions: pd.DataFrame | None = None,
                now: Any = None, gpu_model: Mapping[str, Any] | Callable[[str], Any] | None = None,
                rack: Mapping[str, Any] | Callable[[str], Any] | None = None,
@@ -296,7 +297,8 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
                thermal: Mapping[str, tuple[float, float, float]] | None = None,
                keep: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """Rank the fleet's nodes from its history frames (the ``load_frames`` contract; ``metrics``
-    may be the full window or only each series' last ``n`` samples). ``now`` is needed with
+    may be the full window or only each series' last ``n`` samples; or a call that gives them, made after
+    the evidence that needs none: a report's summary may still be reading them). ``now`` is needed with
     ``actions`` or ``runs`` (drains, flapping, failure onsets). ``reliability``: an
     :func:`availability.reliability` frame already computed (then ``runs`` only orders the results).
     ``thermal``: GPU limits per SKU (see :data:`floors.THERMAL_LIMITS`), over the built-in ones.
@@ -313,6 +315,26 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
     if unknown:
         raise ValueError(f"unknown weight(s) {sorted(unknown)} (known: {sorted(DEFAULT_WEIGHTS)})")
     figs = dict(FIGURES if figures is None else figures)
+    # the evidence of the results, runs and actions first: the samples may still be on their way (``metrics``
+    # a call); the rows are combined in the same order either way (metrics first)
+    other: list[dict] = []
+    if results is not None and len(results):
+        other += evidence_checks(pers.persistent_results(results, runs, k=k, n=n), w)
+    if actions is not None and len(actions):
+        if now is None:
+            raise ValueError("rank_fleet: 'now' is needed with actions")
+        now_ = utc(now)
+        flaps = availability.flapping(actions, now=now_, window=flap_window, min_cycles=3)
+        drains = availability.drain_summary(actions, now=now_)
+        other += evidence_availability(flaps, drains, None, w)
+    if reliability is not None:
+        other += evidence_availability(None, None, reliability, w)
+    elif runs is not None and len(runs):
+        if now is None:
+            raise ValueError("rank_fleet: 'now' is needed with runs")
+        other += evidence_availability(None, None, availability.reliability(runs, now=utc(now)), w)
+    if callable(metrics):
+        metrics = metrics()
     ev: list[dict] = []
     if metrics is not None and len(metrics):
         # the keys as categories: every judge's take, sort and grouping below then moves integer codes, not
@@ -337,22 +359,7 @@ def rank_fleet(*, metrics: pd.DataFrame | None = None, results: pd.DataFrame | N
             keep["regressions"] = rg
         ev += evidence_regressions(rg, w)
         ev += evidence_growth(pers.counter_hits(metrics, counters, k=k, n=n), w)
-    if results is not None and len(results):
-        ev += evidence_checks(pers.persistent_results(results, runs, k=k, n=n), w)
-    if actions is not None and len(actions):
-        if now is None:
-            raise ValueError("rank_fleet: 'now' is needed with actions")
-        now_ = utc(now)
-        flaps = availability.flapping(actions, now=now_, window=flap_window, min_cycles=3)
-        drains = availability.drain_summary(actions, now=now_)
-        ev += evidence_availability(flaps, drains, None, w)
-    if reliability is not None:
-        ev += evidence_availability(None, None, reliability, w)
-    elif runs is not None and len(runs):
-        if now is None:
-            raise ValueError("rank_fleet: 'now' is needed with runs")
-        ev += evidence_availability(None, None, availability.reliability(runs, now=utc(now)), w)
-    return combine(ev)
+    return combine(ev + other)
 
 
 def recent_names(figures: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
@@ -367,11 +374,17 @@ def recent_names(figures: Mapping[str, str] | None = None) -> tuple[list[str], l
 
 def recent_inputs(metrics: pd.DataFrame | None, runs: pd.DataFrame | None, *, n: int = pers.DEFAULT_N,
                   figures: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """What :func:`rank_fleet` needs of a window, reduced: the last ``n`` samples of every series of
-    the judged figures and floors (``n + REGRESSION_WINDOW`` of the "higher is better" figures: their
-    own baseline), no counters (pass the moved counter series separately), and the last ``n`` runs
-    of every node (run_id, node, started_at). For a report summary. The samples of a PCIe pair that never
-    crosses in them are left out (:func:`floors.uncrossed_pairs`: nothing the ranking judges is in them)."""
+    """What :func:`rank_fleet` needs of a window, reduced: (:func:`recent_samples`, :func:`recent_runs`).
+    For a report summary."""
+    return recent_samples(metrics, n=n, figures=figures), recent_runs(runs, n=n)
+
+
+def recent_samples(metrics: pd.DataFrame | None, *, n: int = pers.DEFAULT_N,
+                   figures: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The last ``n`` samples of every series of the judged figures and floors (``n + REGRESSION_WINDOW`` of
+    the "higher is better" figures: their own baseline), no counters (pass the moved counter series
+    separately). The samples of a PCIe pair that never crosses in them are left out
+    (:func:`floors.uncrossed_pairs`: nothing the ranking judges is in them)."""
     short, longer = recent_names(figures)
     parts = [pers.last_samples(metrics, short, n),
              pers.last_samples(metrics, longer, n + REGRESSION_WINDOW)]
@@ -379,20 +392,39 @@ def recent_inputs(metrics: pd.DataFrame | None, runs: pd.DataFrame | None, *, n:
     drop = floors_.uncrossed_pairs(recent)
     if drop.any():
         recent = recent[~drop].reset_index(drop=True)
+    return recent
+
+
+def recent_runs(runs: pd.DataFrame | None, *, n: int = pers.DEFAULT_N) -> pd.DataFrame:
+    """The last ``n`` runs of every node (run_id, node, started_at), by node and time."""
     cols = ["run_id", "node", "started_at"]
     if runs is None or not len(runs):
-        return recent, pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
     r = runs[cols].sort_values(["node", "started_at", "run_id"], kind="stable")
     r = r[r.groupby("node", sort=False, observed=True).cumcount(ascending=False) < n]
-    return recent, r.reset_index(drop=True)
+    return r.reset_index(drop=True)
 
 
 def rank_summary(summary: Any, *, gpu_model: Mapping[str, Any] | Callable[[str], Any] | None = None,
                  rack: Mapping[str, Any] | Callable[[str], Any] | None = None, references: Any = None,
                  k: int = pers.DEFAULT_K, n: int = pers.DEFAULT_N, **kw: Any) -> pd.DataFrame:
     """:func:`rank_fleet` over a report summary (``report.summary.Summary`` built with ``recent``):
-    its ``perf_recent`` + ``counter_samples`` as metrics, ``flagged_results`` ordered by
-    ``recent_runs``, its actions and failure onsets (``reliability``), at ``summary.now``."""
+    its ``perf_recent`` + ``counter_samples`` as metrics (read last: the summary may still be reading its
+    samples, ``summary.Later``), ``flagged_results`` ordered by ``recent_runs``, its actions and failure onsets
+    (``reliability``), at ``summary.now``."""
+    results = summary.flagged_results
+    latest = getattr(summary, "latest_results", None)
+    if latest is not None and len(latest):  # ERROR (the checker could not judge) is evidence too; the
+        errors = latest[latest["status"] == "error"]  # summary keeps it for the latest runs only
+        if len(errors):
+            results = pd.concat([results, errors], ignore_index=True) if len(results) else errors
+    return rank_fleet(metrics=lambda: _summary_metrics(summary), results=results, runs=summary.recent_runs,
+                      actions=summary.actions, now=summary.now, gpu_model=gpu_model, rack=rack,
+                      references=references, k=k, n=n, reliability=summary.reliability, **kw)
+
+
+def _summary_metrics(summary: Any) -> pd.DataFrame | None:
+    """A summary's ``perf_recent`` + ``counter_samples``, their keys as one set of categories."""
     parts = [f for f in (summary.perf_recent, summary.counter_samples) if f is not None and len(f)]
     if len(parts) > 1:  # the keys as one set of categories on both sides: the concatenation stays categorical
         def values(col: pd.Series) -> list:
@@ -401,13 +433,4 @@ def rank_summary(summary: Any, *, gpu_model: Mapping[str, Any] | Callable[[str],
         cats = {c: pd.CategoricalDtype(pd.Index(sorted({v for p in parts for v in values(p[c]) if isinstance(v, str)})))
                 for c in SERIES_KEYS}
         parts = [p.astype(cats) for p in parts]
-    metrics = pd.concat(parts, ignore_index=True) if parts else None
-    results = summary.flagged_results
-    latest = getattr(summary, "latest_results", None)
-    if latest is not None and len(latest):  # ERROR (the checker could not judge) is evidence too; the
-        errors = latest[latest["status"] == "error"]  # summary keeps it for the latest runs only
-        if len(errors):
-            results = pd.concat([results, errors], ignore_index=True) if len(results) else errors
-    return rank_fleet(metrics=metrics, results=results, runs=summary.recent_runs,
-                      actions=summary.actions, now=summary.now, gpu_model=gpu_model, rack=rack,
-                      references=references, k=k, n=n, reliability=summary.reliability, **kw)
+    return pd.concat(parts, ignore_index=True) if parts else None

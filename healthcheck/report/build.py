@@ -186,7 +186,9 @@ def build_report(history: Any, since: Any, now: Any, node_class: Callable[[str],
     drains = _drains(drain_df, intervals)
     step("risk")
     tables: dict[str, list] = {}
-    if getattr(sm, "perf_recent", None) is not None:  # persistence, floors, per-rack peers: analysis/fleetrank.py
+    # persistence, floors, per-rack peers (analysis/fleetrank.py); the samples may still be read (pending): the
+    # ranking waits for them only after judging the rest
+    if "perf_recent" in getattr(sm, "pending", ()) or getattr(sm, "perf_recent", None) is not None:
         from ..analysis.fleetrank import rank_summary
 
         racks = rack_of() if fs.peers_per_rack else None

@@ -50,12 +50,12 @@ from ..history.recent import KEEP, PAIRS_PER_QUERY
 from . import actions as act
 from . import commissioning, fleetstate, training
 from . import summary as summ
-from .sqlframe import array_items, read_frame
+from .keptsamples import KEY_COLUMNS, keyed, longest, no_samples, unnest_recent, with_partners
+from .sqlframe import read_frame
 
 EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
 # setting: (value, server version since which it exists); see _plain_plans
 PLAIN_PLANS = {"max_parallel_workers_per_gather": ("0", (9, 6)), "jit": ("off", (11,)), "work_mem": ("64MB", (0,))}
-KEY_COLUMNS = ["name", "node", "check", "component"]  # a series in the rollups ('' for no component)
 _NOT_READ = object()  # a read-ahead that could not be done: read on the report's connection
 
 
@@ -394,7 +394,7 @@ class _Reader:
         m = self.s.metrics
         cols = [_time(m.c[c], self.sqlite) if c == "started_at" else m.c[c] for c in summ.COLUMNS["metrics"]]
         if not self.sqlite:
-            return self._samples_pg(keys, cols) if len(keys) else _no_samples()
+            return self._samples_pg(keys, cols) if len(keys) else no_samples()
         pairs = sorted(set(zip(keys["node"], keys["name"])))
         parts = []
         for i in range(0, len(pairs), PAIRS_PER_QUERY):
@@ -403,11 +403,11 @@ class _Reader:
                     .order_by(m.c.started_at, self._c(m.c.run_id), m.c.seq))
             parts.append(_frame(self.conn, stmt, summ.COLUMNS["metrics"], ("started_at",)))
         if not parts:
-            return _no_samples()
+            return no_samples()
         df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
         if len(parts) > 1:
             df = df.sort_values("started_at", kind="stable").reset_index(drop=True)
-        mine = pd.MultiIndex.from_frame(_keyed(df)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys[KEY_COLUMNS]))
+        mine = pd.MultiIndex.from_frame(keyed(df)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys[KEY_COLUMNS]))
         return df[mine].reset_index(drop=True)
 
     def _samples_pg(self, keys: pd.DataFrame, cols: list) -> pd.DataFrame:
@@ -417,7 +417,7 @@ class _Reader:
         from sqlalchemy import func, select, true
 
         m = self.s.metrics
-        distinct = _keyed(keys[KEY_COLUMNS]).drop_duplicates()  # no component: ''
+        distinct = keyed(keys[KEY_COLUMNS]).drop_duplicates()  # no component: ''
         k = func.unnest(*(_text_array(str(v) for v in distinct[c]) for c in KEY_COLUMNS)
                         ).table_valued(*KEY_COLUMNS).render_derived(name="k")
         rows = (select(*cols, m.c.seq.label("_seq"))
@@ -496,11 +496,12 @@ class _Reader:
         samples = self._later("recent_samples", lambda: self._last_samples(short, long_, n, pending))
         if not isinstance(samples, summ.Later):
             fields = summ.recent_fields(samples, runs, n)
-        else:  # reduced on the first read of either field, once: the report's build begins meanwhile
-            import functools
+        else:  # the runs now (the ranking judges the checks with them while the samples are still read), the
+            # samples reduced on the first read of the field
+            from ..analysis.fleetrank import recent_runs
 
-            reduced = functools.cache(lambda: summ.recent_fields(samples.get(), runs, n))
-            fields = {name: summ.Later(lambda name=name: reduced()[name]) for name in ("perf_recent", "recent_runs")}
+            fields = {"perf_recent": summ.Later(lambda: summ.recent_perf(samples.get(), n)),
+                      "recent_runs": recent_runs(runs, n=n)}
         return {**fields, "mtbf_runs": self._later("mtbf_runs", self._mtbf_runs)}
 
     def _last_samples(self, short: list[str], long_: list[str], n: int, pending: pd.DataFrame) -> pd.DataFrame:
@@ -510,15 +511,15 @@ class _Reader:
         rows instead, whole window: the series of runs not merged yet (``pending``), and those whose kept
         samples cannot tell (samples after the window's end crowd out the ones in it: a report of a past
         period). Returned one row per sample, each series oldest first, ``run_id`` empty."""
-        longer = _longest(n, long_)
+        longer = longest(n, long_)
         if longer > KEEP:  # more than is kept: every series from its rows
-            rows, again = _no_samples(), self._series_keys(short + long_)
+            rows, again = no_samples(), self._series_keys(short + long_)
         else:
             rows, again = self._recent_samples(short + long_, long_, n)
-        mine = _with_partners(pending[pending["name"].isin(short + long_)]) if len(pending) else pending
+        mine = with_partners(pending[pending["name"].isin(short + long_)]) if len(pending) else pending
         keys = pd.concat([again, mine], ignore_index=True).drop_duplicates() if len(mine) else again
         if len(keys):
-            rows = rows[~pd.MultiIndex.from_frame(_keyed(rows)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys))]
+            rows = rows[~pd.MultiIndex.from_frame(keyed(rows)[KEY_COLUMNS]).isin(pd.MultiIndex.from_frame(keys))]
             rows = pd.concat([rows, self._samples(keys)], ignore_index=True)
         return rows[summ.COLUMNS["metrics"]].reset_index(drop=True)
 
@@ -536,8 +537,8 @@ class _Reader:
         return pd.DataFrame.from_records([tuple(r) for r in self.conn.execute(stmt)], columns=KEY_COLUMNS)
 
     def _recent_samples(self, names: list[str], long_: list[str], n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """``_unnest_recent`` of ``_recent_rows``: (the kept samples in the window, the series to read again)."""
-        return _unnest_recent(self._recent_rows(names, long_, n), long_, n, _longest(n, long_), *self._window_us())
+        """``unnest_recent`` of ``_recent_rows``: (the kept samples in the window, the series to read again)."""
+        return unnest_recent(self._recent_rows(names, long_, n), long_, n, longest(n, long_), *self._window_us())
 
     def _recent_rows(self, names: list[str], long_: list[str], n: int) -> pd.DataFrame:
         """``metric_recent``'s rows of ``names`` with a kept sample in or after the window. PostgreSQL cuts
@@ -691,78 +692,6 @@ class _Reader:
         return summ.by_time(_frame(self.conn, stmt, summ.COLUMNS["runs"], ("started_at",)))
 
 
-def _identical_pairs(rows: pd.DataFrame, sure: Any, arrow: bool | None = None) -> Any:
-    """Both ``metric_recent`` rows of a PCIe pair (``floors.PCIE_PAIRS``: the width and its max) of one unit
-    (node, check, component) whose arrays, as read, are the same text, where both rows' kept samples tell
-    (``sure``): the width equals its max at every instant of them, so the floor rule finds nothing there
-    and ``floors.uncrossed_pairs`` drops them after the reduction anyway. At 10,000 nodes nearly every pair
-    (half the rows, 800,000 kept samples) is never unnested. A boolean mask over the rows. The texts are
-    compared by pyarrow where it is installed (or ``arrow``), else as Python strings (the same mask)."""
-    import numpy as np
-
-    from ..analysis.floors import PCIE_PAIRS
-
-    drop = np.zeros(len(rows), dtype=bool)
-    names = rows["name"]
-    pairs = [(names.eq(cur).to_numpy(dtype=bool) & sure, names.eq(mx).to_numpy(dtype=bool) & sure)
-             for cur, mx in PCIE_PAIRS]
-    if not any(a.any() and b.any() for a, b in pairs):
-        return drop
-    unit = np.zeros(len(rows), dtype=np.int64)  # one integer per (node, check, component)
-    for col in ("node", "check", "component"):
-        codes, uniques = pd.factorize(rows[col].fillna(""))
-        unit = unit * (len(uniques) + 1) + codes
-    equal = _text_equality(rows["t"], rows["v"], arrow)
-    for is_cur, is_max in pairs:
-        a, b = np.flatnonzero(is_cur), np.flatnonzero(is_max)
-        pos = pd.Index(unit[b]).get_indexer(unit[a])  # a unit has one row per name (the primary key)
-        a, b = a[pos >= 0], b[pos[pos >= 0]]
-        same = equal(a, b)
-        drop[a[same]] = drop[b[same]] = True
-    return drop
-
-
-def _text_equality(t: pd.Series, v: pd.Series, arrow: bool | None = None):
-    """``(a, b) -> mask``: whether rows ``a`` and rows ``b`` (positions) hold the same ``t`` and ``v`` texts (a
-    missing text equals nothing). pyarrow's kernels where it is installed (``arrow`` None or True), else Python
-    strings (``arrow=False``, or no pyarrow: it is not a dependency of the history extra)."""
-    import numpy as np
-
-    try:
-        if arrow is False:
-            raise ImportError("Python strings asked for")
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:
-        tt, vv = t.to_numpy(dtype=object), v.to_numpy(dtype=object)
-
-        def python(a, b):
-            same = [x == y and p == q and isinstance(x, str) and isinstance(p, str)
-                    for x, y, p, q in zip(tt[a], tt[b], vv[a], vv[b])]
-            return np.array(same, dtype=bool)
-        return python
-    ta, va = pa.chunked_array(pa.array(t)), pa.chunked_array(pa.array(v))
-
-    def kernels(a, b):
-        same = pc.and_(pc.equal(ta.take(a), ta.take(b)), pc.equal(va.take(a), va.take(b)))
-        return same.to_numpy(zero_copy_only=False).astype(bool)  # a missing text: null, not the same
-    return kernels
-
-
-def _with_partners(keys: pd.DataFrame) -> pd.DataFrame:
-    """``keys`` (rollup keys) with the other series of each PCIe pair among them (``floors.PCIE_PAIRS``): a
-    series read again from the rows is judged against its partner's rows too, not against kept samples that
-    ``_identical_pairs`` may have left out."""
-    from ..analysis.floors import PCIE_PAIRS
-
-    other = {a: b for pair in PCIE_PAIRS for a, b in (pair, pair[::-1])}
-    partners = keys[keys["name"].isin(list(other))]
-    if not len(partners):
-        return keys
-    partners = partners.assign(name=partners["name"].map(other))
-    return pd.concat([keys, partners], ignore_index=True).drop_duplicates().reset_index(drop=True)
-
-
 def _text_array(values) -> Any:
     """PostgreSQL: ``values`` (strings) as ONE text[] parameter, written as the server's array literal here:
     passed as a Python list, the driver adapts each string in Python (57 ms for 10,000 node names, at every
@@ -775,81 +704,3 @@ def _text_array(values) -> Any:
     body = body.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
     literal = '{"' + body + '"}' if values else "{}"
     return cast(bindparam(None, literal, type_=String), ARRAY(String))
-
-
-def _longest(n: int, long_: list[str]) -> int:
-    """The most samples the ranking asks of one series: n, or n + its regression window where there are
-    "higher is better" names (``long_``)."""
-    from ..analysis.fleetrank import REGRESSION_WINDOW
-
-    return n + REGRESSION_WINDOW if long_ else n
-
-
-def _no_samples() -> pd.DataFrame:
-    return summ.empty_frame("metrics").astype({"value": "float64"})
-
-
-def _keyed(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with its component as the rollups key it ('' for none)."""
-    comp = df["component"].astype(object)
-    return df.assign(component=comp.where(comp.notna() & (comp != ""), ""))
-
-
-def _unnest_recent(rows: pd.DataFrame, long_: list[str], n: int, longer: int, since_us: int,
-                   now_us: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``metric_recent`` rows (arrays newest first) -> (one row per kept sample in [since, now] among each
-    series' newest n (``longer`` for ``long_``), the series in (node, check, component, name) order, each
-    oldest first, in the metrics frame's columns; the keys of the series whose kept samples cannot tell, to
-    be read from the rows)."""
-    import numpy as np
-
-    from ..analysis._frames import SERIES_KEYS, series_codes
-
-    if rows.empty:
-        return _no_samples(), pd.DataFrame(columns=KEY_COLUMNS)
-    # rows whose kept samples may not tell (redo, or a full list that samples after the window's end may
-    # crowd the window out of: see ``unsure`` below) are never left out as identical pairs
-    maybe_short = ((rows["n_kept"].to_numpy() >= KEEP) & (rows["oldest_us"].to_numpy() >= since_us)
-                   & (rows["newest_us"].to_numpy() > now_us)) | (rows["redo"].to_numpy() != 0)
-    same = _identical_pairs(rows, ~maybe_short)
-    if same.any():
-        rows = rows[~same].reset_index(drop=True)
-    ticks, lengths = array_items(rows["t"], "int64")
-    values, vlengths = array_items(rows["v"], "float64")
-    if not np.array_equal(lengths, vlengths):
-        raise HistoryError("the recent samples' times and values disagree in length (a database error?)")
-    series = np.repeat(np.arange(len(rows)), lengths)
-    inside = (ticks >= since_us) & (ticks <= now_us)
-    before = np.cumsum(inside) - inside  # in-window samples ahead of each (newest first), over all series
-    starts = np.cumsum(lengths) - lengths
-    rank = before - before[starts][series] if len(before) else before  # 0 for a series' newest in the window
-    need = np.where(rows["name"].isin(long_).to_numpy(), longer, n)
-    count = np.bincount(series, weights=inside, minlength=len(rows)).astype(np.int64)
-    # fewer than needed in the window, a full list whose oldest is still in it, and samples after the
-    # window's end: older samples, not kept, may be in the window
-    unsure = ((count < need) & (rows["n_kept"].to_numpy() >= KEEP) & (rows["oldest_us"].to_numpy() >= since_us)
-              & (rows["newest_us"].to_numpy() > now_us)) | (rows["redo"].to_numpy() != 0)
-    keep = inside & (rank < need[series]) & ~unsure[series]
-    comp = rows["component"]
-    comp = comp.where(comp.notna() & (comp != ""))  # '' (the rollups' none) as missing, as in the rows
-    # one string per series, not per sample: each key a category of the series' values, sorted (the ranking
-    # works on the codes)
-    cols = pd.DataFrame({"node": rows["node"], "check": rows["check"], "component": comp, "name": rows["name"]})
-    keys = {k: pd.factorize(col, sort=True) for k, col in cols.items()}
-    # the series in the ranking's order (series_codes of SERIES_KEYS: text order, no component last), each
-    # oldest first: its reductions (persistence.last_samples) find them sorted and do not sort them again
-    place, _ = series_codes(cols, SERIES_KEYS, with_keys=False)
-    kept = np.flatnonzero(keep)
-    take = kept[np.lexsort((-kept, place[series[kept]]))]  # a series' arrays are newest first: backwards
-    pick = series[take]
-
-    def at(key: str) -> pd.Series:
-        codes, uniques = keys[key]
-        return pd.Series(pd.Categorical.from_codes(codes[pick], uniques))
-
-    out = pd.DataFrame({"run_id": None, "node": at("node"),
-                        "started_at": pd.to_datetime(ticks[take], unit="us", utc=True),
-                        "check": at("check"), "component": at("component"), "name": at("name"),
-                        "value": values[take]})
-    again = _keyed(rows.loc[unsure, KEY_COLUMNS]).reset_index(drop=True)
-    return out[summ.COLUMNS["metrics"]], again

@@ -270,14 +270,21 @@ def recent_n(recent: int | None) -> int:
 
 def recent_fields(metrics: pd.DataFrame, runs: pd.DataFrame, n: int) -> dict[str, Any]:
     """``perf_recent`` and ``recent_runs`` of a window's metrics and runs (or of any superset of each
-    node's last n runs and each series' last samples: the reduction is the same). A component '' is no
-    component, as in the rollups' series (``history.rollups``): one series, whichever a record wrote."""
-    from ..analysis.fleetrank import recent_inputs
+    node's last n runs and each series' last samples: the reduction is the same): :func:`recent_perf`,
+    ``fleetrank.recent_runs``."""
+    from ..analysis.fleetrank import recent_runs
+
+    return {"perf_recent": recent_perf(metrics, n), "recent_runs": recent_runs(runs, n=n)}
+
+
+def recent_perf(metrics: pd.DataFrame, n: int) -> pd.DataFrame:
+    """``perf_recent`` of a window's metrics (``fleetrank.recent_samples``). A component '' is no component,
+    as in the rollups' series (``history.rollups``): one series, whichever a record wrote."""
+    from ..analysis.fleetrank import recent_samples
 
     if len(metrics) and metrics["component"].eq("").any():
         metrics = metrics.assign(component=metrics["component"].where(metrics["component"].ne(""), None))
-    perf, last_runs = recent_inputs(metrics, runs, n=n)
-    return {"perf_recent": perf, "recent_runs": last_runs}
+    return recent_samples(metrics, n=n)
 
 
 def mtbf_runs(runs: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:

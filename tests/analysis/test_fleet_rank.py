@@ -86,6 +86,35 @@ def test_regression_since_a_date_and_growth_rank():
     assert not any(n.startswith("p") for n in out.index)
 
 
+def test_samples_given_as_a_call_are_read_after_the_other_evidence(monkeypatch):
+    """``metrics`` as a call (a report's summary still reading its samples): the checks, drains and failures
+    are judged first, then the call is made, once; the ranking is the one of the same frames passed as
+    they are."""
+    from healthcheck.analysis import fleetrank
+
+    rows = _fleet(nodes=8)
+    res = pd.DataFrame([{"run_id": f"r{d}", "node": "n01", "started_at": T0 + pd.Timedelta(days=d),
+                         "check": "ib.port.state", "component": "mlx5_0/1", "status": "warn", "message": "port Down"}
+                        for d in (1, 3, 4)])
+    runs = pd.DataFrame([{"run_id": f"r{d}", "node": "n01", "context": "slurm-check", "job_id": None,
+                          "started_at": T0 + pd.Timedelta(days=d), "duration_s": 0.1,
+                          "status": "warn" if d in (1, 3, 4) else "pass"} for d in range(5)])
+    flap = actions([a for k in range(3) for a in (("n02", 2 * k, "drain"), ("n02", 2 * k + 1, "resume"))])
+    inputs = {"results": res, "runs": runs, "actions": flap, "now": T0 + pd.Timedelta(days=5)}
+    order = []
+    real = fleetrank.pers.persistent_results
+    monkeypatch.setattr(fleetrank.pers, "persistent_results", lambda *a, **kw: order.append("checks") or real(*a, **kw))
+
+    def samples():
+        order.append("samples")
+        return metrics(rows)
+
+    late = rank_fleet(metrics=samples, **inputs)
+    assert order == ["checks", "samples"]
+    pd.testing.assert_frame_equal(late, rank_fleet(metrics=metrics(rows), **inputs))
+    assert {"n01", "n02"} <= set(late["node"]) and late["why"].map(len).sum() > 2
+
+
 def test_bad_input_gets_a_clear_error():
     with pytest.raises(ValueError, match="unknown weight"):
         rank_fleet(weights={"outliers": 1.0})
