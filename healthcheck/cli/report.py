@@ -133,6 +133,9 @@ def report(since, until, html_path, fmt, output, db_url, config_path, slurm, no_
     """
     if html_path and (fmt or output):
         raise click.UsageError("use either --html FILE or --format/--output, not both")
+    from ..core.hugepages import disable_thp
+
+    disable_thp()  # before the imports and reads: 4 kB pages, zeroed only where touched (core/hugepages.py)
     from ..report.load import fleet_settings, load_history, nvlink_level, site_view, slurm_states
 
     since, now = window_of(since, until, datetime.now(timezone.utc))
