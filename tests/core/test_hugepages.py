@@ -1,13 +1,11 @@
-"""Transparent huge pages off for the report's process (core/hugepages.py): taken by the kernel where it
-has the call, never an error where it does not, and asked for by `healthcheck report` before its work."""
+"""Transparent huge pages off for one process (core/hugepages.py): taken by the kernel where it has the
+call, never an error where it does not."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
-
 from healthcheck.core import hugepages
 
 
@@ -36,13 +34,3 @@ def test_nothing_changes_and_nothing_fails_where_the_call_does_not_exist(monkeyp
 
     monkeypatch.setattr(ctypes, "CDLL", no_libc)
     assert hugepages.disable_thp() is False
-
-
-def test_the_report_command_asks_for_it_before_its_work(monkeypatch, tmp_path):
-    from healthcheck.cli import cli
-
-    calls = []
-    monkeypatch.setattr(hugepages, "disable_thp", lambda: calls.append("thp") or True)
-    result = CliRunner().invoke(cli, ["report", "--db", f"sqlite:///{tmp_path / 'h.sqlite'}", "--since", "7d"])
-    assert calls == ["thp"], result.output
-    assert result.exit_code != 0  # an empty history: the report says so (the call changed nothing of that)
