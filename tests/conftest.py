@@ -1,6 +1,7 @@
 """Shared test fixtures: project paths and the real-output corpus."""
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -28,6 +29,16 @@ def corpus_params(subdir: str, pattern: str = "*"):
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _collector_unfrozen():
+    """`healthcheck report` run in this process (CliRunner) freezes the cyclic collector's view of every
+    object (cli/report.py: right for the command's own short-lived process): handed back after each test,
+    so the suite's garbage cycles are still collected."""
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()
 
 
 # The real local Slurm cluster (tests/slurmcluster.py): its fixtures and the hook that gives every test

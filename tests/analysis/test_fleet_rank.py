@@ -53,15 +53,21 @@ def test_the_91c_gpu_outranks_single_run_outliers():
     assert noise["score"].max() <= cap + 1e-9
 
 
-def test_hand_computed_score_of_a_persistent_check_and_flapping():
-    res = pd.DataFrame([{"run_id": f"r{d}", "node": "n1", "started_at": T0 + pd.Timedelta(days=d),
+def _warning_and_flaps(warns: str = "n1", flaps: str = "n1") -> dict:
+    """A port warning of node ``warns`` in 3 of its 5 runs, and node ``flaps`` drained and resumed 3 times:
+    rank_fleet's results, runs, actions and now."""
+    res = pd.DataFrame([{"run_id": f"r{d}", "node": warns, "started_at": T0 + pd.Timedelta(days=d),
                          "check": "ib.port.state", "component": "mlx5_0/1", "status": "warn", "message": "port Down"}
                         for d in (1, 3, 4)])
-    runs = pd.DataFrame([{"run_id": f"r{d}", "node": "n1", "context": "slurm-check", "job_id": None,
+    runs = pd.DataFrame([{"run_id": f"r{d}", "node": warns, "context": "slurm-check", "job_id": None,
                           "started_at": T0 + pd.Timedelta(days=d), "duration_s": 0.1,
                           "status": "warn" if d in (1, 3, 4) else "pass"} for d in range(5)])
-    flap = actions([a for k in range(3) for a in (("n1", 2 * k, "drain"), ("n1", 2 * k + 1, "resume"))])
-    out = rank_fleet(results=res, runs=runs, actions=flap, now=T0 + pd.Timedelta(days=5))
+    flap = actions([a for k in range(3) for a in ((flaps, 2 * k, "drain"), (flaps, 2 * k + 1, "resume"))])
+    return {"results": res, "runs": runs, "actions": flap, "now": T0 + pd.Timedelta(days=5)}
+
+
+def test_hand_computed_score_of_a_persistent_check_and_flapping():
+    out = rank_fleet(**_warning_and_flaps())
     row = out.set_index("node").loc["n1"]
     kinds = {w["kind"]: w["points"] for w in row["why"]}
     assert kinds == {"check": pytest.approx(2.0 * 3 / 5), "flapping": 6.0, "drain": 3.0}  # warn 2 x 3 of 5 runs
@@ -93,14 +99,7 @@ def test_samples_given_as_a_call_are_read_after_the_other_evidence(monkeypatch):
     from healthcheck.analysis import fleetrank
 
     rows = _fleet(nodes=8)
-    res = pd.DataFrame([{"run_id": f"r{d}", "node": "n01", "started_at": T0 + pd.Timedelta(days=d),
-                         "check": "ib.port.state", "component": "mlx5_0/1", "status": "warn", "message": "port Down"}
-                        for d in (1, 3, 4)])
-    runs = pd.DataFrame([{"run_id": f"r{d}", "node": "n01", "context": "slurm-check", "job_id": None,
-                          "started_at": T0 + pd.Timedelta(days=d), "duration_s": 0.1,
-                          "status": "warn" if d in (1, 3, 4) else "pass"} for d in range(5)])
-    flap = actions([a for k in range(3) for a in (("n02", 2 * k, "drain"), ("n02", 2 * k + 1, "resume"))])
-    inputs = {"results": res, "runs": runs, "actions": flap, "now": T0 + pd.Timedelta(days=5)}
+    inputs = _warning_and_flaps("n01", "n02")
     order = []
     real = fleetrank.pers.persistent_results
     monkeypatch.setattr(fleetrank.pers, "persistent_results", lambda *a, **kw: order.append("checks") or real(*a, **kw))
