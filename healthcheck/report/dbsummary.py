@@ -21,10 +21,10 @@ list to each read that goes node by node. For the window [since, now]:
    window, or a level seen after ``now``, are read from ``metrics`` (index node, name, started_at) and
    ``trends.changed_series`` keeps those that moved. A constant counter is never read.
 9. the fleet ranking's input: each series' newest samples from ``metric_recent`` (``history.recent``), cut
-   to the window and to what the ranking judges (PostgreSQL: read and unnested on a second connection in
-   this transaction's exported snapshot, while the rest is read); each node's last n runs (PostgreSQL: per
-   node a LATERAL .. LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's runs (window
-   functions).
+   to the window and to what the ranking judges (``keptsamples``; PostgreSQL: read and unnested on a second
+   connection in this transaction's exported snapshot, while the rest is read); each node's last n runs
+   (PostgreSQL: per node a LATERAL .. LIMIT on its index range; SQLite: ROW_NUMBER) and the MTBF table's
+   runs (window functions).
 
 PostgreSQL: the fleet ranking's samples are needed only at the report's ranking, the fleet-state days, the
 MTBF runs and each node's first run only after it; the second connection reads them in that order, and the
