@@ -19,6 +19,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pandas as pd
+
 NOW = datetime(2026, 5, 31, 12, 0, tzinfo=timezone.utc)
 NODES = [f"n{i:02d}" for i in range(1, 9)]
 RUNS = 48
@@ -120,3 +122,14 @@ def store(engine, folder: Path, batch_rows: int = 100_000, shuffle: int | None =
         random.Random(shuffle).shuffle(records)
     migrations.require_current(engine, create=True)
     ingest([write_spool(folder, records)], engine, batch_rows=batch_rows, on_batch=on_batch)
+
+
+def plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Values only: object columns, times as UTC Timestamps, rows in their order."""
+    out = df.reset_index(drop=True).copy()
+    for c in out.columns:
+        if isinstance(out[c].dtype, pd.DatetimeTZDtype):
+            out[c] = out[c].dt.as_unit("us")
+        elif out[c].dtype != "float64":
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+    return out

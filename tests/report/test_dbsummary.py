@@ -64,17 +64,6 @@ def interrupted(request, tmp_path_factory):
     eng.dispose()
 
 
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Values only: object columns, times as UTC Timestamps, rows in their order."""
-    out = df.reset_index(drop=True).copy()
-    for c in out.columns:
-        if isinstance(out[c].dtype, pd.DatetimeTZDtype):
-            out[c] = out[c].dt.as_unit("us")
-        elif out[c].dtype != "float64":
-            out[c] = out[c].astype(object).where(out[c].notna(), None)
-    return out
-
-
 def _both(engine, window: str):
     since, now = hist.WINDOWS[window]
     db = load_summary(engine, since, now)
@@ -91,7 +80,7 @@ def test_summary_from_rollups_equals_the_in_memory_one(engine, window):
     assert (db.source, mem.source) == ("rollups", "frames")
     assert db.counts == mem.counts
     for name in FIELDS:
-        pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
+        pd.testing.assert_frame_equal(hist.plain(getattr(db, name)), hist.plain(getattr(mem, name)), check_dtype=False,
                                       obj=name)
 
 
@@ -109,7 +98,7 @@ def test_mtbf_runs_from_the_database_are_the_window_runs_pandas_keeps(engine, wi
     res = frames["results"][frames["results"]["started_at"] <= pd.Timestamp(now)]
     truth = mtbf_runs(by_time(runs), res)
     assert len(db.mtbf_runs) == len(truth) and (len(truth) > len(set(truth["node"])) or window == "empty")
-    pd.testing.assert_frame_equal(_plain(db.mtbf_runs), _plain(truth), check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(db.mtbf_runs), hist.plain(truth), check_dtype=False)
 
 
 @pytest.mark.parametrize("window", sorted(hist.WINDOWS))
@@ -123,8 +112,8 @@ def test_report_sections_are_the_same_either_way(engine, window):
     for section in da:
         assert da[section] == dbb[section], section
     for x, y in zip(a.distributions, b.distributions):
-        pd.testing.assert_frame_equal(_plain(x.points), _plain(y.points), check_dtype=False)
-    pd.testing.assert_frame_equal(_plain(a.growth_points), _plain(b.growth_points), check_dtype=False)
+        pd.testing.assert_frame_equal(hist.plain(x.points), hist.plain(y.points), check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(a.growth_points), hist.plain(b.growth_points), check_dtype=False)
     assert render_markdown(a) == render_markdown(b)
     assert render_html(a, plots=False) == render_html(b, plots=False)
     assert render_json(a) == render_json(b)
@@ -139,7 +128,7 @@ def test_runs_not_merged_into_the_rollups_yet_are_counted_exactly(interrupted, w
     db, mem = _both(interrupted, window)
     assert db.counts == mem.counts
     for name in FIELDS:
-        pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
+        pd.testing.assert_frame_equal(hist.plain(getattr(db, name)), hist.plain(getattr(mem, name)), check_dtype=False,
                                       obj=name)
 
 
@@ -173,8 +162,8 @@ def test_windows_that_end_before_the_data_do(engine):
     assert set(s.counter_samples["node"]) == {"n06", "n07", "n08"}  # n03 is constant by then
     future = load_summary(engine, *hist.WINDOWS["with-future"])
     assert "n02" in set(future.counter_samples["node"])  # its counter moved after NOW
-    assert load_summary(engine, *hist.WINDOWS["empty"]).counts == {"runs": 0, "results": 0, "metrics": 0,
-                                                                  "actions": 0}
+    empty = load_summary(engine, *hist.WINDOWS["empty"])
+    assert empty.counts == {"runs": 0, "results": 0, "metrics": 0, "actions": 0}
 
 
 def test_the_reduced_inputs_give_what_the_full_frames_give(engine):
@@ -188,12 +177,12 @@ def test_the_reduced_inputs_give_what_the_full_frames_give(engine):
     s = load_summary(engine, since, now)
     full = inputs.growth(frames["metrics"])
     moved = full[(full["increase"] > 0) | (full["resets"] > 0)]
-    pd.testing.assert_frame_equal(_plain(inputs.growth(s.counter_samples)), _plain(moved), check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(inputs.growth(s.counter_samples)), hist.plain(moved), check_dtype=False)
     peer = lambda n: "all"  # noqa: E731
-    pd.testing.assert_frame_equal(_plain(inputs.perf_outliers(s.perf_latest, peer)),
-                                  _plain(inputs.perf_outliers(frames["metrics"], peer)), check_dtype=False)
-    pd.testing.assert_frame_equal(_plain(s.reliability), _plain(availability.reliability(frames["runs"], now=now)),
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(inputs.perf_outliers(s.perf_latest, peer)),
+                                  hist.plain(inputs.perf_outliers(frames["metrics"], peer)), check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(s.reliability),
+                                  hist.plain(availability.reliability(frames["runs"], now=now)), check_dtype=False)
 
 
 def test_without_rollups_the_cli_reads_every_row_and_says_so(tmp_path, monkeypatch):
@@ -231,7 +220,8 @@ def test_a_database_of_another_schema_is_refused(tmp_path):
     from healthcheck.cli import report as cli_report
 
     res = CliRunner().invoke(cli_report.report, ["--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
-    assert res.exit_code == 6 and "healthcheck db upgrade" in res.output and "Traceback" not in res.output  # unavailable
+    # unavailable
+    assert res.exit_code == 6 and "healthcheck db upgrade" in res.output and "Traceback" not in res.output
 
 
 @pytest.mark.parametrize("window", sorted(hist.WINDOWS))
@@ -293,7 +283,7 @@ def test_postgres_reads_the_recent_samples_meanwhile_in_the_same_snapshot(engine
     rollups.rebuild(engine)  # rows deleted by hand: the rollups are rebuilt (history/rollups.py)
     in_line = load_summary(engine, since, now)
     for name in ("perf_recent", "recent_runs"):
-        pd.testing.assert_frame_equal(_plain(getattr(meanwhile, name)), _plain(getattr(in_line, name)),
+        pd.testing.assert_frame_equal(hist.plain(getattr(meanwhile, name)), hist.plain(getattr(in_line, name)),
                                       check_dtype=False, obj=name)
 
 
@@ -317,7 +307,7 @@ def test_a_server_that_shares_no_snapshot_reads_in_line(engine, monkeypatch):
     monkeypatch.setattr(dbsummary, "EXPORT_SNAPSHOT", "SELECT no_such_function_here()")
     alone = load_summary(engine, since, now)
     for name in ("perf_recent", "recent_runs", "latest_results"):
-        pd.testing.assert_frame_equal(_plain(getattr(alone, name)), _plain(getattr(shared, name)),
+        pd.testing.assert_frame_equal(hist.plain(getattr(alone, name)), hist.plain(getattr(shared, name)),
                                       check_dtype=False, obj=name)
 
 
@@ -371,10 +361,10 @@ def test_the_fields_the_report_needs_last_are_read_while_it_is_built(engine, mon
         assert where == ["report-read-ahead"] and not summary.pending
         assert "late-node" not in set(got["perf_recent"]["node"].astype(str)) | set(got["recent_runs"]["node"])
         for name in ("perf_recent", "recent_runs"):
-            pd.testing.assert_frame_equal(_plain(got[name]), _plain(getattr(in_line, name)), check_dtype=False)
+            pd.testing.assert_frame_equal(hist.plain(got[name]), hist.plain(getattr(in_line, name)), check_dtype=False)
         assert "late-node" in set(_in_line(engine, monkeypatch, since, now).node_days["node"])  # it is stored
-        pd.testing.assert_frame_equal(_plain(got["node_days"]), _plain(in_line.node_days), check_dtype=False)
-        pd.testing.assert_frame_equal(_plain(got["mtbf_runs"]), _plain(in_line.mtbf_runs), check_dtype=False)
+        pd.testing.assert_frame_equal(hist.plain(got["node_days"]), hist.plain(in_line.node_days), check_dtype=False)
+        pd.testing.assert_frame_equal(hist.plain(got["mtbf_runs"]), hist.plain(in_line.mtbf_runs), check_dtype=False)
         pd.testing.assert_series_equal(got["first_seen"], in_line.first_seen, check_dtype=False)
     finally:
         release.set()
@@ -442,7 +432,7 @@ def test_a_read_asked_for_before_the_second_connection_reaches_it_is_still_hande
     assert asked.is_set() and out and len(out[0].node_days)
     monkeypatch.undo()
     alone = load_summary(engine, since, now)
-    pd.testing.assert_frame_equal(_plain(out[0].perf_recent), _plain(alone.perf_recent), check_dtype=False)
+    pd.testing.assert_frame_equal(hist.plain(out[0].perf_recent), hist.plain(alone.perf_recent), check_dtype=False)
 
 
 def test_postgres_reads_without_parallel_workers_or_jit_and_only_in_its_own_transactions(engine, monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.report.test_dbsummary import _plain
+from tests.report import history as hist
 
 
 def test_kept_samples_are_cut_to_the_window_and_doubtful_series_are_read_again():
@@ -153,7 +153,7 @@ def test_leaving_identical_pcie_pairs_out_changes_no_ranking_input(seed, monkeyp
                 mp.setattr(keptsamples, "identical_pairs", lambda r, sure: pd.Series(False, index=r.index).to_numpy())
             kept, again = keptsamples.unnest_recent(frame, [], 5, 25, 100, 240)
         perf = recent_fields(kept, pd.DataFrame(columns=["run_id", "node", "started_at"]), 5)["perf_recent"]
-        return _plain(perf), sorted(map(tuple, again.to_numpy().tolist()))
+        return hist.plain(perf), sorted(map(tuple, again.to_numpy().tolist()))
 
     (with_, again_with), (without, again_without) = ranked(True), ranked(False)
     pd.testing.assert_frame_equal(with_, without)
