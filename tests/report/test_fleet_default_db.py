@@ -105,7 +105,7 @@ def test_the_database_and_the_frames_give_the_same_ranking_and_tables(stored, fr
     from healthcheck.analysis.fleetrank import REGRESSION_WINDOW
 
     sim, engine = stored
-    from tests.report.test_dbsummary import _plain
+    from tests.report.history import plain
 
     frames = load_frames(engine, since=sim.since)
     sm = summarize_frames(frames, sim.since, sim.now)
@@ -115,7 +115,7 @@ def test_the_database_and_the_frames_give_the_same_ranking_and_tables(stored, fr
         want = sm if n is None else summarize_frames(frames, sim.since, sim.now, recent=n)
         db = load_summary(engine, sim.since, sim.now, recent=n)
         for name in ("perf_recent", "recent_runs", "mtbf_runs"):
-            pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(want, name)), check_dtype=False,
+            pd.testing.assert_frame_equal(plain(getattr(db, name)), plain(getattr(want, name)), check_dtype=False,
                                           obj=name)
     mem = build_report(sm, sim.since, sim.now, gpu_model=sim.gpu_model, topology=sim.topology)
     a, b = from_db.to_dict(), mem.to_dict()

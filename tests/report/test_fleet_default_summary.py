@@ -13,7 +13,7 @@ from healthcheck.report import build_report
 from healthcheck.report.dbsummary import load_summary
 from healthcheck.report.summary import summarize_frames
 from tests.report import history as hist
-from tests.report.test_dbsummary import _plain, engine, interrupted  # noqa: F401 - the fixtures
+from tests.report.test_dbsummary import engine, interrupted  # noqa: F401 - the fixtures
 
 RECENT = ("perf_recent", "recent_runs", "mtbf_runs")
 
@@ -25,7 +25,7 @@ def _check_equal(eng, window: str, recent=None) -> tuple:
     frames["runs"] = load_frames(eng, tables=("runs",))["runs"]  # every run: first seen in the whole history
     mem = summarize_frames(frames, since, now, recent=recent)
     for name in RECENT:
-        pd.testing.assert_frame_equal(_plain(getattr(db, name)), _plain(getattr(mem, name)), check_dtype=False,
+        pd.testing.assert_frame_equal(hist.plain(getattr(db, name)), hist.plain(getattr(mem, name)), check_dtype=False,
                                       obj=name)
     return db, mem
 
