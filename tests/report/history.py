@@ -1,5 +1,6 @@
 """A synthetic history as spool records (what the hooks write), with every case the report's database
-path has to get right, and a helper that stores it in a database through the real ingest.
+path has to get right, a helper that stores it in a database through the real ingest, and one that
+reduces a frame to its values (``plain``) so that frames read two ways compare equal.
 
 8 nodes x 4 GPUs, one run per node every 6 h over 12 days ending at NOW, plus:
 - error counters: n06 gpu2 grows by 10 per run with a reset at run 20; n03 gpu0 grew during its first 10

@@ -220,7 +220,7 @@ def test_a_database_of_another_schema_is_refused(tmp_path):
     from healthcheck.cli import report as cli_report
 
     res = CliRunner().invoke(cli_report.report, ["--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
-    # unavailable
+    # exit 6: the history is unavailable until it is upgraded
     assert res.exit_code == 6 and "healthcheck db upgrade" in res.output and "Traceback" not in res.output
 
 
